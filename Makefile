@@ -1,0 +1,54 @@
+# The two commands: `make run` (gateway on an embedded local stack) and `make test`.
+# Everything they need is installed here: a Python 3.11 venv in .venv/ and the JVM jars in .jvm/.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+MVN := mvn -q -B -s conf/jvm/settings.xml
+KAFKA_JARS := .jvm/kafka
+SPARK_JARS := .jvm/spark
+# Only the connector and what Spark's own jars lack; the rest ships with pyspark.
+SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
+
+.PHONY: setup venv jars run test test-unit bench lint clean
+
+setup: venv jars
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.lock pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+jars: $(KAFKA_JARS)/.resolved $(SPARK_JARS)/.resolved
+$(KAFKA_JARS)/.resolved: conf/jvm/kafka-broker.pom.xml conf/jvm/settings.xml
+	rm -rf $(KAFKA_JARS)
+	$(MVN) -f conf/jvm/kafka-broker.pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
+	touch $@
+$(SPARK_JARS)/.resolved: conf/jvm/spark-connectors.pom.xml conf/jvm/settings.xml
+	rm -rf $(SPARK_JARS)
+	$(MVN) -f conf/jvm/spark-connectors.pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DincludeArtifactIds=$(SPARK_CONNECTOR_ARTIFACTS) \
+	  -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
+	touch $@
+
+run: setup
+	$(PY) -m streaming run --demo
+
+test: setup
+	$(PY) -m pytest -q
+
+test-unit: venv
+	$(PY) -m pytest -q tests/unit
+
+bench: setup
+	$(PY) -m tests.bench
+
+lint: venv
+	$(VENV)/bin/ruff check validators streaming sinks tests
+
+clean:
+	rm -rf var checkpoints/*/ .pytest_cache
