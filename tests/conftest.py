@@ -1,0 +1,46 @@
+"""Session-wide fixtures shared by every test directory.
+
+`kafka`: one real Apache Kafka broker (KRaft, single node) for the whole session, started on first
+use under the session's tmp dir and stopped at the end. Tests that never ask for it (the unit
+tests) never start a JVM. When a test that used the broker fails, its report gets a section with
+the broker log path and the log's tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+
+import pytest
+
+from streaming.local_kafka import LocalKafka
+
+_BROKER_KEY = pytest.StashKey[LocalKafka]()
+_LOG_TAIL_LINES = 40
+
+
+@pytest.fixture(scope="session")
+def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    broker = LocalKafka(tmp_path_factory.mktemp("kafka"))
+    request.config.stash[_BROKER_KEY] = broker
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    broker = item.config.stash.get(_BROKER_KEY, None)
+    if report.failed and broker is not None and "kafka" in getattr(item, "fixturenames", ()):
+        report.sections.append(
+            (
+                "kafka broker",
+                f"broker log: {broker.log_path}\nJVM output: {broker.stdout_path}\n"
+                f"{broker.log_tail(_LOG_TAIL_LINES)}",
+            )
+        )
+    return report
