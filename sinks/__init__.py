@@ -1,0 +1,1 @@
+"""Where the stage's decisions go: segment storage, produce responses, dead letters, metrics."""

@@ -1,0 +1,122 @@
+"""The `foreachBatch` sink: segments first, then responses and dead letters (DESIGN §4, §5).
+
+The stage's output is persisted once and read twice; the stateful plan never runs twice in one
+micro-batch. Segment writes for a target partition happen in one task, in offset order, and are
+fsynced and committed before any response of the micro-batch is published.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+from sinks.dead_letters import dead_letter
+from sinks.kafka_publisher import OutgoingMessage, publish
+from sinks.partition_log import append_batches
+from sinks.responses import encode_response, response_from_row
+from validators.topic_config import TopicRegistry
+
+log = logging.getLogger("gateway.sink")
+
+APPEND_OUTCOME_SCHEMA = StructType(
+    [
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("skipped_replay", BooleanType()),
+        StructField("batches", LongType()),
+        StructField("bytes_written", LongType()),
+        StructField("log_end_offset", LongType()),
+    ]
+)
+PUBLISH_OUTCOME_SCHEMA = StructType([StructField("responses", LongType()), StructField("dead_letters", LongType())])
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    bootstrap_servers: str
+    segments_root: Path
+    ingress_topic: str
+    response_topic: str
+    dlq_topic: str
+    max_message_bytes: int  # for dead letters: as large as the biggest ingress message
+
+
+@dataclass(frozen=True)
+class MicroBatchSummary:
+    batch_id: int
+    appended_batches: int
+    appended_bytes: int
+    replayed_partitions: int
+    responses: int
+    dead_letters: int
+
+
+class GatewaySink:
+    def __init__(self, config: SinkConfig, registry: TopicRegistry) -> None:
+        self.config = config
+        self.registry = registry
+        self.last_summary: MicroBatchSummary | None = None
+
+    def __call__(self, decided: DataFrame, batch_id: int) -> None:
+        decided = decided.persist()
+        try:
+            appended = self._append_segments(decided, batch_id)
+            published = self._publish(decided)
+        finally:
+            decided.unpersist()
+        self.last_summary = MicroBatchSummary(
+            batch_id=batch_id,
+            appended_batches=sum(r.batches for r in appended),
+            appended_bytes=sum(r.bytes_written for r in appended),
+            replayed_partitions=sum(1 for r in appended if r.skipped_replay),
+            responses=sum(r.responses for r in published),
+            dead_letters=sum(r.dead_letters for r in published),
+        )
+        log.info("micro-batch %s: %s", batch_id, self.last_summary)
+
+    def _append_segments(self, decided: DataFrame, batch_id: int) -> list:
+        root = self.config.segments_root
+
+        def write(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            chunks = list(frames)
+            rows = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame()
+            outcomes = []
+            if len(rows):
+                for (topic, partition), group in rows.groupby(["topic", "partition"], sort=True):
+                    group = group.sort_values("base_offset")
+                    batches = zip(group.base_offset.astype(int), group.last_offset.astype(int), group.batch, strict=True)
+                    o = append_batches(root, str(topic), int(partition), batch_id, batches)
+                    outcomes.append((o.topic, o.partition, o.skipped_replay, o.batches, o.bytes_written, o.log_end_offset))
+            yield pd.DataFrame(outcomes, columns=[f.name for f in APPEND_OUTCOME_SCHEMA.fields])
+
+        accepted = decided.filter("error_code = 0").select("topic", "partition", "base_offset", "last_offset", "batch")
+        return (
+            accepted.repartition("topic", "partition")
+            .sortWithinPartitions("topic", "partition", "base_offset")
+            .mapInPandas(write, APPEND_OUTCOME_SCHEMA)
+            .collect()
+        )
+
+    def _publish(self, decided: DataFrame) -> list:
+        config, registry = self.config, self.registry
+
+        def send(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            responses: list[OutgoingMessage] = []
+            letters: list[OutgoingMessage] = []
+            for frame in frames:
+                for row in frame.itertuples(index=False):
+                    if int(row.acks) != 0:
+                        responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response_from_row(row))))
+                    if int(row.error_code) != 0:
+                        letters.append(dead_letter(row, config.ingress_topic, registry))
+            n_resp = publish(config.bootstrap_servers, config.response_topic, responses, config.max_message_bytes)
+            n_dlq = publish(config.bootstrap_servers, config.dlq_topic, letters, config.max_message_bytes)
+            yield pd.DataFrame([(n_resp, n_dlq)], columns=["responses", "dead_letters"])
+
+        return decided.mapInPandas(send, PUBLISH_OUTCOME_SCHEMA).collect()

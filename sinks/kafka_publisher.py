@@ -1,0 +1,64 @@
+"""Publishing to Kafka from Spark tasks: one confluent-kafka producer per worker process, and a
+publish that fails loudly — a delivery error fails the micro-batch, which Spark retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException, Producer
+
+_producers: dict[tuple[str, int], Producer] = {}
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]] | None = None
+    timestamp_ms: int | None = None
+
+
+def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
+    key = (bootstrap_servers, max_message_bytes)
+    if key not in _producers:
+        _producers[key] = Producer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "enable.idempotence": True,  # retries inside librdkafka never duplicate
+                "acks": "all",
+                "linger.ms": 5,
+                "message.max.bytes": max_message_bytes,
+                "compression.type": "lz4",
+            }
+        )
+    return _producers[key]
+
+
+def publish(bootstrap_servers: str, topic: str, messages: Iterable[OutgoingMessage], max_message_bytes: int) -> int:
+    """Send and wait for every delivery report; raise on the first failure."""
+    p = producer(bootstrap_servers, max_message_bytes)
+    errors: list[str] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    sent = 0
+    for m in messages:
+        kwargs = {"headers": m.headers} if m.headers else {}
+        if m.timestamp_ms is not None:
+            kwargs["timestamp"] = m.timestamp_ms
+        while True:
+            try:
+                p.produce(topic, key=m.key, value=m.value, on_delivery=on_delivery, **kwargs)
+                break
+            except BufferError:
+                p.poll(0.1)  # local queue full: serve delivery reports, then retry
+        sent += 1
+    remaining = p.flush(120)
+    if remaining:
+        raise KafkaException(f"{remaining} messages to {topic} not delivered within 120 s")
+    if errors:
+        raise KafkaException(f"{len(errors)} deliveries to {topic} failed, first: {errors[0]}")
+    return sent

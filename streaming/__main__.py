@@ -1,0 +1,97 @@
+"""`python -m streaming run [--demo]`: the gateway as a long-running Spark job.
+
+Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
+Kafka broker first (the embedded default of `make run`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+
+from streaming.config import DEFAULT_CONFIG, load_gateway_config
+from streaming.local_kafka import LocalKafka, create_topics, free_port
+from streaming.query import start_gateway, topic_specs
+from streaming.session import build_spark_session
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
+    broker = None
+    if not config.bootstrap_servers:
+        port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
+        broker = LocalKafka(config.path("var/kafka"), port=port)
+        broker.start()
+        config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
+        print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})", flush=True)
+    create_topics(config.bootstrap_servers, topic_specs(config))
+    spark = build_spark_session(config)
+    query, _sink = start_gateway(spark, config)
+    print(f"[gateway] query '{config.query_name}' running; checkpoint {config.checkpoint_location}; "
+          f"segments {config.path(config.segments_root)}; responses on '{config.response_topic}', "
+          f"dead letters on '{config.dlq_topic}'. Ctrl-C stops.", flush=True)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    demo = summary = None
+    if args.demo:
+        from streaming.demo import DemoTraffic, LiveSummary
+
+        first = threading.Event()
+        summary = LiveSummary(config, first_response=first)
+        summary.start()
+        demo = DemoTraffic(config)
+        demo.start()
+        threading.Thread(
+            target=lambda: first.wait() and print(
+                f"[gateway] first response {time.monotonic() - started:.1f} s after start", flush=True),
+            daemon=True,
+        ).start()
+    try:
+        while not stop.is_set() and query.isActive:
+            stop.wait(1.0)
+        if query.exception() is not None:
+            print(f"[gateway] query failed: {query.exception()}", flush=True)
+            return 1
+    finally:
+        print("[gateway] stopping ...", flush=True)
+        for t in (demo, summary):
+            if t is not None:
+                t.stop()
+        query.stop()
+        spark.stop()
+        if broker is not None:
+            broker.stop()
+        print("[gateway] stopped.", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    parser = argparse.ArgumentParser(prog="python -m streaming")
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the gateway query")
+    r.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
+    r.add_argument("--master", help="Spark master (default from config: local[*])")
+    r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
+    args = parser.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""Gateway-wide settings (conf/gateway.json); the topic registry lives in conf/topics.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    bootstrap_servers: str | None = None  # None: start a local broker
+    local_broker_port: int = 9092
+    ingress_topic: str = "gateway.ingress"
+    ingress_partitions: int = 3
+    # Larger than any target topic's max.message.bytes, so an oversized batch reaches the
+    # gateway and is rejected there with MESSAGE_TOO_LARGE rather than by the ingress broker.
+    ingress_max_message_bytes: int = 16 * 1024 * 1024
+    response_topic: str = "gateway.responses"
+    dlq_topic: str = "gateway.dlq"
+    topics_file: str = "conf/topics.json"
+    segments_root: str = "var/segments"
+    checkpoint_root: str = "checkpoints"
+    query_name: str = "gateway"
+    spark_master: str = "local[*]"
+    shuffle_partitions: int = 4
+    trigger_interval: str = "1 second"
+    max_offsets_per_trigger: int = 20000
+    metrics_address: str = "127.0.0.1:9108"
+    ui_enabled: bool = True
+
+    def path(self, value: str) -> Path:
+        """Relative paths in the config are relative to the repository root."""
+        p = Path(value)
+        return p if p.is_absolute() else REPO_ROOT / p
+
+    @property
+    def checkpoint_location(self) -> Path:
+        return self.path(self.checkpoint_root) / self.query_name
+
+    def with_overrides(self, **overrides: Any) -> GatewayConfig:
+        return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> GatewayConfig:
+    doc = json.loads(Path(path).read_text())
+    known = {f.name for f in fields(GatewayConfig)}
+    unknown = set(doc) - known
+    if unknown:
+        raise ValueError(f"Unknown gateway settings in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    return GatewayConfig(**doc).with_overrides(**overrides)

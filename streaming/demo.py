@@ -1,0 +1,100 @@
+"""Demo traffic for `make run`: a small generator of produce batches (mostly good, some that the
+gateway must reject) and a live summary of responses and segment files in the terminal."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+
+from sinks.responses import decode_response
+from streaming.config import GatewayConfig
+from validators.record_batch import build_record_batch
+
+
+def demo_batch(rng: random.Random, now_ms: int) -> tuple[str, int, bytes]:
+    topic = rng.choice(["demo.create-time", "demo.log-append-time"])
+    partition = rng.randrange(3)
+    count = rng.randint(1, 20)
+    roll = rng.random()
+    if roll < 0.05:
+        base = now_ms - 3 * 86_400_000  # three days old: outside demo.create-time's 1-day window
+    elif roll < 0.08:
+        base = now_ms + 2 * 3_600_000  # two hours ahead: beyond message.timestamp.after.max.ms
+    else:
+        base = now_ms - rng.randint(0, 5000)
+    if rng.random() < 0.02:
+        partition = 9  # not a partition of the topic
+    records = [(base + i, f"user-{rng.randrange(100)}".encode(), f"event {i} at {base + i}".encode(), ()) for i in range(count)]
+    return topic, partition, build_record_batch(records)
+
+
+class DemoTraffic(threading.Thread):
+    """Produces demo batches to the ingress topic until stopped."""
+
+    def __init__(self, config: GatewayConfig, batches_per_second: float = 5.0, seed: int = 7) -> None:
+        super().__init__(name="demo-traffic", daemon=True)
+        self.config = config
+        self.interval = 1.0 / batches_per_second
+        self.rng = random.Random(seed)
+        self.stopped = threading.Event()
+        self.sent = 0
+
+    def run(self) -> None:
+        p = Producer({"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5})
+        while not self.stopped.wait(self.interval):
+            topic, partition, batch = demo_batch(self.rng, int(time.time() * 1000))
+            p.produce(
+                self.config.ingress_topic, key=f"{topic}/{partition}".encode(), value=batch,
+                headers=[("gw.topic", topic.encode()), ("gw.partition", str(partition).encode()),
+                         ("gw.request.id", uuid.uuid4().hex.encode()), ("gw.client.id", b"demo")],
+            )
+            p.poll(0)
+            self.sent += 1
+        p.flush(10)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+class LiveSummary(threading.Thread):
+    """Reads the response topic and prints a one-line summary every few seconds."""
+
+    def __init__(self, config: GatewayConfig, every_s: float = 3.0, first_response: threading.Event | None = None) -> None:
+        super().__init__(name="live-summary", daemon=True)
+        self.config = config
+        self.every_s = every_s
+        self.stopped = threading.Event()
+        self.outcomes: Counter[str] = Counter()
+        self.first_response = first_response or threading.Event()
+
+    def run(self) -> None:
+        c = Consumer({"bootstrap.servers": self.config.bootstrap_servers, "group.id": f"demo-summary-{uuid.uuid4().hex}",
+                      "auto.offset.reset": "latest", "enable.auto.commit": False})
+        c.subscribe([self.config.response_topic])
+        next_print = time.monotonic() + self.every_s
+        while not self.stopped.is_set():
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                r = decode_response(m.value())
+                self.outcomes[r["error_name"] or "OK"] += 1
+                self.first_response.set()
+            if time.monotonic() >= next_print:
+                print(self.line(), flush=True)
+                next_print += self.every_s
+        c.close()
+
+    def line(self) -> str:
+        root = self.config.path(self.config.segments_root)
+        logs = list(Path(root).glob("*/*.log")) if root.exists() else []
+        size = sum(f.stat().st_size for f in logs)
+        outcomes = ", ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items())) or "none yet"
+        return f"[gateway] responses: {outcomes} | segments: {len(logs)} files, {size / 1024:.1f} KiB under {root}"
+
+    def stop(self) -> None:
+        self.stopped.set()

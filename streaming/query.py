@@ -1,0 +1,56 @@
+"""Query lifecycle: build the pipeline (ingress → stage → foreachBatch sink), start, stop."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from sinks.foreach_batch import GatewaySink, SinkConfig
+from streaming.config import GatewayConfig
+from streaming.ingress import read_ingress
+from streaming.stage import apply_stage
+from validators.topic_config import TopicRegistry
+
+log = logging.getLogger("gateway.query")
+
+
+def sink_config(config: GatewayConfig) -> SinkConfig:
+    if not config.bootstrap_servers:
+        raise ValueError("bootstrap_servers is not set")
+    return SinkConfig(
+        bootstrap_servers=config.bootstrap_servers,
+        segments_root=config.path(config.segments_root),
+        ingress_topic=config.ingress_topic,
+        response_topic=config.response_topic,
+        dlq_topic=config.dlq_topic,
+        max_message_bytes=config.ingress_max_message_bytes + 65536,
+    )
+
+
+def start_gateway(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> tuple[StreamingQuery, GatewaySink]:
+    """Start the gateway query. `available_now` processes what the ingress topic holds and stops
+    (tests, backfills); otherwise it runs with the configured processing-time trigger."""
+    registry = TopicRegistry.load(config.path(config.topics_file))
+    sink = GatewaySink(sink_config(config), registry)
+    decided = apply_stage(read_ingress(spark, config), registry)
+    writer = (
+        decided.writeStream.queryName(config.query_name)
+        .option("checkpointLocation", str(config.checkpoint_location))
+        .foreachBatch(sink)
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
+    query = writer.start()
+    log.info("gateway query %s started (checkpoint %s)", query.id, config.checkpoint_location)
+    return query, sink
+
+
+def topic_specs(config: GatewayConfig) -> list[tuple[str, int, dict[str, str]]]:
+    """The gateway's own Kafka topics: ingress (large messages allowed), responses, dead letters."""
+    big = {"max.message.bytes": str(config.ingress_max_message_bytes)}
+    return [
+        (config.ingress_topic, config.ingress_partitions, big),
+        (config.response_topic, config.ingress_partitions, {}),
+        (config.dlq_topic, 1, {"max.message.bytes": str(config.ingress_max_message_bytes + 65536)}),
+    ]

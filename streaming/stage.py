@@ -1,0 +1,199 @@
+"""The stateful stage: one group per target (topic, partition), the gateway as partition leader.
+
+`applyInPandasWithState` (PySpark's mapGroupsWithState) calls `run_group` with every ingress batch
+of one target partition in a micro-batch. The group's batches are sorted by (ingress partition,
+ingress offset) — Spark gives no order after the shuffle — and decided one by one by the pure
+`validators.log_validator.validate_and_assign`, threading the partition state through.
+The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
+offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from validators.errors import Errors
+from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
+from validators.topic_config import TopicRegistry
+
+log = logging.getLogger("gateway.stage")
+
+STATE_SCHEMA = StructType(
+    [
+        StructField("log_start_offset", LongType(), False),
+        StructField("log_end_offset", LongType(), False),
+        StructField("last_append_time_ms", LongType(), False),
+    ]
+)
+
+# One row per ingress message: the decision, plus what the sinks need.
+OUTPUT_SCHEMA = StructType(
+    [
+        StructField("ingress_partition", IntegerType(), False),
+        StructField("ingress_offset", LongType(), False),
+        StructField("ingress_timestamp_ms", LongType(), False),
+        StructField("request_id", StringType(), False),
+        StructField("client_id", StringType(), True),
+        StructField("acks", IntegerType(), False),
+        StructField("topic", StringType(), True),
+        StructField("partition", IntegerType(), True),
+        StructField("partition_header", StringType(), True),
+        StructField("error_code", IntegerType(), False),
+        StructField("error_name", StringType(), True),
+        StructField("error_message", StringType(), True),
+        StructField("record_errors", StringType(), False),  # JSON list of {batch_index, message}
+        StructField("base_offset", LongType(), False),
+        StructField("last_offset", LongType(), False),
+        StructField("log_append_time_ms", LongType(), False),
+        StructField("append_time_ms", LongType(), False),
+        StructField("max_timestamp", LongType(), False),
+        StructField("log_start_offset", LongType(), False),
+        StructField("record_count", IntegerType(), False),
+        StructField("clock_held", BooleanType(), False),
+        StructField("batch_time_ms", LongType(), False),  # the micro-batch clock (`now`)
+        StructField("batch", BinaryType(), False),  # stored bytes if accepted, original bytes if rejected
+    ]
+)
+OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
+
+
+@dataclass(frozen=True)
+class IngressBatch:
+    ingress_partition: int
+    ingress_offset: int
+    ingress_timestamp_ms: int
+    batch: bytes
+    request_id: str
+    client_id: str | None
+    acks: int
+    partition_header: str | None
+
+
+def decide(
+    topic: str | None, partition: int | None, item: IngressBatch, registry: TopicRegistry,
+    state: PartitionState, now_ms: int,
+) -> AppendResult:
+    """Header problems first (the gateway's own contract, DESIGN §4.1), then Kafka's decision.
+    Any unexpected exception becomes UNKNOWN_SERVER_ERROR for this batch only: bad input must
+    never stop the query."""
+    if topic is None:
+        return Rejected(Errors.INVALID_TOPIC_EXCEPTION, "Missing required header gw.topic (the target topic)")
+    if partition is None:
+        return Rejected(
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            f"Missing or malformed header gw.partition: {item.partition_header!r} is not a decimal partition number",
+        )
+    try:
+        return validate_and_assign(item.batch, topic, partition, registry.get(topic), state, now_ms)
+    except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
+        log.exception("validator failed on %s-%s request %s", topic, partition, item.request_id)
+        return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+
+
+def decide_group(
+    topic: str | None, partition: int | None, items: list[IngressBatch], registry: TopicRegistry,
+    state: PartitionState, now_ms: int,
+) -> tuple[list[dict[str, Any]], PartitionState]:
+    """Decide a target partition's batches of one micro-batch in ingress order."""
+    rows = []
+    for item in sorted(items, key=lambda i: (i.ingress_partition, i.ingress_offset)):
+        result = decide(topic, partition, item, registry, state, now_ms)
+        if isinstance(result, Accepted):
+            state = result.state
+        rows.append(_output_row(topic, partition, item, result, state, now_ms))
+    return rows, state
+
+
+def _output_row(
+    topic: str | None, partition: int | None, item: IngressBatch, result: AppendResult,
+    state: PartitionState, now_ms: int,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "ingress_partition": item.ingress_partition,
+        "ingress_offset": item.ingress_offset,
+        "ingress_timestamp_ms": item.ingress_timestamp_ms,
+        "request_id": item.request_id,
+        "client_id": item.client_id,
+        "acks": item.acks,
+        "topic": topic,
+        "partition": partition,
+        "partition_header": item.partition_header,
+        "batch_time_ms": now_ms,
+    }
+    if isinstance(result, Accepted):
+        row.update(
+            error_code=0, error_name=None, error_message=None, record_errors="[]",
+            base_offset=result.base_offset, last_offset=result.last_offset,
+            log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
+            max_timestamp=result.max_timestamp, log_start_offset=state.log_start_offset,
+            record_count=result.record_count, clock_held=result.clock_held, batch=result.records,
+        )
+    else:
+        row.update(
+            error_code=result.error.code, error_name=result.error.name, error_message=result.message,
+            record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
+            base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
+            log_start_offset=result.log_start_offset, record_count=0, clock_held=False, batch=item.batch,
+        )
+    return row
+
+
+def _state_from_spark(state: GroupState) -> PartitionState:
+    if not state.exists:
+        return PartitionState()
+    log_start, log_end, last_append = state.get
+    return PartitionState(log_start_offset=log_start, log_end_offset=log_end, last_append_time_ms=last_append)
+
+
+def _state_to_spark(state: PartitionState) -> tuple[int, int, int]:
+    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms)
+
+
+def stage_function(
+    registry: TopicRegistry,
+) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        topic, partition = key
+        partition = None if partition is None or pd.isna(partition) else int(partition)
+        items = [
+            IngressBatch(
+                ingress_partition=int(r.ingress_partition), ingress_offset=int(r.ingress_offset),
+                ingress_timestamp_ms=int(r.ingress_timestamp_ms), batch=bytes(r.batch),
+                request_id=str(r.request_id), client_id=None if pd.isna(r.client_id) else str(r.client_id),
+                acks=int(r.acks), partition_header=None if pd.isna(r.partition_header) else str(r.partition_header),
+            )
+            for frame in frames
+            for r in frame.itertuples(index=False)
+        ]
+        now_ms = state.getCurrentProcessingTimeMs()
+        old_state = _state_from_spark(state)
+        rows, new_state = decide_group(topic, partition, items, registry, old_state, now_ms)
+        # Only partitions that appended get a state row: hostile topic names must not grow the state.
+        if new_state != old_state:
+            state.update(_state_to_spark(new_state))
+        yield pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+
+    return run_group
+
+
+def apply_stage(ingress: DataFrame, registry: TopicRegistry) -> DataFrame:
+    return ingress.groupBy("topic", "partition").applyInPandasWithState(
+        stage_function(registry), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+    )

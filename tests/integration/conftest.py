@@ -1,0 +1,56 @@
+"""Spark for the integration tests: one real local session (the project's own factory) per run."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streaming.config import GatewayConfig
+from streaming.session import build_spark_session
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    base = GatewayConfig(
+        spark_master="local[2]", shuffle_partitions=2, ui_enabled=False,
+        checkpoint_root=str(tmp_path_factory.mktemp("spark-checkpoints")),
+    )
+    session = build_spark_session(base, app_name="gateway-tests")
+    yield session
+    session.stop()
+
+
+TEST_TOPICS = {
+    "defaults": {"log.message.timestamp.after.max.ms": "3600000"},
+    "topics": {
+        "ct": {"partitions": 2, "configs": {"message.timestamp.type": "CreateTime"}},
+        "lat": {"partitions": 2, "configs": {"message.timestamp.type": "LogAppendTime"}},
+    },
+}
+
+
+@pytest.fixture
+def gateway_config(kafka, tmp_path: Path) -> GatewayConfig:
+    """A gateway of its own per test: fresh ingress/response/DLQ topics, storage and checkpoint."""
+    run = uuid.uuid4().hex[:8]
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps(TEST_TOPICS))
+    return GatewayConfig(
+        bootstrap_servers=kafka.bootstrap_servers,
+        ingress_topic=f"ingress-{run}",
+        ingress_partitions=2,
+        response_topic=f"responses-{run}",
+        dlq_topic=f"dlq-{run}",
+        topics_file=str(topics_file),
+        segments_root=str(tmp_path / "segments"),
+        checkpoint_root=str(tmp_path / "checkpoints"),
+        query_name=f"gateway_{run}",
+        spark_master="local[2]",
+        shuffle_partitions=2,
+        ui_enabled=False,
+    )

@@ -1,0 +1,73 @@
+"""Test-side I/O with the gateway's Kafka topics: produce raw batches to the ingress topic, read
+responses and dead letters back. Real confluent-kafka clients against the real broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from sinks.responses import decode_response
+from streaming.config import GatewayConfig
+from streaming.local_kafka import create_topics
+from streaming.query import topic_specs
+
+
+def create_gateway_topics(config: GatewayConfig) -> None:
+    create_topics(config.bootstrap_servers, topic_specs(config))
+
+
+@dataclass(frozen=True)
+class SentBatch:
+    request_id: str
+    topic: str
+    partition: int
+    batch: bytes
+    produced_at_ms: int
+
+
+def produce_batches(config: GatewayConfig, batches: list[tuple[str, int, bytes]], acks: str | None = None) -> list[SentBatch]:
+    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": config.ingress_max_message_bytes + 65536,
+                  "enable.idempotence": True})
+    sent = []
+    for topic, partition, batch in batches:
+        rid = uuid.uuid4().hex
+        headers = [("gw.topic", topic.encode()), ("gw.partition", str(partition).encode()), ("gw.request.id", rid.encode()),
+                   ("gw.client.id", b"tests")]
+        if acks is not None:
+            headers.append(("gw.acks", acks.encode()))
+        sent.append(SentBatch(rid, topic, partition, bytes(batch), int(time.time() * 1000)))
+        p.produce(config.ingress_topic, key=f"{topic}/{partition}".encode(), value=bytes(batch), headers=headers)
+    assert p.flush(60) == 0
+    return sent
+
+
+def read_all(config: GatewayConfig, topic: str, timeout_s: float = 60.0) -> list:
+    """Every message of `topic` up to its current end offsets. Use after the query has finished
+    (available-now trigger): what the gateway published is all there, so this reads a known end."""
+    c = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": f"test-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    meta = c.list_topics(topic, timeout=10)
+    partitions = list(meta.topics[topic].partitions)
+    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    c.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
+    out = []
+    remaining = {p: e for p, e in ends.items() if e > 0}
+    deadline = time.monotonic() + timeout_s
+    while remaining and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            continue
+        assert m.error() is None, m.error()
+        out.append(m)
+        if m.offset() + 1 >= remaining.get(m.partition(), 0):
+            remaining.pop(m.partition(), None)
+    c.close()
+    assert not remaining, f"could not read {topic} to its end: {remaining}"
+    return out
+
+
+def read_responses(config: GatewayConfig) -> list[dict]:
+    return [decode_response(m.value()) for m in read_all(config, config.response_topic)]
