@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     broker = None
     if not config.bootstrap_servers:
         port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
-        broker = LocalKafka(config.path("var/kafka"), port=port)
+        broker = LocalKafka(config.path(config.local_broker_dir), port=port)
         broker.start()
         config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
         print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})", flush=True)

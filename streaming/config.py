@@ -15,6 +15,7 @@ DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 class GatewayConfig:
     bootstrap_servers: str | None = None  # None: start a local broker
     local_broker_port: int = 9092
+    local_broker_dir: str = "var/kafka"
     ingress_topic: str = "gateway.ingress"
     ingress_partitions: int = 3
     # Larger than any target topic's max.message.bytes, so an oversized batch reaches the

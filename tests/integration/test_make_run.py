@@ -1,0 +1,63 @@
+"""`make run`'s command on its embedded default: its own local broker, local Spark, demo traffic,
+live summary; Ctrl-C (SIGINT) stops everything and leaves no JVM behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streaming.config import REPO_ROOT
+from streaming.local_kafka import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def _java_processes_under(path: Path) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if "java" in line and str(path) in line]
+
+
+def test_run_demo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    config = json.loads((REPO_ROOT / "conf" / "gateway.json").read_text())
+    config.update(
+        bootstrap_servers=None, local_broker_port=free_port(), local_broker_dir=str(tmp_path / "kafka"),
+        segments_root=str(tmp_path / "segments"), checkpoint_root=str(tmp_path / "checkpoints"),
+        spark_master="local[2]", shuffle_partitions=2, ui_enabled=False,
+    )
+    config_file = tmp_path / "gateway.json"
+    config_file.write_text(json.dumps(config))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming", "run", "--demo", "--config", str(config_file)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy(),
+    )
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + 240
+        assert proc.stdout is not None
+        for line in proc.stdout:  # blocks on the child's output; the deadline bounds the wait
+            lines.append(line)
+            if "[gateway] responses:" in line and "OK=" in line or time.monotonic() > deadline:
+                break
+        assert any("first response" in line for line in lines), "".join(lines[-40:])
+        assert any("[gateway] responses:" in line and "OK=" in line for line in lines), "".join(lines[-40:])
+        assert _java_processes_under(tmp_path / "kafka"), "the local broker should be running"
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=120)
+        lines.append(rest)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = "".join(lines)
+    assert proc.returncode == 0, output[-4000:]
+    assert "[gateway] stopped." in output
+    assert not _java_processes_under(tmp_path / "kafka"), "orphan broker JVM after Ctrl-C"
+    logs = list((tmp_path / "segments").glob("demo.*/*.log"))
+    assert logs and all(f.stat().st_size > 0 for f in logs)
