@@ -15,7 +15,7 @@ from pathlib import Path
 
 from streaming.config import DEFAULT_CONFIG, load_gateway_config
 from streaming.local_kafka import LocalKafka, create_topics, free_port
-from streaming.query import start_gateway, topic_specs
+from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
 
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         for t in (demo, summary):
             if t is not None:
                 t.stop()
-        query.stop()
+        stop_gracefully(query)
         spark.stop()
         if broker is not None:
             broker.stop()

@@ -54,3 +54,15 @@ def topic_specs(config: GatewayConfig) -> list[tuple[str, int, dict[str, str]]]:
         (config.response_topic, config.ingress_partitions, {}),
         (config.dlq_topic, 1, {"max.message.bytes": str(config.ingress_max_message_bytes + 65536)}),
     ]
+
+
+def stop_gracefully(query: StreamingQuery, timeout_s: float = 60.0) -> None:
+    """Stop between micro-batches: wait (bounded) until no trigger is running, then stop.
+    Interrupting a micro-batch is safe (it is replayed with the same clock and the sink skips
+    what was committed) but noisy; waiting avoids it in the common case."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling Spark's status; there is no completion callback to wait on
+    query.stop()
