@@ -8,7 +8,7 @@ fsynced and committed before any response of the micro-batch is published.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,10 +57,16 @@ class MicroBatchSummary:
     dead_letters: int
 
 
+# Called on the driver after a micro-batch is durable and published, with the (still cached)
+# decisions: metrics and status read it here instead of re-running the stateful plan.
+MicroBatchObserver = Callable[[DataFrame, int, "MicroBatchSummary"], None]
+
+
 class GatewaySink:
-    def __init__(self, config: SinkConfig, registry: TopicRegistry) -> None:
+    def __init__(self, config: SinkConfig, registry: TopicRegistry, observers: Sequence[MicroBatchObserver] = ()) -> None:
         self.config = config
         self.registry = registry
+        self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
 
     def __call__(self, decided: DataFrame, batch_id: int) -> None:
@@ -68,17 +74,19 @@ class GatewaySink:
         try:
             appended = self._append_segments(decided, batch_id)
             published = self._publish(decided)
+            self.last_summary = MicroBatchSummary(
+                batch_id=batch_id,
+                appended_batches=sum(r.batches for r in appended),
+                appended_bytes=sum(r.bytes_written for r in appended),
+                replayed_partitions=sum(1 for r in appended if r.skipped_replay),
+                responses=sum(r.responses for r in published),
+                dead_letters=sum(r.dead_letters for r in published),
+            )
+            log.info("micro-batch %s: %s", batch_id, self.last_summary)
+            for observe in self.observers:
+                observe(decided, batch_id, self.last_summary)
         finally:
             decided.unpersist()
-        self.last_summary = MicroBatchSummary(
-            batch_id=batch_id,
-            appended_batches=sum(r.batches for r in appended),
-            appended_bytes=sum(r.bytes_written for r in appended),
-            replayed_partitions=sum(1 for r in appended if r.skipped_replay),
-            responses=sum(r.responses for r in published),
-            dead_letters=sum(r.dead_letters for r in published),
-        )
-        log.info("micro-batch %s: %s", batch_id, self.last_summary)
 
     def _append_segments(self, decided: DataFrame, batch_id: int) -> list:
         root = self.config.segments_root
