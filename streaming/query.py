@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sinks.foreach_batch import GatewaySink, SinkConfig
+from sinks.foreach_batch import GatewaySink, MicroBatchObserver, SinkConfig
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.stage import apply_stage
@@ -29,11 +30,13 @@ def sink_config(config: GatewayConfig) -> SinkConfig:
     )
 
 
-def start_gateway(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> tuple[StreamingQuery, GatewaySink]:
+def start_gateway(
+    spark: SparkSession, config: GatewayConfig, available_now: bool = False, observers: Sequence[MicroBatchObserver] = ()
+) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
     (tests, backfills); otherwise it runs with the configured processing-time trigger."""
     registry = TopicRegistry.load(config.path(config.topics_file))
-    sink = GatewaySink(sink_config(config), registry)
+    sink = GatewaySink(sink_config(config), registry, observers)
     decided = apply_stage(read_ingress(spark, config), registry)
     writer = (
         decided.writeStream.queryName(config.query_name)
