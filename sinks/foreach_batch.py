@@ -90,6 +90,7 @@ class GatewaySink:
 
     def _append_segments(self, decided: DataFrame, batch_id: int) -> list:
         root = self.config.segments_root
+        registry = self.registry
 
         def write(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             chunks = list(frames)
@@ -98,12 +99,18 @@ class GatewaySink:
             if len(rows):
                 for (topic, partition), group in rows.groupby(["topic", "partition"], sort=True):
                     group = group.sort_values("base_offset")
-                    batches = zip(group.base_offset.astype(int), group.last_offset.astype(int), group.batch, strict=True)
-                    o = append_batches(root, str(topic), int(partition), batch_id, batches)
+                    batches = zip(
+                        group.base_offset.astype(int), group.last_offset.astype(int), group.batch,
+                        group.append_time_ms.astype(int), strict=True,
+                    )
+                    # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
+                    o = append_batches(root, str(topic), int(partition), batch_id, batches, registry.get(str(topic)))
                     outcomes.append((o.topic, o.partition, o.skipped_replay, o.batches, o.bytes_written, o.log_end_offset))
             yield pd.DataFrame(outcomes, columns=[f.name for f in APPEND_OUTCOME_SCHEMA.fields])
 
-        accepted = decided.filter("error_code = 0").select("topic", "partition", "base_offset", "last_offset", "batch")
+        accepted = decided.filter("error_code = 0").select(
+            "topic", "partition", "base_offset", "last_offset", "batch", "append_time_ms", "max_timestamp"
+        )
         return (
             accepted.repartition("topic", "partition")
             .sortWithinPartitions("topic", "partition", "base_offset")

@@ -1,32 +1,202 @@
-"""A target partition's log directory: batches appended to the segment file, made idempotent per
-micro-batch by a commit record (DESIGN §4.5).
+"""A target partition's log directory in Kafka's format, made idempotent per micro-batch (DESIGN §4.5).
 
-Walking-skeleton storage: one segment, `00000000000000000000.log`. The commit record
-(`gateway-commit.json`: last micro-batch id, log end offset, log size) is written after fsync;
-a replayed micro-batch (id ≤ committed) writes nothing, and a torn tail left by a crash between the
-data write and the commit record is truncated back to the committed size before appending.
+`<root>/<topic>-<partition>/` holds Kafka's segment files (`segment.py`) and two gateway files:
+- `gateway-commit.json`, the per-partition commit record: last applied micro-batch id, log start and log
+  end offset, and the valid size of every file of every live segment (plus each segment's creation time,
+  the wall clock its time-based roll is measured from). It is replaced atomically (write, fsync, rename,
+  fsync dir) only after the data is fsynced, so it always describes durable bytes;
+- `gateway.lock`, an `flock` that serialises the one writer task and the retention task.
+
+Exactly-once (DESIGN §5): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
+beyond the commit record (a torn tail, index entries, whole segments rolled after it) is truncated or
+deleted before appending (`recovery.recover_partition`), so the replay writes the same bytes again.
+The only clock is the batches' append time (the micro-batch clock), never the host's.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import os
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from sinks.segment import (
+    SEGMENT_FILE_SUFFIXES,
+    LogSegment,
+    RollParams,
+    SegmentConfig,
+    roll_jitter_ms,
+    segment_file_name,
+)
+from validators.record_batch import parse_header
+from validators.topic_config import TopicConfig
+
+__all__ = [
+    "COMMIT_FILE",
+    "LOCK_FILE",
+    "AppendOutcome",
+    "CommitRecord",
+    "PartitionLock",
+    "PartitionLog",
+    "SegmentState",
+    "append_batches",
+    "partition_dir",
+    "read_commit",
+    "segment_file_name",
+    "write_commit",
+]
+
+log = logging.getLogger("gateway.segments")
+
 COMMIT_FILE = "gateway-commit.json"
+LOCK_FILE = "gateway.lock"
+COMMIT_FORMAT_VERSION = 2
+CRASH_ENV = "GATEWAY_SEGMENTS_CRASH_AT"  # test hook: "<step>" or "<step>:<n>" -> os._exit(86) there
 
 
-def segment_file_name(base_offset: int, suffix: str = ".log") -> str:
-    return f"{base_offset:020d}{suffix}"
+def partition_dir(root: Path, topic: str, partition: int) -> Path:
+    return Path(root) / f"{topic}-{partition}"
 
 
-@dataclass(frozen=True)
+# ---------------------------------------------------------------------------------------- commit record
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """Committed valid sizes of one segment's files."""
+
+    base_offset: int
+    log_size: int
+    index_size: int
+    time_index_size: int
+    append_time_index_size: int
+    created_ms: int = -1
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return (self.log_size, self.index_size, self.time_index_size, self.append_time_index_size)
+
+
+@dataclass(frozen=True, slots=True)
 class CommitRecord:
     batch_id: int
     log_end_offset: int
-    log_size: int
+    log_start_offset: int = 0
+    segments: tuple[SegmentState, ...] = ()
+    version: int = COMMIT_FORMAT_VERSION
+
+    @property
+    def log_size(self) -> int:
+        return sum(s.log_size for s in self.segments)
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        doc["segments"] = [asdict(s) for s in self.segments]
+        return json.dumps(doc, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> CommitRecord:
+        doc = json.loads(text)
+        if "segments" not in doc:  # walking-skeleton record: one segment, sizes of its index files unknown
+            legacy = SegmentState(0, int(doc.get("log_size", 0)), -1, -1, -1)
+            return CommitRecord(doc["batch_id"], doc["log_end_offset"], 0, (legacy,), version=1)
+        segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
+        return CommitRecord(segments=segments, **doc)
+
+
+def read_commit(directory: Path) -> CommitRecord | None:
+    path = Path(directory) / COMMIT_FILE
+    try:
+        return CommitRecord.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_commit(directory: Path, commit: CommitRecord) -> None:
+    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
+    directory = Path(directory)
+    tmp = directory / (COMMIT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(commit.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    crash_point("commit-tmp-written")
+    os.replace(tmp, directory / COMMIT_FILE)
+    fsync_dir(directory)
+
+
+_crash_counts: dict[str, int] = {}
+
+
+def crash_point(step: str) -> None:
+    """Kill the process at a named step when `GATEWAY_SEGMENTS_CRASH_AT` asks for it (crash tests run a
+    writer subprocess with it set; unset in production it costs one dict lookup)."""
+    spec = os.environ.get(CRASH_ENV)
+    if not spec:
+        return
+    name, _, count = spec.partition(":")
+    if name != step:
+        return
+    _crash_counts[step] = _crash_counts.get(step, 0) + 1
+    if _crash_counts[step] >= int(count or 1):
+        os._exit(86)
+
+
+# ---------------------------------------------------------------------------------------- lock
+
+
+class PartitionLock:
+    """Exclusive `flock` on `<dir>/gateway.lock`: one appender or retention pass at a time. Readers take
+    no lock; they read only the committed prefix of each file."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> PartitionLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ---------------------------------------------------------------------------------------- the log
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    size: int
+    rolled: str | None  # the roll reason when this append started a new segment
 
 
 @dataclass(frozen=True)
@@ -38,63 +208,269 @@ class AppendOutcome:
     batches: int
     bytes_written: int
     log_end_offset: int
+    log_start_offset: int = 0
+    segments_rolled: int = 0
+    recovered_bytes: int = 0  # uncommitted bytes truncated before this append (a crash was repaired)
 
 
-def partition_dir(root: Path, topic: str, partition: int) -> Path:
-    return root / f"{topic}-{partition}"
+@dataclass
+class PartitionLog:
+    """The open, locked log of one partition: committed inactive segments (by state only) and the
+    active segment (open for appending). Use `PartitionLog.open(...)` as a context manager."""
+
+    root: Path
+    topic: str
+    partition: int
+    config: SegmentConfig
+    directory: Path
+    commit_record: CommitRecord | None
+    inactive: list[SegmentState]
+    active: LogSegment | None
+    log_end_offset: int
+    log_start_offset: int
+    recovered_bytes: int = 0
+    now_ms: int | None = None
+    _lock: PartitionLock | None = field(default=None, repr=False)
+
+    @staticmethod
+    def open(
+        root: Path,
+        topic: str,
+        partition: int,
+        config: TopicConfig | SegmentConfig | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> PartitionLog:
+        """Lock the partition and recover it to its commit record (reference §5.8; `recovery.py`).
+        `now_ms` is the creation time of a first segment; by default the first batch's append time."""
+        from sinks.recovery import recover_partition
+
+        seg_config = _segment_config(config)
+        directory = partition_dir(root, topic, partition)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock = PartitionLock(directory)
+        lock.acquire()
+        try:
+            result = recover_partition(directory, seg_config, read_commit(directory))
+            commit = result.commit
+            states = list(commit.segments) if commit else []
+            active = None
+            if states:
+                last = states[-1]
+                active = LogSegment(
+                    directory, last.base_offset, seg_config, created_ms=last.created_ms,
+                    roll_jitter_ms=roll_jitter_ms(topic, partition, last.base_offset, seg_config),
+                    valid_sizes=last.sizes,
+                )
+            return PartitionLog(
+                root=Path(root), topic=topic, partition=partition, config=seg_config, directory=directory,
+                commit_record=commit, inactive=states[:-1], active=active,
+                log_end_offset=commit.log_end_offset if commit else 0,
+                log_start_offset=commit.log_start_offset if commit else 0,
+                recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock,
+            )
+        except BaseException:
+            lock.release()
+            raise
+
+    @property
+    def committed_batch_id(self) -> int:
+        return self.commit_record.batch_id if self.commit_record else -1
+
+    def append(self, records: bytes, append_time_ms: int) -> AppendInfo:
+        """Append one produce's batch(es), offsets already assigned and continuing the log end offset;
+        rolls first when the active segment says so (§5.4)."""
+        header = parse_header(records)
+        if header.base_offset != self.log_end_offset:
+            raise ValueError(
+                f"{self.topic}-{self.partition}: batch at offset {header.base_offset} does not continue the log "
+                f"end offset {self.log_end_offset}"
+            )
+        last_offset = header.last_offset
+        max_timestamp = header.max_timestamp
+        if len(records) > header.size_in_bytes:  # several batches in one append
+            from sinks.segment import split_batches
+
+            batches = split_batches(records)
+            last_offset = max(h.last_offset for _p, h in batches)
+            max_timestamp = max(h.max_timestamp for _p, h in batches)
+        rolled = None
+        if self.active is None:
+            created = self.now_ms if self.now_ms is not None else append_time_ms
+            self.active = self._new_segment(header.base_offset, created)
+        else:
+            self.active.ensure_preallocated()
+            params = RollParams(
+                max_segment_ms=self.config.max_segment_ms, max_segment_bytes=self.config.segment_bytes,
+                max_timestamp_in_messages=max_timestamp, max_offset_in_messages=last_offset,
+                messages_size=len(records), now=append_time_ms,
+            )
+            rolled = self.active.should_roll(params)
+            if rolled and not self._roll(max(header.base_offset, self.log_end_offset), append_time_ms, rolled):
+                rolled = None
+        if len(records) > self.config.segment_bytes:
+            log.warning("%s-%d: batch of %d bytes at offset %d is larger than segment.bytes=%d",
+                        self.topic, self.partition, len(records), header.base_offset, self.config.segment_bytes)
+        self.active.append(records, append_time_ms)
+        self.log_end_offset = last_offset + 1
+        crash_point("batch-written")
+        return AppendInfo(header.base_offset, last_offset, len(records), rolled)
+
+    def _new_segment(self, base_offset: int, created_ms: int) -> LogSegment:
+        # A leftover file at this base (never committed) is stale: recovery deleted uncommitted segments.
+        return LogSegment(
+            self.directory, base_offset, self.config, created_ms=created_ms,
+            roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, base_offset, self.config),
+        )
+
+    def _roll(self, new_base: int, now_ms: int, reason: str) -> bool:
+        """`UnifiedLog.roll`: the old segment becomes inactive (final time-index entry, trimmed indexes,
+        flushed), a new one starts at `new_base` (§5.4)."""
+        old = self.active
+        assert old is not None
+        if old.size == 0:  # never roll an empty segment (Kafka's batch-too-large check prevents it)
+            return False
+        old.on_become_inactive()
+        old.flush()
+        self.inactive.append(_state_of(old))
+        old.close()
+        log.info("%s-%d: rolled segment %d -> %d (%s)", self.topic, self.partition, old.base_offset, new_base, reason)
+        self.active = self._new_segment(new_base, now_ms)
+        crash_point("rolled")
+        return True
+
+    def segments(self) -> list[SegmentState]:
+        states = list(self.inactive)
+        if self.active is not None:
+            states.append(_state_of(self.active))
+        return states
+
+    def commit(self, batch_id: int) -> CommitRecord:
+        """Make everything appended durable, then record it: the active segment is closed the way Kafka
+        closes it (final time-index entry, trimmed indexes) so the files on disk are exactly what a
+        cleanly shut down broker leaves; fsync data, then the commit record (atomic)."""
+        if self.active is not None:
+            self.active.on_become_inactive()
+            self.active.flush()
+        fsync_dir(self.directory)
+        crash_point("data-fsynced")
+        commit = CommitRecord(
+            batch_id=batch_id, log_end_offset=self.log_end_offset, log_start_offset=self.log_start_offset,
+            segments=tuple(self.segments()),
+        )
+        write_commit(self.directory, commit)
+        crash_point("committed")
+        self.commit_record = commit
+        return commit
+
+    def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitRecord:
+        """Operator repair (Kafka's `UnifiedLog.truncateTo`): drop every batch at or after `offset` (whole
+        batches: a batch holding `offset` is dropped with everything after it), delete the segments above it,
+        and commit. `batch_id` defaults to the committed one."""
+        if offset < self.log_start_offset:
+            raise ValueError(f"cannot truncate below the log start offset {self.log_start_offset}")
+        if offset >= self.log_end_offset:
+            return self.commit(self.committed_batch_id if batch_id is None else batch_id)
+        keep = [s for s in self.inactive if s.base_offset < offset]
+        dropped = [s.base_offset for s in self.inactive if s.base_offset >= offset]
+        if self.active is not None and self.active.base_offset >= offset and keep:
+            dropped.append(self.active.base_offset)
+            self.active.close(finalize=False)
+            self.active = None
+        for base in dropped:
+            for suffix in SEGMENT_FILE_SUFFIXES:
+                (self.directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
+        if self.active is None:
+            last = keep.pop()
+            self.active = LogSegment(
+                self.directory, last.base_offset, self.config, created_ms=last.created_ms,
+                roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
+                valid_sizes=last.sizes,
+            )
+        self.inactive = keep
+        self.active.truncate_to(offset)
+        self.log_end_offset = self.active.read_next_offset()
+        return self.commit(self.committed_batch_id if batch_id is None else batch_id)
+
+    def close(self) -> None:
+        """Release the lock; the active segment is closed without committing (uncommitted appends stay on
+        disk past the commit record and are truncated by the next open)."""
+        try:
+            if self.active is not None:
+                self.active.close()
+                self.active = None
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def read_commit(directory: Path) -> CommitRecord | None:
-    path = directory / COMMIT_FILE
-    if not path.exists():
-        return None
-    return CommitRecord(**json.loads(path.read_text()))
+def _state_of(segment: LogSegment) -> SegmentState:
+    log_size, index_size, time_size, append_size = segment.sizes()
+    return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms)
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_commit(directory: Path, commit: CommitRecord) -> None:
-    tmp = directory / (COMMIT_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(asdict(commit), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / COMMIT_FILE)
-    _fsync_dir(directory)
+def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
+    if config is None:
+        return SegmentConfig()
+    if isinstance(config, SegmentConfig):
+        return config
+    return SegmentConfig.from_topic(config)
 
 
 def append_batches(
-    root: Path, topic: str, partition: int, batch_id: int, batches: Iterable[tuple[int, int, bytes]]
+    root: Path,
+    topic: str,
+    partition: int,
+    batch_id: int,
+    batches: Iterable[Sequence],
+    config: TopicConfig | SegmentConfig | None = None,
 ) -> AppendOutcome:
-    """Append (base_offset, last_offset, bytes) in offset order for one micro-batch."""
-    directory = partition_dir(root, topic, partition)
-    directory.mkdir(parents=True, exist_ok=True)
-    commit = read_commit(directory)
-    if commit is not None and batch_id <= commit.batch_id:
-        return AppendOutcome(topic, partition, batch_id, True, 0, 0, commit.log_end_offset)
-    log_path = directory / segment_file_name(0)
-    committed_size = commit.log_size if commit else 0
-    log_end = commit.log_end_offset if commit else 0
-    count = written = 0
-    with open(log_path, "ab") as f:
-        f.truncate(committed_size)  # drop a torn tail from a crash before the commit record
-        f.seek(committed_size)
-        for base_offset, last_offset, data in batches:
-            if base_offset != log_end:
+    """Append one micro-batch's accepted batches of a partition, in offset order, exactly once.
+
+    `batches` yields `(base_offset, last_offset, bytes, append_time_ms)` (`append_time_ms` may be left
+    out: -1, unknown). Replays of a committed micro-batch write nothing; a torn write of an earlier
+    attempt is truncated first. The first batch must continue the committed log end offset, else
+    `recovery.LogStateMismatchError` explains the disagreement with the Spark state."""
+    from sinks.recovery import check_log_end_offset
+
+    with PartitionLog.open(root, topic, partition, config) as plog:
+        if plog.commit_record is not None and batch_id <= plog.commit_record.batch_id:
+            return AppendOutcome(topic, partition, batch_id, True, 0, 0, plog.log_end_offset,
+                                 plog.log_start_offset, 0, plog.recovered_bytes)
+        count = written = rolled = 0
+        for item in batches:
+            base_offset, last_offset, data = int(item[0]), int(item[1]), item[2]
+            append_time = int(item[3]) if len(item) > 3 else -1
+            if count == 0:
+                check_log_end_offset(plog.directory, plog.commit_record, base_offset, batch_id)
+            info = plog.append(bytes(data), append_time)
+            if info.last_offset != last_offset:
                 raise ValueError(
-                    f"{topic}-{partition}: batch at offset {base_offset} does not continue the log end offset {log_end}"
+                    f"{topic}-{partition}: batch at offset {base_offset} ends at {info.last_offset}, "
+                    f"the stage said {last_offset}"
                 )
-            f.write(data)
-            log_end = last_offset + 1
             count += 1
-            written += len(data)
-        f.flush()
-        os.fsync(f.fileno())
-    _write_commit(directory, CommitRecord(batch_id, log_end, committed_size + written))
-    return AppendOutcome(topic, partition, batch_id, False, count, written, log_end)
+            written += info.size
+            rolled += info.rolled is not None
+        if count == 0:
+            return AppendOutcome(topic, partition, batch_id, False, 0, 0, plog.log_end_offset,
+                                 plog.log_start_offset, 0, plog.recovered_bytes)
+        plog.commit(batch_id)
+        return AppendOutcome(topic, partition, batch_id, False, count, written, plog.log_end_offset,
+                             plog.log_start_offset, rolled, plog.recovered_bytes)
+
+
+def committed_segments(directory: Path) -> tuple[CommitRecord | None, list[SegmentState]]:
+    commit = read_commit(directory)
+    return commit, list(commit.segments) if commit else []
+
+
+def with_segments(commit: CommitRecord, segments: Sequence[SegmentState], log_start_offset: int) -> CommitRecord:
+    return replace(commit, segments=tuple(segments), log_start_offset=log_start_offset)

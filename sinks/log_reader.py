@@ -1,0 +1,513 @@
+"""Readers of segment storage: records as a Kafka consumer sees them, and ListOffsets by timestamp.
+
+- `read(root, topic, partition, offset, max_records)`: records from `offset` on, each with offset, key,
+  value, headers, timestamp and timestamp type exactly as a consumer gets them (a LogAppendTime batch
+  gives every record the batch's maxTimestamp, reference §4.3), plus both clocks: `create_time` (the
+  producer's timestamp kept in the record deltas) and `log_append_time` (the batch header for
+  LogAppendTime topics, the gateway's append-time index for CreateTime topics) — DESIGN §4.2, §4.5.
+- `offsets_for_times(root, topic, partition, t)`: `UnifiedLog.fetchOffsetByTimestamp` (reference §5.5),
+  with the special targets -1 LATEST, -2 EARLIEST, -3 MAX_TIMESTAMP.
+
+Readers take no lock: they read the commit record and stay inside the committed size of every file,
+so a concurrent append or recovery (which only writes beyond the committed sizes) is invisible to them.
+A directory without a commit record (e.g. copied from a Kafka broker) is read as its files are.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sinks.partition_log import CommitRecord, SegmentState, partition_dir, read_commit
+from sinks.segment import (
+    TIME_INDEX_FILE_SUFFIX,
+    BatchInfo,
+    LogSegment,
+    SegmentConfig,
+    segment_bases,
+    segment_file_name,
+)
+from validators.record_batch import TimestampType
+
+LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
+EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
+MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
+
+try:  # the codec engineer's decoder (validators), when it has landed
+    from validators.record_batch import decode_record_batch as _decode_record_batch
+except ImportError:  # pragma: no cover - exercised only on a tree without it
+    _decode_record_batch = None
+
+
+class OffsetOutOfRangeError(ValueError):
+    """Kafka's OFFSET_OUT_OF_RANGE: the fetch offset is below the log start or above the log end."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int  # what a Kafka consumer reports
+    timestamp_type: str  # "CreateTime" | "LogAppendTime" (Kafka's TimestampType names)
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    create_time: int  # the producer's timestamp (-1 when it sent none)
+    log_append_time: int  # the gateway's append time (-1 when unknown)
+    leader_epoch: int  # batch partitionLeaderEpoch
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    """ListOffsets partition response: `offset` -1 and `timestamp` -1 when nothing matches."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.offset >= 0
+
+
+NOT_FOUND = ListOffsetsResult(-1, -1, None)
+
+
+# --------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class _Rec:
+    offset: int
+    timestamp: int
+    create_time: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+def batch_records(data: bytes) -> list[_Rec]:
+    """Every record of one stored v2 batch (decompressed), with the timestamp a consumer sees."""
+    if _decode_record_batch is not None:
+        decoded = _decode_record_batch(data)
+        return [_Rec(r.offset, r.timestamp, r.create_time, r.key, r.value, r.headers) for r in decoded.records]
+    return _fallback_batch_records(data)
+
+
+def _fallback_batch_records(data: bytes) -> list[_Rec]:  # pragma: no cover - see the import above
+    from validators.record_batch import RECORD_BATCH_OVERHEAD, parse_header
+
+    header = parse_header(data)
+    area = bytes(data[RECORD_BATCH_OVERHEAD : header.size_in_bytes])
+    area = _fallback_decompress(header.compression_id, area)
+
+    def varint(pos: int) -> tuple[int, int]:
+        shift = value = 0
+        while True:
+            b = area[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (value >> 1) ^ -(value & 1), pos
+            shift += 7
+
+    lat = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    out, pos = [], 0
+    for _ in range(header.records_count):
+        _size, pos = varint(pos)
+        ts_delta, pos = varint(pos + 1)
+        off_delta, pos = varint(pos)
+        fields: list[bytes | None] = []
+        for _f in range(2):
+            n, pos = varint(pos)
+            fields.append(area[pos : pos + n] if n >= 0 else None)
+            pos += max(n, 0)
+        count, pos = varint(pos)
+        headers = []
+        for _h in range(count):
+            n, pos = varint(pos)
+            hk = area[pos : pos + n].decode("utf-8", "replace")
+            pos += n
+            n, pos = varint(pos)
+            headers.append((hk, area[pos : pos + n] if n >= 0 else None))
+            pos += max(n, 0)
+        create = header.base_timestamp + ts_delta
+        out.append(_Rec(header.base_offset + off_delta, header.max_timestamp if lat else create, create,
+                        fields[0], fields[1], tuple(headers)))
+    return out
+
+
+def _fallback_decompress(codec: int, area: bytes) -> bytes:  # pragma: no cover
+    if codec == 0:
+        return area
+    if codec == 1:
+        import gzip
+
+        return gzip.decompress(area)
+    if codec == 2:  # snappy-java's framed stream: 16-byte header, then (int32 length, raw block)*
+        import cramjam
+
+        out, pos = bytearray(), 16 if area.startswith(b"\x82SNAPPY\x00") else 0
+        if pos == 0:
+            return bytes(cramjam.snappy.decompress_raw(area))
+        while pos < len(area):
+            (n,) = struct.unpack_from(">i", area, pos)
+            out += bytes(cramjam.snappy.decompress_raw(area[pos + 4 : pos + 4 + n]))
+            pos += 4 + n
+        return bytes(out)
+    if codec == 3:
+        import lz4.frame
+
+        return lz4.frame.decompress(area)
+    if codec == 4:
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(area)
+    raise ValueError(f"Unknown compression type id: {codec}")
+
+
+# --------------------------------------------------------------------------------------------- views
+
+
+class _SegmentView:
+    """A committed segment, opened (read-only) only when its records or indexes are needed."""
+
+    def __init__(self, directory: Path, state: SegmentState | None, base_offset: int) -> None:
+        self.directory = directory
+        self.state = state
+        self.base_offset = base_offset
+        self._segment: LogSegment | None = None
+        self._max_ts: tuple[int, int] | None = None
+
+    @property
+    def segment(self) -> LogSegment:
+        if self._segment is None:
+            self._segment = LogSegment(
+                self.directory, self.base_offset, SegmentConfig(), writable=False,
+                valid_sizes=self.state.sizes if self.state else None,
+            )
+        return self._segment
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """The time index's last entry — after a commit (a Kafka close) the segment's max timestamp —
+        read with one pread instead of loading the index."""
+        if self._max_ts is None:
+            path = self.directory / segment_file_name(self.base_offset, TIME_INDEX_FILE_SUFFIX)
+            size = self.state.time_index_size if self.state else (path.stat().st_size if path.exists() else 0)
+            size -= size % 12
+            self._max_ts = (-1, self.base_offset)
+            if size >= 12:
+                with open(path, "rb") as f:
+                    f.seek(size - 12)
+                    ts, rel = struct.unpack(">qi", f.read(12))
+                self._max_ts = (ts, self.base_offset + rel)
+        return self._max_ts
+
+    def largest_timestamp(self) -> int:
+        """`largestTimestamp()`: max timestamp if any, else the `.log` mtime (reference §5.5, §5.6)."""
+        ts = self.max_timestamp_and_offset()[0]
+        if ts >= 0:
+            return ts
+        return int(os.stat(self.directory / segment_file_name(self.base_offset)).st_mtime * 1000)
+
+    def close(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
+
+
+class PartitionReader:
+    """Read-only view of one partition's committed segments; reuse it for many queries."""
+
+    def __init__(self, root: Path, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = partition_dir(root, topic, partition)
+        if not self.directory.is_dir():
+            raise FileNotFoundError(f"no partition directory {self.directory}")
+        self.commit: CommitRecord | None = read_commit(self.directory)
+        if self.commit is not None and self.commit.version >= 2:
+            self.segments = [_SegmentView(self.directory, s, s.base_offset) for s in self.commit.segments]
+            self.log_start_offset = self.commit.log_start_offset
+            self.log_end_offset = self.commit.log_end_offset
+        else:
+            self.segments = [_SegmentView(self.directory, None, b) for b in segment_bases(self.directory)]
+            self.log_start_offset = self.segments[0].base_offset if self.segments else 0
+            self.log_end_offset = self.segments[-1].segment.read_next_offset() if self.segments else 0
+
+    def close(self) -> None:
+        for view in self.segments:
+            view.close()
+
+    def __enter__(self) -> PartitionReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ read
+
+    def _segment_for(self, offset: int) -> int:
+        index = 0
+        for i, view in enumerate(self.segments):
+            if view.base_offset <= offset:
+                index = i
+        return index
+
+    def read(self, offset: int, max_records: int = 500) -> Iterator[ConsumerRecord]:
+        """Records at offsets >= `offset`, at most `max_records`, in offset order."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Fetch offset {offset} is out of range for partition {self.topic}-{self.partition}: log start "
+                f"offset {self.log_start_offset}, log end offset {self.log_end_offset}"
+            )
+        remaining = max_records
+        if remaining <= 0 or offset == self.log_end_offset or not self.segments:
+            return
+        for view in self.segments[self._segment_for(offset) :]:
+            segment = view.segment
+            first = segment.translate_offset(offset)
+            if first is None:
+                continue
+            for batch in segment.batches_from(first.position):
+                if batch.header.is_control_batch:
+                    continue
+                for record in self._records(segment, batch):
+                    if record.offset < offset:
+                        continue
+                    yield record
+                    remaining -= 1
+                    if remaining == 0:
+                        return
+
+    def _records(self, segment: LogSegment, batch: BatchInfo) -> Iterator[ConsumerRecord]:
+        header = batch.header
+        lat = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+        if lat:
+            append_time = header.max_timestamp
+        else:
+            found = segment.append_time_index.lookup(header.last_offset)
+            append_time = -1 if found is None else found
+        type_name = header.timestamp_type.kafka_name
+        for r in batch_records(segment.read_bytes(batch.position, batch.size)):
+            yield ConsumerRecord(
+                topic=self.topic, partition=self.partition, offset=r.offset, timestamp=r.timestamp,
+                timestamp_type=type_name, key=r.key, value=r.value, headers=r.headers,
+                create_time=r.create_time, log_append_time=append_time,
+                leader_epoch=header.partition_leader_epoch,
+            )
+
+    # ------------------------------------------------------------------ ListOffsets (§5.5)
+
+    def offsets_for_times(self, timestamp: int) -> ListOffsetsResult:
+        if timestamp == LATEST_TIMESTAMP:
+            return ListOffsetsResult(-1, self.log_end_offset, self._epoch_of_last_batch())
+        if timestamp == EARLIEST_TIMESTAMP:
+            return ListOffsetsResult(-1, self.log_start_offset, self._epoch_at(self.log_start_offset))
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp()
+        if timestamp < 0:
+            raise ValueError(f"unsupported ListOffsets target timestamp {timestamp} (only -1, -2, -3 and >= 0)")
+        # The first segment whose largest timestamp is >= t; nothing found there means not found (§5.5).
+        for view in self.segments:
+            if view.largest_timestamp() >= timestamp:
+                return find_offset_by_timestamp(view.segment, timestamp, self.log_start_offset) or NOT_FOUND
+        return NOT_FOUND
+
+    def _max_timestamp(self) -> ListOffsetsResult:
+        if not self.segments:
+            return NOT_FOUND
+        best = self.segments[0]
+        for view in self.segments[1:]:  # the first one on ties (Scala maxBy)
+            if view.max_timestamp_and_offset()[0] > best.max_timestamp_and_offset()[0]:
+                best = view
+        max_ts, shallow_offset = best.max_timestamp_and_offset()
+        segment = best.segment
+        position = segment.offset_index.lookup(shallow_offset).position
+        for batch in segment.batches_from(position):
+            if batch.max_timestamp == max_ts:
+                data = segment.read_bytes(batch.position, batch.size)
+                for r in batch_records(data):  # RecordBatch.offsetOfMaxTimestamp()
+                    if r.timestamp == max_ts:
+                        return ListOffsetsResult(max_ts, r.offset, _epoch(batch))
+                return NOT_FOUND
+        return NOT_FOUND
+
+    def _epoch_at(self, offset: int) -> int | None:
+        if not self.segments or offset >= self.log_end_offset:
+            return self._epoch_of_last_batch()
+        view = self.segments[self._segment_for(offset)]
+        batch = view.segment.translate_offset(offset)
+        return _epoch(batch) if batch else None
+
+    def _epoch_of_last_batch(self) -> int | None:
+        if not self.segments or self.log_end_offset == self.log_start_offset:
+            return None
+        batch = self.segments[-1].segment.translate_offset(self.log_end_offset - 1)
+        return _epoch(batch) if batch else None
+
+
+def _epoch(batch: BatchInfo) -> int | None:
+    epoch = batch.header.partition_leader_epoch
+    return epoch if epoch >= 0 else None
+
+
+def find_offset_by_timestamp(segment: LogSegment, timestamp: int, starting_offset: int = 0) -> ListOffsetsResult | None:
+    """`LogSegment.findOffsetByTimestamp` (reference §5.5 steps 2-3): time index floor entry, offset index
+    position, then the first batch with maxTimestamp >= t and in it the first record with timestamp >= t
+    and offset >= `starting_offset`. None when the segment has none."""
+    floor = segment.time_index.lookup(timestamp)
+    position = segment.offset_index.lookup(max(floor.offset, starting_offset)).position
+    for batch in segment.batches_from(position):
+        if batch.max_timestamp >= timestamp:
+            for r in batch_records(segment.read_bytes(batch.position, batch.size)):
+                if r.timestamp >= timestamp and r.offset >= starting_offset:
+                    return ListOffsetsResult(r.timestamp, r.offset, _epoch(batch))
+    return None
+
+
+def read(root: Path, topic: str, partition: int, offset: int, max_records: int = 500) -> list[ConsumerRecord]:
+    """Records of a partition from `offset` (see `PartitionReader.read`)."""
+    with PartitionReader(root, topic, partition) as reader:
+        return list(reader.read(offset, max_records))
+
+
+def offsets_for_times(root: Path, topic: str, partition: int, timestamp: int) -> ListOffsetsResult:
+    """ListOffsets for one partition (see `PartitionReader.offsets_for_times`)."""
+    with PartitionReader(root, topic, partition) as reader:
+        return reader.offsets_for_times(timestamp)
+
+
+# --------------------------------------------------------------------------------------------- verify
+
+
+@dataclass(frozen=True)
+class SegmentSummary:
+    base_offset: int
+    next_offset: int
+    size: int
+    batches: int
+    index_entries: int
+    time_index_entries: int
+    append_time_entries: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    segments: tuple[SegmentSummary, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_partition(
+    root: Path, topic: str, partition: int, index_interval_bytes: int | None = None
+) -> VerifyReport:
+    """Check a partition the way `DumpLogSegments` does and more: batch CRCs and contiguous offsets,
+    every offset-index entry pointing at the batch it names, the offset index equal to what the
+    index-interval rule yields (§5.2), every time-index entry matching its batch's max timestamp and
+    strictly increasing, the last time-index entry equal to the segment's max timestamp, one
+    append-time entry per batch, the files equal to the commit record. The index-interval rule is
+    checked when `index_interval_bytes` (the topic's `index.interval.bytes`) is given."""
+    from validators.record_batch import is_valid
+
+    problems: list[str] = []
+    summaries: list[SegmentSummary] = []
+    with PartitionReader(root, topic, partition) as reader:
+        on_disk = segment_bases(reader.directory)
+        listed = [v.base_offset for v in reader.segments]
+        if reader.commit is None:
+            problems.append("no commit record (gateway-commit.json)")
+        elif on_disk != listed:
+            problems.append(f"segments on disk {on_disk} differ from the commit record {listed}")
+        expected_next = reader.segments[0].base_offset if reader.segments else reader.log_start_offset
+        for i, view in enumerate(reader.segments):
+            seg = view.segment
+            name = seg.log_path.name
+            if view.state is not None:
+                disk = (os.path.getsize(seg.log_path), seg.offset_index.path.stat().st_size,
+                        seg.time_index.path.stat().st_size, seg.append_time_index.path.stat().st_size)
+                if disk != view.state.sizes:
+                    problems.append(f"{name}: file sizes {disk} differ from the commit record {view.state.sizes}")
+            if seg.base_offset != expected_next:
+                problems.append(f"{name}: base offset {seg.base_offset}, expected {expected_next}")
+            batches = 0
+            position_end = 0
+            max_ts = (-1, seg.base_offset)
+            bytes_since = 0
+            expected_index: list[tuple[int, int]] = []
+            by_last_offset: dict[int, BatchInfo] = {}
+            try:
+                for batch in seg.batches_from(0):
+                    batches += 1
+                    by_last_offset[batch.last_offset] = batch
+                    if not is_valid(seg.read_bytes(batch.position, batch.size)):
+                        problems.append(f"{name}: batch at position {batch.position} fails its CRC")
+                    if batch.base_offset != expected_next:
+                        problems.append(f"{name}: batch at position {batch.position} starts at offset "
+                                        f"{batch.base_offset}, expected {expected_next}")
+                    expected_next = batch.last_offset + 1
+                    if batch.max_timestamp > max_ts[0]:
+                        max_ts = (batch.max_timestamp, batch.last_offset)
+                    position_end = batch.next_position
+            except Exception as e:  # noqa: BLE001 - reported, not raised
+                problems.append(f"{name}: unreadable at byte {position_end}: {e}")
+            if position_end != seg.size:
+                problems.append(f"{name}: {seg.size - position_end} trailing bytes after the last valid batch")
+            # offset index: each entry names the batch at its position
+            entries = seg.offset_index.all_entries()
+            for entry in entries:
+                batch = by_last_offset.get(entry.offset)
+                if batch is None or batch.position != entry.position:
+                    problems.append(f"{seg.offset_index.path.name}: entry (offset {entry.offset}, position "
+                                    f"{entry.position}) does not match a batch")
+            # the index-interval rule, recomputed (§5.2)
+            for batch in sorted(by_last_offset.values(), key=lambda b: b.position):
+                if index_interval_bytes is not None and bytes_since > index_interval_bytes:
+                    expected_index.append((batch.last_offset, batch.position))
+                    bytes_since = 0
+                bytes_since += batch.size
+            if index_interval_bytes is not None and [(e.offset, e.position) for e in entries] != expected_index:
+                problems.append(f"{seg.offset_index.path.name}: entries differ from the index.interval.bytes rule")
+            # time index
+            previous = -2
+            for entry in seg.time_index.all_entries():
+                batch = by_last_offset.get(entry.offset)
+                if batch is None:
+                    problems.append(f"{seg.time_index.path.name}: indexed offset {entry.offset} is not a batch's last offset")
+                elif batch.max_timestamp != entry.timestamp:
+                    problems.append(f"{seg.time_index.path.name}: timestamp {entry.timestamp} at offset {entry.offset}, "
+                                    f"batch max timestamp {batch.max_timestamp}")
+                if entry.timestamp <= previous:
+                    problems.append(f"{seg.time_index.path.name}: timestamp {entry.timestamp} out of order")
+                previous = entry.timestamp
+            last = seg.time_index.last_entry
+            if max_ts[0] >= 0 and (last.timestamp, last.offset) != max_ts:
+                problems.append(f"{seg.time_index.path.name}: last entry ({last.timestamp}, {last.offset}) is not the "
+                                f"segment's max timestamp {max_ts}")
+            # append-time index
+            ats = seg.append_time_index.all_entries()
+            if [e.last_offset for e in ats] != sorted(by_last_offset):
+                problems.append(f"{seg.append_time_index.path.name}: {len(ats)} entries for {batches} batches, or "
+                                "offsets that do not match the batches")
+            if any(b.append_time < a.append_time for a, b in zip(ats, ats[1:], strict=False)):
+                problems.append(f"{seg.append_time_index.path.name}: append time goes backwards")
+            next_offset = reader.segments[i + 1].base_offset if i + 1 < len(reader.segments) else expected_next
+            summaries.append(SegmentSummary(seg.base_offset, next_offset, seg.size, batches, len(entries),
+                                            seg.time_index.entries, len(ats), max_ts[0]))
+        if reader.segments and expected_next != reader.log_end_offset:
+            problems.append(f"log end offset {reader.log_end_offset} in the commit record, {expected_next} in the files")
+        return VerifyReport(topic, partition, reader.log_start_offset, reader.log_end_offset, tuple(summaries),
+                            tuple(problems))
+

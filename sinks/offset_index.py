@@ -1,0 +1,310 @@
+"""Kafka's sparse offset index (`<base>.index`) and the index file mechanics shared with the time index.
+
+Reference §5.3 (`AbstractIndex.java`, `OffsetIndex.java`):
+- 8-byte entries `relativeOffset int32 | position int32`, big-endian, strictly increasing offsets;
+- a writable index of the active segment is preallocated to `floor(segment.index.bytes / entry)` entries
+  (zeros) and trimmed to its valid entries on roll and close;
+- a pre-existing file is taken as valid up to its length rounded down to the entry size (Kafka assumes
+  a pre-existing index is valid); `sanity_check` is the check that decides a rebuild at load.
+
+Not memory-mapped: the valid entries live in a `bytearray` mirror (lookups) and are written to the file
+with `os.pwrite` (appends), which is all one writer task and lock-free readers need.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+INT32_MAX = 2**31 - 1
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+
+
+class CorruptIndexError(Exception):
+    """Kafka's `CorruptIndexException`: the sanity check failed, the index must be rebuilt."""
+
+
+class InvalidOffsetError(ValueError):
+    """Kafka's `InvalidOffsetException`: an append out of offset order."""
+
+
+class IndexFullError(ValueError):
+    """Kafka's `IllegalArgumentException("Attempt to append to a full index (size = n).")`."""
+
+
+class IndexOffsetOverflowError(ValueError):
+    """Kafka's `IndexOffsetOverflowException`: offset - base does not fit an int32."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    offset: int
+    position: int
+
+
+def round_down_to_exact_multiple(number: int, factor: int) -> int:
+    return factor * (number // factor)
+
+
+class AbstractIndex:
+    """One index file: `entries` valid fixed-size entries, room for `max_entries` (reference §5.3)."""
+
+    entry_size = 0
+    index_kind = "index"
+
+    def __init__(
+        self,
+        path: Path,
+        base_offset: int,
+        max_index_size: int = -1,
+        writable: bool = True,
+        valid_size: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._fd: int | None = None
+        newly_created = False
+        if writable:
+            newly_created = not self.path.exists()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if newly_created:
+                if max_index_size < self.entry_size:
+                    raise ValueError(f"Invalid max index size: {max_index_size}")
+                os.ftruncate(self._fd, round_down_to_exact_multiple(max_index_size, self.entry_size))
+            length = os.fstat(self._fd).st_size
+        else:
+            length = self.path.stat().st_size if self.path.exists() else 0
+        if valid_size is not None:
+            length = min(length, valid_size)
+        self._length = length if not newly_created else round_down_to_exact_multiple(max_index_size, self.entry_size)
+        # A new index starts empty; a pre-existing one is assumed valid up to its (rounded) length.
+        valid = 0 if newly_created else round_down_to_exact_multiple(length, self.entry_size)
+        if valid:
+            if self._fd is not None:
+                self._data = bytearray(os.pread(self._fd, valid, 0))
+            else:
+                with open(self.path, "rb") as f:
+                    self._data = bytearray(f.read(valid))
+            valid = round_down_to_exact_multiple(len(self._data), self.entry_size)
+            del self._data[valid:]
+        else:
+            self._data = bytearray()
+        self._entries = valid // self.entry_size
+
+    # ------------------------------------------------------------------ size
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.entry_size
+
+    @property
+    def length(self) -> int:
+        """File length in bytes (preallocated or trimmed)."""
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of valid entries (what the file is trimmed to)."""
+        return self._entries * self.entry_size
+
+    def is_full(self) -> bool:
+        return self._entries >= self.max_entries
+
+    def resize(self, new_size: int) -> bool:
+        """Kafka's `resize`: set the file length to `floor(new_size / entry)` entries, keeping the valid
+        ones. Returns whether the length changed."""
+        rounded = round_down_to_exact_multiple(new_size, self.entry_size)
+        rounded = max(rounded, self.size_in_bytes)
+        if rounded == self._length:
+            return False
+        self._require_writable()
+        os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
+        self._length = rounded
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        """Trim the (preallocated) file to its valid entries: done on roll and on close (§5.3)."""
+        if self.writable:
+            self.resize(self.size_in_bytes)
+
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
+    def close(self, trim: bool = True) -> None:
+        if self._fd is not None:
+            if trim:
+                self.trim_to_valid_size()
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> None:
+        self.close(trim=False)
+        self.path.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ truncation
+
+    def truncate(self) -> None:
+        """Remove every entry (Kafka's `truncate()`)."""
+        self.truncate_to_entries(0)
+
+    def truncate_to_entries(self, entries: int) -> None:
+        if entries >= self._entries:
+            return
+        self._entries = entries
+        del self._data[entries * self.entry_size :]
+        if self._fd is not None:
+            # Clear the dropped slots on disk too, keeping the preallocated length.
+            os.ftruncate(self._fd, self.size_in_bytes)
+            os.ftruncate(self._fd, self._length)
+
+    def truncate_to(self, offset: int) -> None:
+        """Kafka's `truncateTo(offset)`: drop every entry whose offset is >= `offset`."""
+        slot = self._largest_lower_bound_slot(offset - self.base_offset, by_key=False)
+        if slot < 0:
+            new_entries = 0
+        elif self._relative_offset(slot) == offset - self.base_offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self.truncate_to_entries(new_entries)
+
+    # ------------------------------------------------------------------ helpers for subclasses
+
+    def _require_writable(self) -> None:
+        if self._fd is None:
+            raise ValueError(f"{self.index_kind} {self.path} is not open for writing")
+
+    def _relative(self, offset: int) -> int:
+        relative = offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
+        return relative
+
+    def _write_entry(self, entry: bytes) -> None:
+        self._require_writable()
+        position = self.size_in_bytes
+        if position + self.entry_size > self._length:
+            # A trimmed (inactive) index written again: grow it by one entry.
+            self._length = position + self.entry_size
+        os.pwrite(self._fd, entry, position)  # type: ignore[arg-type]
+        self._data += entry
+        self._entries += 1
+
+    def _key(self, slot: int) -> int:  # what lookups search by
+        raise NotImplementedError
+
+    def _relative_offset(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound_slot(self, target: int, by_key: bool) -> int:
+        """Greatest slot whose key (or relative offset) is <= target; -1 when none (Kafka's
+        `largestLowerBoundSlotFor`)."""
+        get = self._key if by_key else self._relative_offset
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or get(0) > target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if get(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _smallest_upper_bound_slot(self, target: int, by_key: bool) -> int:
+        """Smallest slot whose key is >= target; -1 when none."""
+        get = self._key if by_key else self._relative_offset
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or get(hi) < target:
+            return -1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if get(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def __enter__(self) -> AbstractIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class OffsetIndex(AbstractIndex):
+    """`<base>.index`: relative offset -> byte position of the batch starting there (reference §5.3)."""
+
+    entry_size = 8
+    index_kind = "offset index"
+
+    def _relative_offset(self, slot: int) -> int:
+        return _OFFSET_ENTRY.unpack_from(self._data, slot * 8)[0]
+
+    _key = _relative_offset
+
+    def entry(self, n: int) -> OffsetPosition:
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"Attempt to fetch the {n}th entry from an index of size {self._entries}.")
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._data, n * 8)
+        return OffsetPosition(self.base_offset + rel, pos)
+
+    def all_entries(self) -> list[OffsetPosition]:
+        return [OffsetPosition(self.base_offset + r, p) for r, p in _OFFSET_ENTRY.iter_unpack(bytes(self._data))]
+
+    @property
+    def last_entry(self) -> OffsetPosition:
+        if self._entries == 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(self._entries - 1)
+
+    @property
+    def last_offset(self) -> int:
+        return self.last_entry.offset
+
+    def append(self, offset: int, position: int) -> None:
+        """Kafka's `OffsetIndex.append`: only offsets larger than the last one; never into a full index."""
+        if self.is_full():
+            raise IndexFullError(f"Attempt to append to a full index (size = {self._entries}).")
+        if self._entries != 0 and offset <= self.last_offset:
+            raise InvalidOffsetError(
+                f"Attempt to append an offset {offset} to position {self._entries} no larger than the last "
+                f"offset appended ({self.last_offset}) to {self.path}."
+            )
+        self._write_entry(_OFFSET_ENTRY.pack(self._relative(offset), position))
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """Greatest entry with offset <= target; `(base_offset, 0)` when there is none."""
+        slot = self._largest_lower_bound_slot(target_offset - self.base_offset, by_key=False)
+        if slot < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return self.entry(slot)
+
+    def sanity_check(self) -> None:
+        if self._length % self.entry_size != 0:
+            raise CorruptIndexError(
+                f"Index file {self.path.name} is corrupt, found {self._length} bytes which is neither positive "
+                f"nor a multiple of {self.entry_size}."
+            )
+        if self._entries != 0 and self.last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"Corrupt index found, index file ({self.path}) has non-zero size but the last offset is "
+                f"{self.last_offset} which is less than the base offset {self.base_offset}."
+            )
+        # Beyond Kafka's check (which trusts the mmap): entries must be strictly increasing, else a
+        # lookup's binary search is wrong.
+        previous = -1
+        for rel, _pos in _OFFSET_ENTRY.iter_unpack(bytes(self._data)):
+            if rel <= previous:
+                raise CorruptIndexError(f"Index file {self.path.name} has offsets out of order at relative offset {rel}")
+            previous = rel

@@ -1,0 +1,278 @@
+"""Recovery of a partition directory at open, and the check against the Spark state.
+
+Two situations (DESIGN §4.5, reference §5.8):
+- **a commit record exists**: it is the truth. Segments not listed in it (rolled after it, or already
+  removed from it by retention) are deleted; every file of a listed segment is truncated back to its
+  committed size. The bytes left are exactly those the commit record describes, so a replayed
+  micro-batch writes the same bytes again. A file *shorter* than committed means durable data was lost:
+  `StorageCorruptionError` (the gateway cannot invent the bytes).
+- **no commit record** (a directory written by Kafka, or the record was lost): Kafka's `LogLoader` after an
+  unclean shutdown without a recovery point: orphan index files are deleted, each segment's indexes are
+  sanity-checked and rebuilt when missing or corrupt, the active (last) segment is always recovered —
+  scanned batch by batch (size, CRC, offsets in range and in order) and truncated at the first invalid
+  batch with its indexes rebuilt; if a non-active segment had to be truncated, every later segment is
+  deleted. A commit record with micro-batch id -1 is then written.
+
+`check_log_end_offset` compares the committed log end offset with the one the stage's state expects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sinks.offset_index import CorruptIndexError
+from sinks.partition_log import CommitRecord, SegmentState, read_commit, write_commit
+from sinks.segment import (
+    LOG_FILE_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
+    LogSegment,
+    SegmentConfig,
+    segment_bases,
+    segment_file_name,
+)
+
+log = logging.getLogger("gateway.segments")
+
+
+class StorageCorruptionError(RuntimeError):
+    """Committed (fsynced) data is missing: the files are shorter than the commit record says."""
+
+
+class LogStateMismatchError(RuntimeError):
+    """The segment storage and the Spark state disagree on the log end offset and cannot be reconciled."""
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    commit: CommitRecord | None
+    truncated_bytes: int = 0  # .log bytes cut (uncommitted tail or invalid batches)
+    deleted_segments: tuple[int, ...] = ()
+    rebuilt_segments: tuple[int, ...] = ()
+    deleted_files: tuple[str, ...] = ()
+    actions: tuple[str, ...] = field(default=())
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.truncated_bytes or self.deleted_segments or self.rebuilt_segments or self.deleted_files)
+
+
+def _segment_paths(directory: Path, base: int) -> list[Path]:
+    return [directory / segment_file_name(base, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
+
+
+def _delete_segment_files(directory: Path, base: int) -> None:
+    for path in _segment_paths(directory, base):
+        path.unlink(missing_ok=True)
+
+
+def _delete_orphan_indexes(directory: Path) -> list[str]:
+    """Index files with no `.log` beside them (Kafka: "Found an orphaned index file ...", deleted)."""
+    removed = []
+    for path in sorted(directory.iterdir()):
+        name = path.name
+        for suffix in SEGMENT_FILE_SUFFIXES[1:]:
+            if name.endswith(suffix) and name[:20].isdigit() and len(name) == 20 + len(suffix):
+                if not (directory / (name[:20] + LOG_FILE_SUFFIX)).exists():
+                    log.warning("Found an orphaned index file %s, with no corresponding log file.", path)
+                    path.unlink()
+                    removed.append(name)
+    return removed
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return -1
+
+
+def recover_partition(directory: Path, config: SegmentConfig, commit: CommitRecord | None) -> RecoveryResult:
+    """Bring a partition directory back to a consistent state before appending (module docstring)."""
+    directory = Path(directory)
+    if commit is not None and commit.version >= 2:
+        return _restore_to_commit(directory, config, commit)
+    return _recover_without_commit(directory, config, commit)
+
+
+def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRecord) -> RecoveryResult:
+    committed = {s.base_offset: s for s in commit.segments}
+    actions: list[str] = []
+    deleted = []
+    for base in segment_bases(directory):
+        if base not in committed:
+            _delete_segment_files(directory, base)
+            deleted.append(base)
+            actions.append(f"deleted uncommitted segment {segment_file_name(base)}")
+    orphans = _delete_orphan_indexes(directory)
+    truncated = 0
+    rebuilt = []
+    new_states = []
+    for state in commit.segments:
+        log_path = directory / segment_file_name(state.base_offset, LOG_FILE_SUFFIX)
+        log_size = _file_size(log_path)
+        if log_size < state.log_size:
+            raise StorageCorruptionError(
+                f"{directory.name}: {log_path.name} has {max(log_size, 0)} bytes but the commit record of micro-batch "
+                f"{commit.batch_id} says {state.log_size} were fsynced. Committed data is lost (disk fault or the "
+                "file was edited). Restore the partition directory from a backup, or remove it and reset the "
+                "Spark checkpoint to rebuild the partition from the ingress topic."
+            )
+        paths = _segment_paths(directory, state.base_offset)[1:]
+        index_sizes = [_file_size(p) for p in paths]
+        committed_index_sizes = [state.index_size, state.time_index_size, state.append_time_index_size]
+        needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
+        longer = log_size > state.log_size or any(
+            s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True)
+        )
+        if not (needs_rebuild or longer):
+            new_states.append(state)
+            continue
+        segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, preallocate=False)
+        try:
+            if needs_rebuild:
+                os.truncate(log_path, state.log_size)
+                segment = _reopen(segment, directory, state.base_offset, config, state.created_ms)
+                segment.recover()
+                rebuilt.append(state.base_offset)
+                actions.append(f"rebuilt the indexes of {log_path.name} (an index file was missing or short)")
+                sizes = segment.sizes()
+                state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3])
+            else:
+                cut = segment.truncate_files_to(*state.sizes)
+                truncated += cut
+                actions.append(f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)")
+        finally:
+            segment.close(finalize=False)
+        new_states.append(state)
+    new_commit = commit
+    if rebuilt:
+        new_commit = replace(commit, segments=tuple(new_states))
+        write_commit(directory, new_commit)
+    if truncated or deleted:
+        log.warning("%s: repaired to the commit of micro-batch %d: %s", directory.name, commit.batch_id, "; ".join(actions))
+    return RecoveryResult(new_commit, truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
+
+
+def _reopen(segment: LogSegment, directory: Path, base: int, config: SegmentConfig, created_ms: int) -> LogSegment:
+    segment.close(finalize=False)
+    return LogSegment(directory, base, config, created_ms=created_ms, preallocate=False)
+
+
+def _created_ms(segment: LogSegment) -> int:
+    """Creation time of a segment found without a commit record: its first append time when the
+    append-time index has one, else the `.log` file's mtime (Kafka resets it to the load time)."""
+    if segment.append_time_index.entries and segment.append_time_index.entry(0).append_time >= 0:
+        return segment.append_time_index.entry(0).append_time
+    return int(segment.log_path.stat().st_mtime * 1000)
+
+
+def _recover_without_commit(directory: Path, config: SegmentConfig, commit: CommitRecord | None) -> RecoveryResult:
+    actions: list[str] = []
+    orphans = _delete_orphan_indexes(directory) if directory.exists() else []
+    bases = segment_bases(directory)
+    if not bases and commit is None:
+        return RecoveryResult(None, deleted_files=tuple(orphans))
+    if commit is not None and commit.segments:  # walking-skeleton record: the committed .log size is known
+        state = commit.segments[0]
+        log_path = directory / segment_file_name(state.base_offset)
+        if _file_size(log_path) > state.log_size:
+            os.truncate(log_path, state.log_size)
+            actions.append(f"truncated {log_path.name} to the walking-skeleton commit ({state.log_size} bytes)")
+    truncated = 0
+    rebuilt: list[int] = []
+    deleted: list[int] = []
+    states: list[SegmentState] = []
+    log_end_offset = 0
+    for i, base in enumerate(bases):
+        is_last = i == len(bases) - 1
+        segment = LogSegment(directory, base, config, preallocate=False)
+        cut = 0
+        try:
+            need_recovery = is_last
+            reason = "unclean shutdown: the active segment is always recovered"
+            try:
+                segment.sanity_check()
+            except CorruptIndexError as e:
+                need_recovery = True
+                reason = str(e)
+                log.warning(
+                    "Found a corrupted index file corresponding to log file %s due to %s, recovering segment and "
+                    "rebuilding index files...", segment.log_path, e,
+                )
+            if need_recovery:
+                cut = segment.recover()
+                truncated += cut
+                rebuilt.append(base)
+                actions.append(f"recovered {segment.log_path.name} ({reason}); {cut} invalid bytes truncated")
+            segment.created_ms = _created_ms(segment)
+            log_end_offset = segment.read_next_offset()
+            log_size, index_size, time_size, append_size = segment.sizes()
+            states.append(SegmentState(base, log_size, index_size, time_size, append_size, segment.created_ms))
+        finally:
+            segment.close(finalize=False)
+        if cut > 0 and not is_last:
+            for later in bases[i + 1 :]:
+                _delete_segment_files(directory, later)
+                deleted.append(later)
+            actions.append(f"Corruption found in segment {base}, truncating to offset {log_end_offset}")
+            break
+    batch_id = commit.batch_id if commit is not None else -1
+    new_commit = CommitRecord(
+        batch_id=batch_id, log_end_offset=log_end_offset,
+        log_start_offset=states[0].base_offset if states else 0, segments=tuple(states),
+    )
+    write_commit(directory, new_commit)
+    log.warning("%s: recovered without a commit record: %s", directory.name, "; ".join(actions) or "no change")
+    return RecoveryResult(new_commit, truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
+
+
+def check_log_end_offset(
+    directory: Path, commit: CommitRecord | None, expected_log_end_offset: int, batch_id: int
+) -> None:
+    """Raise `LogStateMismatchError` unless the committed log end offset equals the one the Spark state
+    expects for micro-batch `batch_id` (the base offset of its first accepted batch)."""
+    committed = commit.log_end_offset if commit else 0
+    if committed == expected_log_end_offset:
+        return
+    name = Path(directory).name
+    last = f"micro-batch {commit.batch_id}" if commit else "no micro-batch"
+    if committed > expected_log_end_offset:
+        raise LogStateMismatchError(
+            f"{name}: segment storage is ahead of the Spark state. Storage holds offsets up to "
+            f"{committed - 1} (commit record of {last}) but micro-batch {batch_id} starts at offset "
+            f"{expected_log_end_offset}: offsets [{expected_log_end_offset}, {committed}) were written by "
+            "micro-batches this checkpoint does not remember, so appending would reuse them. The checkpoint is "
+            "older than the storage (restored from a backup, or another checkpoint directory wrote this root). "
+            "Restart with the checkpoint that wrote this storage; or, to discard the newer data, run "
+            f"`python -m sinks segments truncate <root> {name.rsplit('-', 1)[0]} {name.rsplit('-', 1)[1]} "
+            f"--to {expected_log_end_offset}` (its responses were already published) and restart."
+        )
+    raise LogStateMismatchError(
+        f"{name}: segment storage is behind the Spark state. Storage ends at offset {committed} "
+        f"(commit record of {last}) but micro-batch {batch_id} starts at offset {expected_log_end_offset}: offsets "
+        f"[{committed}, {expected_log_end_offset}) were acknowledged but are not in storage (the storage root "
+        "was replaced or emptied, or restored from an older backup). Restore the storage that belongs to this "
+        "checkpoint; the data cannot be recreated from here. To start over, use a fresh checkpoint and an empty "
+        "storage root."
+    )
+
+
+def check_partition(root: Path, topic: str, partition: int, expected_log_end_offset: int, batch_id: int) -> None:
+    """`check_log_end_offset` for a partition on disk (reads its commit record)."""
+    from sinks.partition_log import partition_dir
+
+    directory = partition_dir(root, topic, partition)
+    check_log_end_offset(directory, read_commit(directory), expected_log_end_offset, batch_id)
+
+
+__all__ = [
+    "LogStateMismatchError",
+    "RecoveryResult",
+    "StorageCorruptionError",
+    "check_log_end_offset",
+    "check_partition",
+    "recover_partition",
+]

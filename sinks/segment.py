@@ -1,0 +1,555 @@
+"""One Kafka log segment: `<base>.log` + `.index` + `.timeindex`, plus the gateway's `.appendtimeindex`.
+
+Kafka's `LogSegment.java` semantics (reference §5.1–§5.4, §5.8):
+- `append`: batches written back to back; per batch, an offset-index entry (batch last offset -> batch
+  start position) and a time-index entry (max timestamp so far, last offset of the first batch reaching
+  it) when the bytes since the last index entry are strictly more than `index.interval.bytes` (§5.2);
+- `should_roll`: segment.bytes, segment.ms (+ jitter) with the event-time rule, full indexes, relative
+  offset overflow (§5.4);
+- `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size (§5.3);
+- `recover`: rebuild the indexes from the log, truncating at the first invalid batch (§5.8).
+
+The wall clock of the gateway is the batch's append time (DESIGN §4.2), never the host clock, so a replayed
+micro-batch rolls and indexes exactly as the first run did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sinks.append_time_index import APPEND_TIME_INDEX_SUFFIX, AppendTimeIndex
+from sinks.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
+from sinks.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from validators.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatchHeader,
+    TimestampType,
+    is_valid,
+    parse_header,
+)
+from validators.topic_config import TopicConfig
+
+log = logging.getLogger("gateway.segments")
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)
+
+RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest legal size field (§4.7)
+HEADER_SIZE_UP_TO_MAGIC = 17  # FileLogInputStream: offset + size + leader epoch + magic
+_SIZE = struct.Struct(">i")
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_FILE_SUFFIX) -> str:
+    """`<20-digit zero-padded base offset><suffix>` (reference §5.1)."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def offset_from_file_name(name: str) -> int:
+    return int(name.split(".", 1)[0])
+
+
+class CorruptRecordError(Exception):
+    """Kafka's `CorruptRecordException` / `InvalidRecordException` met while scanning a segment."""
+
+
+class LogSegmentOffsetOverflowError(ValueError):
+    """Kafka's `LogSegmentOffsetOverflowException`: last offset - base does not fit an int32."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentConfig:
+    """The topic configs a segment obeys (Kafka names in comments)."""
+
+    segment_bytes: int = 1073741824  # segment.bytes
+    segment_ms: int = 604800000  # segment.ms
+    segment_jitter_ms: int = 0  # segment.jitter.ms
+    segment_index_bytes: int = 10485760  # segment.index.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+
+    @staticmethod
+    def from_topic(config: TopicConfig) -> SegmentConfig:
+        return SegmentConfig(
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            segment_jitter_ms=config.segment_jitter_ms,
+            segment_index_bytes=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+        )
+
+    @property
+    def max_segment_ms(self) -> int:
+        # LogConfig.maxSegmentMs(): min(max.compaction.lag.ms, segment.ms) only for compacted topics with a
+        # finite lag; the gateway's topics are delete-policy (and TopicConfig has no compaction lag).
+        return self.segment_ms
+
+
+def roll_jitter_ms(topic: str, partition: int, base_offset: int, config: SegmentConfig) -> int:
+    """Kafka draws `abs(random) % min(segment.jitter.ms, segment.ms)` per segment (§5.4). Replays must roll
+    identically, so the gateway derives it from a hash of (topic, partition, base offset): stable across
+    processes and restarts, and still spread over partitions."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    digest = hashlib.blake2b(f"{topic}-{partition}@{base_offset}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % min(config.segment_jitter_ms, config.segment_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class RollParams:
+    """`RollParams`: what `shouldRoll` looks at for one incoming append (§5.4)."""
+
+    max_segment_ms: int
+    max_segment_bytes: int
+    max_timestamp_in_messages: int
+    max_offset_in_messages: int
+    messages_size: int
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """A batch in a segment file: where it is and its header (`FileChannelRecordBatch`)."""
+
+    position: int
+    header: RecordBatchHeader
+
+    @property
+    def size(self) -> int:
+        return self.header.size_in_bytes
+
+    @property
+    def base_offset(self) -> int:
+        return self.header.base_offset
+
+    @property
+    def last_offset(self) -> int:
+        return self.header.last_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.header.max_timestamp
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return self.header.timestamp_type
+
+    @property
+    def next_position(self) -> int:
+        return self.position + self.header.size_in_bytes
+
+
+def iter_file_batches(fd: int, start: int, end: int, file_name: str = "") -> Iterator[BatchInfo]:
+    """Batches of a segment file between byte positions [start, end) (`FileLogInputStream`):
+    stops quietly at a trailing partial batch; a size field below 14 is a `CorruptRecordError`."""
+    position = start
+    while position + HEADER_SIZE_UP_TO_MAGIC < end:
+        head = os.pread(fd, RECORD_BATCH_OVERHEAD, position)
+        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
+            return
+        size = _SIZE.unpack_from(head, 8)[0]
+        if size < RECORD_OVERHEAD_V0:
+            raise CorruptRecordError(
+                f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0}) in file "
+                f"{file_name}."
+            )
+        if position > end - LOG_OVERHEAD - size:
+            return
+        magic = head[16]
+        if magic != 2 or len(head) < RECORD_BATCH_OVERHEAD or size + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"Unsupported batch at position {position} in {file_name}: magic {magic}, size {size + LOG_OVERHEAD} "
+                "(the gateway stores record batch v2 only)"
+            )
+        yield BatchInfo(position, parse_header(head))
+        position += size + LOG_OVERHEAD
+
+
+def split_batches(records: bytes | memoryview) -> list[tuple[int, RecordBatchHeader]]:
+    """(start, header) of each v2 batch in an in-memory buffer of back-to-back batches."""
+    view = memoryview(records)
+    out = []
+    pos = 0
+    while pos < len(view):
+        header = parse_header(view[pos : pos + RECORD_BATCH_OVERHEAD])
+        size = header.size_in_bytes
+        if size < RECORD_BATCH_OVERHEAD or pos + size > len(view):
+            raise CorruptRecordError(f"Batch at position {pos} declares {size} bytes; buffer has {len(view) - pos}")
+        out.append((pos, header))
+        pos += size
+    return out
+
+
+class LogSegment:
+    """A segment open for reading, or (the active one) for appending (Kafka's `LogSegment`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        config: SegmentConfig,
+        *,
+        created_ms: int = -1,
+        roll_jitter_ms: int = 0,
+        writable: bool = True,
+        preallocate: bool = True,
+        valid_sizes: tuple[int, int, int, int] | None = None,
+    ) -> None:
+        """`valid_sizes` (log, index, timeindex, appendtimeindex) limits a read-only view to the committed
+        prefix of each file, so readers never see an append in progress."""
+        self.directory = Path(directory)
+        self.base_offset = base_offset
+        self.config = config
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.writable = writable
+        log_size, index_size, time_size, append_size = valid_sizes or (None, None, None, None)
+        self.log_path = self.directory / segment_file_name(base_offset, LOG_FILE_SUFFIX)
+        max_index = config.segment_index_bytes if (writable and preallocate) else -1
+        if writable:
+            self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        else:
+            self._fd = os.open(self.log_path, os.O_RDONLY)
+        file_size = os.fstat(self._fd).st_size
+        self._size = file_size if log_size is None else min(file_size, log_size)
+        index_kwargs = {"writable": writable, "max_index_size": max(max_index, config.segment_index_bytes)}
+        self.offset_index = OffsetIndex(
+            self.directory / segment_file_name(base_offset, INDEX_FILE_SUFFIX), base_offset,
+            valid_size=index_size, **index_kwargs,
+        )
+        self.time_index = TimeIndex(
+            self.directory / segment_file_name(base_offset, TIME_INDEX_FILE_SUFFIX), base_offset,
+            valid_size=time_size, **index_kwargs,
+        )
+        self.append_time_index = AppendTimeIndex(
+            self.directory / segment_file_name(base_offset, APPEND_TIME_INDEX_SUFFIX), writable=writable,
+            valid_size=append_size,
+        )
+        self._preallocated = False
+        if writable and preallocate:
+            self.ensure_preallocated()
+        # maxTimestampAndOffsetSoFar, lazily the time index's last entry (§5.2)
+        self._max_ts_and_offset: TimestampOffset | None = None
+        self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def size(self) -> int:
+        """Bytes of the `.log` file (`log.sizeInBytes()`)."""
+        return self._size
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        if self._max_ts_and_offset is None:
+            self._max_ts_and_offset = self.time_index.last_entry
+        return self._max_ts_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.offset
+
+    @property
+    def bytes_since_last_index_entry(self) -> int:
+        """Derived from the files, so it survives a reopen: what a broker that never restarted would hold.
+        (Kafka keeps it in memory only; its `recover` rebuilds with the same arithmetic, §5.8.)"""
+        if self.offset_index.entries == 0:
+            return self._size
+        return self._size - self.offset_index.last_entry.position
+
+    def largest_timestamp(self) -> int:
+        """`largestTimestamp()`: max record timestamp if any, else the `.log` file's mtime (§5.6)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def sizes(self) -> tuple[int, int, int, int]:
+        """Valid bytes of (log, index, timeindex, appendtimeindex): what a commit record keeps."""
+        return (self._size, self.offset_index.size_in_bytes, self.time_index.size_in_bytes,
+                self.append_time_index.size_in_bytes)
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (`readNextOffset`); the base offset for an empty segment."""
+        start = self.offset_index.last_entry.position
+        last = None
+        for batch in self.batches_from(start):
+            last = batch
+        return last.last_offset + 1 if last else self.base_offset
+
+    # ------------------------------------------------------------------ reading
+
+    def batches_from(self, position: int = 0) -> Iterator[BatchInfo]:
+        return iter_file_batches(self._fd, position, self._size, self.log_path.name)
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
+        """First batch whose last offset >= `offset`, scanning from the offset-index floor (`translateOffset`)."""
+        start = max(self.offset_index.lookup(offset).position, starting_position)
+        for batch in self.batches_from(start):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def first_batch(self) -> BatchInfo | None:
+        return next(iter(self.batches_from(0)), None)
+
+    # ------------------------------------------------------------------ append (§5.2)
+
+    def append(self, records: bytes | memoryview, append_time_ms: int) -> None:
+        """Append one produce's batches (already offset-assigned) at the end of the log."""
+        self._require_writable()
+        batches = split_batches(records)
+        if not batches:
+            return
+        largest_offset = max(h.last_offset for _p, h in batches)
+        self._ensure_offset_in_range(largest_offset)
+        physical_position = self._size
+        os.pwrite(self._fd, records, physical_position)
+        max_ts = self.max_timestamp_and_offset_so_far
+        bytes_since = self.bytes_since_last_index_entry
+        for _pos, header in batches:
+            if header.max_timestamp > max_ts.timestamp:
+                max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+                self._max_ts_and_offset = max_ts
+            if bytes_since > self.config.index_interval_bytes:
+                self.offset_index.append(header.last_offset, physical_position)
+                self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                bytes_since = 0
+            physical_position += header.size_in_bytes
+            bytes_since += header.size_in_bytes
+            self.append_time_index.append(append_time_ms, header.last_offset)
+        self._size = physical_position
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {offset} in segment {self.log_path.name}"
+            )
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # ------------------------------------------------------------------ roll (§5.4)
+
+    def rolling_based_timestamp(self) -> int | None:
+        """Max timestamp of the first batch in the file, loaded lazily (`loadFirstBatchTimestamp`)."""
+        if self._rolling_based_timestamp is None and self._size > 0:
+            first = self.first_batch()
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Event time (incoming max timestamp - first batch's max timestamp) when the first batch has a
+        timestamp, else wall clock since the segment was created (§5.4)."""
+        ts = self.rolling_based_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now - self.created_ms
+
+    def should_roll(self, params: RollParams) -> str | None:
+        """`shouldRoll`: the reason to roll before this append, or None."""
+        if self._size > params.max_segment_bytes - params.messages_size:
+            return "segment.bytes"
+        if self._size > 0 and (
+            self.time_waited_for_roll(params.now, params.max_timestamp_in_messages)
+            > params.max_segment_ms - self.roll_jitter_ms
+        ):
+            return "segment.ms"
+        if self.offset_index.is_full():
+            return "offset index full"
+        if self.time_index.is_full():
+            return "time index full"
+        if not self.can_convert_to_relative_offset(params.max_offset_in_messages):
+            return "relative offset overflow"
+        return None
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def ensure_preallocated(self) -> None:
+        """Give the active segment's indexes their full `segment.index.bytes` again (Kafka resizes the
+        active segment's indexes at load, `resizeIndexes(maxIndexSize)`)."""
+        if not self._preallocated:
+            self.resize_indexes(self.config.segment_index_bytes)
+            self._preallocated = True
+
+    def on_become_inactive(self) -> None:
+        """Roll/close: final time-index entry (skipping the full check), indexes trimmed (§5.3, §5.4)."""
+        self._append_final_time_index_entry()
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.append_time_index.trim_to_valid_size()
+        self._preallocated = False
+
+    def _append_final_time_index_entry(self) -> None:
+        if not self.writable:
+            return
+        max_ts = self.max_timestamp_and_offset_so_far
+        if max_ts.timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+
+    # ------------------------------------------------------------------ durability
+
+    def flush(self) -> None:
+        if self.writable:
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+            self.append_time_index.flush()
+
+    def close(self, finalize: bool = True) -> None:
+        """Kafka's `close()`: final time-index entry, trimmed indexes, files closed. `finalize=False`
+        closes the files as they are (recovery, which has just cut them to a commit)."""
+        if self._fd < 0:
+            return
+        if self.writable and finalize:
+            self.on_become_inactive()
+        self.offset_index.close(trim=self.writable and finalize)
+        self.time_index.close(trim=self.writable and finalize)
+        self.append_time_index.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def delete(self) -> None:
+        """Remove every file of the segment."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.append_time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def _require_writable(self) -> None:
+        if not self.writable or self._fd < 0:
+            raise ValueError(f"segment {self.log_path} is not open for appending")
+
+    # ------------------------------------------------------------------ truncation and recovery
+
+    def truncate_to(self, offset: int) -> int:
+        """Kafka's `truncateTo(offset)`: drop every batch whose last offset is >= `offset` (a batch is kept
+        or dropped whole); indexes truncated and re-preallocated. Returns the bytes truncated."""
+        self._require_writable()
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.append_time_index.truncate_to(offset)
+        self._preallocated = False
+        self.ensure_preallocated()
+        truncated = 0
+        if mapping is not None:
+            truncated = self._size - mapping.position
+            os.ftruncate(self._fd, mapping.position)
+            self._size = mapping.position
+        if self._size == 0:
+            self._rolling_based_timestamp = None
+        self._load_largest_timestamp()
+        return truncated
+
+    def truncate_files_to(self, log_size: int, index_size: int, time_size: int, append_size: int) -> int:
+        """Cut every file back to a committed size (the gateway's commit record). Returns log bytes cut."""
+        self._require_writable()
+        truncated = self._size - log_size
+        os.ftruncate(self._fd, log_size)
+        self._size = log_size
+        self.offset_index.truncate_to_entries(index_size // OffsetIndex.entry_size)
+        self.time_index.truncate_to_entries(time_size // TimeIndex.entry_size)
+        self.append_time_index.truncate_to_entries(append_size // 16)
+        self._max_ts_and_offset = None
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def _load_largest_timestamp(self) -> None:
+        """`loadLargestTimestamp`: time index's last entry, then any larger batch after it."""
+        last = self.time_index.last_entry
+        max_ts = last
+        start = self.offset_index.lookup(last.offset).position
+        for batch in self.batches_from(start):
+            if batch.max_timestamp > max_ts.timestamp:
+                max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        self._max_ts_and_offset = max_ts
+
+    def sanity_check(self) -> None:
+        """The load-time check (`LogSegment.sanityCheck`): a missing or corrupt index means recover."""
+        if not self.offset_index.path.exists():
+            raise CorruptIndexError(f"Offset index file {self.offset_index.path} does not exist")
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.append_time_index.sanity_check()
+
+    def recover(self) -> int:
+        """`LogSegment.recover`: rebuild the offset and time indexes from the log, validating each batch
+        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one
+        (§5.8). The append-time index keeps the entries of the surviving batches; a surviving batch with
+        no entry gets its LogAppendTime (LAT batches) or -1 (unknown). Returns the bytes truncated."""
+        self._require_writable()
+        kept_append_times = {e.last_offset: e.append_time for e in self.append_time_index.all_entries()}
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self.append_time_index.truncate_to_entries(0)
+        self._preallocated = False
+        self.ensure_preallocated()
+        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        self._rolling_based_timestamp = None
+        valid_bytes = 0
+        last_index_entry = 0
+        previous_last_offset = self.base_offset - 1
+        try:
+            for batch in self.batches_from(0):
+                data = self.read_bytes(batch.position, batch.size)
+                if not is_valid(data):
+                    raise CorruptRecordError(f"Record is corrupt (batch at position {batch.position} fails its CRC)")
+                if batch.base_offset <= previous_last_offset or batch.last_offset < batch.base_offset:
+                    raise CorruptRecordError(
+                        f"Batch at position {batch.position} has offsets [{batch.base_offset}, {batch.last_offset}] "
+                        f"out of order after offset {previous_last_offset}"
+                    )
+                self._ensure_offset_in_range(batch.last_offset)
+                if batch.max_timestamp > self._max_ts_and_offset.timestamp:
+                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+                if valid_bytes - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(batch.last_offset, valid_bytes)
+                    self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
+                    last_index_entry = valid_bytes
+                valid_bytes += batch.size
+                previous_last_offset = batch.last_offset
+                append_time = kept_append_times.get(
+                    batch.last_offset,
+                    batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1,
+                )
+                self.append_time_index.append(append_time, batch.last_offset)
+        except (CorruptRecordError, LogSegmentOffsetOverflowError) as e:
+            log.warning("Found invalid messages in log segment %s at byte offset %d: %s", self.log_path, valid_bytes, e)
+        truncated = self._size - valid_bytes
+        if truncated > 0:
+            log.warning("Truncating %s to %d bytes (%d invalid bytes)", self.log_path, valid_bytes, truncated)
+            os.ftruncate(self._fd, valid_bytes)
+            self._size = valid_bytes
+        self.on_become_inactive()
+        return truncated
+
+
+def segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the `.log` files in a partition directory, ascending."""
+    if not directory.exists():
+        return []
+    return sorted(
+        offset_from_file_name(p.name)
+        for p in directory.iterdir()
+        if p.name.endswith(LOG_FILE_SUFFIX) and p.name[:20].isdigit() and len(p.name) == 20 + len(LOG_FILE_SUFFIX)
+    )
