@@ -48,6 +48,7 @@ from enum import IntEnum
 import cramjam
 import lz4.block
 import lz4.frame
+import xxhash
 import zstandard
 
 __all__ = [
@@ -297,60 +298,9 @@ _LZ4_BLOCK_SIZE = 64 * 1024
 _LZ4_INCOMPRESSIBLE = 0x80000000
 _LZ4_DEFAULT_LEVEL = 9  # CompressionType.LZ4.defaultLevel(): uses lz4-java's fast compressor
 
-_P1 = 0x9E3779B1
-_P2 = 0x85EBCA77
-_P3 = 0xC2B2AE3D
-_P4 = 0x27D4EB2F
-_P5 = 0x165667B1
-_M32 = 0xFFFFFFFF
-
-
 def xxh32(data: bytes | bytearray | memoryview, seed: int = 0) -> int:
-    """XXH32 (the LZ4 frame checksum), pure Python: used for frame-descriptor, block and content
-    checksums; the frames Kafka and librdkafka write only need it for the 2-byte descriptor."""
-    buf = bytes(data)
-    n = len(buf)
-    pos = 0
-    if n >= 16:
-        v1 = (seed + _P1 + _P2) & _M32
-        v2 = (seed + _P2) & _M32
-        v3 = seed & _M32
-        v4 = (seed - _P1) & _M32
-        stripes = n // 16
-        words = struct.unpack_from(f"<{stripes * 4}I", buf, 0)
-        for i in range(0, stripes * 4, 4):
-            v1 = (v1 + words[i] * _P2) & _M32
-            v1 = (((v1 << 13) | (v1 >> 19)) & _M32) * _P1 & _M32
-            v2 = (v2 + words[i + 1] * _P2) & _M32
-            v2 = (((v2 << 13) | (v2 >> 19)) & _M32) * _P1 & _M32
-            v3 = (v3 + words[i + 2] * _P2) & _M32
-            v3 = (((v3 << 13) | (v3 >> 19)) & _M32) * _P1 & _M32
-            v4 = (v4 + words[i + 3] * _P2) & _M32
-            v4 = (((v4 << 13) | (v4 >> 19)) & _M32) * _P1 & _M32
-        pos = stripes * 16
-        h = (
-            ((v1 << 1) | (v1 >> 31))
-            + ((v2 << 7) | (v2 >> 25))
-            + ((v3 << 12) | (v3 >> 20))
-            + ((v4 << 18) | (v4 >> 14))
-        ) & _M32
-    else:
-        h = (seed + _P5) & _M32
-    h = (h + n) & _M32
-    while pos + 4 <= n:
-        h = (h + struct.unpack_from("<I", buf, pos)[0] * _P3) & _M32
-        h = (((h << 17) | (h >> 15)) & _M32) * _P4 & _M32
-        pos += 4
-    while pos < n:
-        h = (h + buf[pos] * _P5) & _M32
-        h = (((h << 11) | (h >> 21)) & _M32) * _P1 & _M32
-        pos += 1
-    h ^= h >> 15
-    h = h * _P2 & _M32
-    h ^= h >> 13
-    h = h * _P3 & _M32
-    h ^= h >> 16
-    return h
+    """XXH32 (the LZ4 frame checksum), from the maintained native `xxhash` package."""
+    return xxhash.xxh32_intdigest(bytes(data), seed)
 
 
 def _lz4_header_checksum(descriptor: bytes) -> int:
