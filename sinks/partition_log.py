@@ -231,6 +231,19 @@ class PartitionLog:
     recovered_bytes: int = 0
     now_ms: int | None = None
     _lock: PartitionLock | None = field(default=None, repr=False)
+    # the committed active segment, opened only when something is appended (a replay touches nothing)
+    _active_state: SegmentState | None = field(default=None, repr=False)
+
+    def _open_active(self) -> LogSegment | None:
+        if self.active is None and self._active_state is not None:
+            last = self._active_state
+            self.active = LogSegment(
+                self.directory, last.base_offset, self.config, created_ms=last.created_ms,
+                roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
+                valid_sizes=last.sizes,
+            )
+            self._active_state = None
+        return self.active
 
     @staticmethod
     def open(
@@ -253,21 +266,18 @@ class PartitionLog:
         try:
             result = recover_partition(directory, seg_config, read_commit(directory))
             commit = result.commit
-            states = list(commit.segments) if commit else []
-            active = None
-            if states:
-                last = states[-1]
-                active = LogSegment(
-                    directory, last.base_offset, seg_config, created_ms=last.created_ms,
-                    roll_jitter_ms=roll_jitter_ms(topic, partition, last.base_offset, seg_config),
-                    valid_sizes=last.sizes,
-                )
+            if commit is None:
+                # A new partition: an empty commit record first, so that anything written before the
+                # first commit is known to be uncommitted (a directory without one is foreign: recovered).
+                commit = CommitRecord(batch_id=-1, log_end_offset=0)
+                write_commit(directory, commit)
+            states = list(commit.segments)
             return PartitionLog(
                 root=Path(root), topic=topic, partition=partition, config=seg_config, directory=directory,
-                commit_record=commit, inactive=states[:-1], active=active,
-                log_end_offset=commit.log_end_offset if commit else 0,
-                log_start_offset=commit.log_start_offset if commit else 0,
+                commit_record=commit, inactive=states[:-1], active=None,
+                log_end_offset=commit.log_end_offset, log_start_offset=commit.log_start_offset,
                 recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock,
+                _active_state=states[-1] if states else None,
             )
         except BaseException:
             lock.release()
@@ -295,7 +305,7 @@ class PartitionLog:
             last_offset = max(h.last_offset for _p, h in batches)
             max_timestamp = max(h.max_timestamp for _p, h in batches)
         rolled = None
-        if self.active is None:
+        if self._open_active() is None:
             created = self.now_ms if self.now_ms is not None else append_time_ms
             self.active = self._new_segment(header.base_offset, created)
         else:
@@ -343,6 +353,8 @@ class PartitionLog:
         states = list(self.inactive)
         if self.active is not None:
             states.append(_state_of(self.active))
+        elif self._active_state is not None:
+            states.append(self._active_state)
         return states
 
     def commit(self, batch_id: int) -> CommitRecord:
@@ -371,6 +383,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate below the log start offset {self.log_start_offset}")
         if offset >= self.log_end_offset:
             return self.commit(self.committed_batch_id if batch_id is None else batch_id)
+        self._open_active()
         keep = [s for s in self.inactive if s.base_offset < offset]
         dropped = [s.base_offset for s in self.inactive if s.base_offset >= offset]
         if self.active is not None and self.active.base_offset >= offset and keep:

@@ -48,7 +48,7 @@ class LogStateMismatchError(RuntimeError):
 @dataclass(frozen=True)
 class RecoveryResult:
     commit: CommitRecord | None
-    truncated_bytes: int = 0  # .log bytes cut (uncommitted tail or invalid batches)
+    truncated_bytes: int = 0  # .log bytes cut or deleted (uncommitted tail and segments, invalid batches)
     deleted_segments: tuple[int, ...] = ()
     rebuilt_segments: tuple[int, ...] = ()
     deleted_files: tuple[str, ...] = ()
@@ -101,13 +101,14 @@ def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRec
     committed = {s.base_offset: s for s in commit.segments}
     actions: list[str] = []
     deleted = []
+    truncated = 0
     for base in segment_bases(directory):
         if base not in committed:
+            truncated += max(_file_size(directory / segment_file_name(base)), 0)
             _delete_segment_files(directory, base)
             deleted.append(base)
             actions.append(f"deleted uncommitted segment {segment_file_name(base)}")
     orphans = _delete_orphan_indexes(directory)
-    truncated = 0
     rebuilt = []
     new_states = []
     for state in commit.segments:

@@ -470,6 +470,9 @@ class LogSegment:
         self.offset_index.truncate_to_entries(index_size // OffsetIndex.entry_size)
         self.time_index.truncate_to_entries(time_size // TimeIndex.entry_size)
         self.append_time_index.truncate_to_entries(append_size // 16)
+        self.offset_index.trim_to_valid_size()  # committed state = a closed segment: trimmed indexes
+        self.time_index.trim_to_valid_size()
+        self._preallocated = False
         self._max_ts_and_offset = None
         self._rolling_based_timestamp = None
         return truncated

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.offset_index import CorruptIndexError, IndexFullError, InvalidOffsetError, OffsetIndex, OffsetPosition
+from sinks.offset_index import (
+    CorruptIndexError,
+    IndexFullError,
+    InvalidOffsetError,
+    OffsetIndex,
+    OffsetPosition,
+)
 
 BASE = 45
 
