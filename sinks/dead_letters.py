@@ -6,27 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from sinks.kafka_publisher import OutgoingMessage
-from validators.errors import Errors
-from validators.topic_config import TopicRegistry
 
 HEADER_PREFIX = "gw.errors."
 
 
-def _wrap_long(v: int) -> int:
-    """Java long arithmetic, so the window prints as Kafka's message does (reference §2.2)."""
-    return (v + 2**63) % 2**64 - 2**63
-
-
-def timestamp_window(registry: TopicRegistry, topic: str | None, now_ms: int) -> str | None:
-    config = registry.get(topic) if topic else None
-    if config is None:
-        return None
-    lower = _wrap_long(now_ms - config.message_timestamp_before_max_ms)
-    upper = _wrap_long(now_ms + config.message_timestamp_after_max_ms)
-    return f"[{lower}, {upper}]"
-
-
-def dead_letter(row: Any, ingress_topic: str, registry: TopicRegistry) -> OutgoingMessage:
+def dead_letter(row: Any, ingress_topic: str) -> OutgoingMessage:
     """The message timestamp is the rejection time: the micro-batch clock that decided it."""
     def s(v: Any) -> str:
         return "" if v is None or (isinstance(v, float) and v != v) else str(v)
@@ -44,10 +28,8 @@ def dead_letter(row: Any, ingress_topic: str, registry: TopicRegistry) -> Outgoi
         "request.id": s(row.request_id),
         "client.id": s(row.client_id),
     }
-    if int(row.error_code) == Errors.INVALID_TIMESTAMP.code:
-        window = timestamp_window(registry, s(row.topic) or None, int(row.batch_time_ms))
-        if window is not None:
-            headers["window"] = window
+    if s(row.window):  # the validator's [now-before, now+after] of an INVALID_TIMESTAMP rejection
+        headers["window"] = s(row.window)
     return OutgoingMessage(
         key=s(row.request_id).encode(),
         value=bytes(row.batch),

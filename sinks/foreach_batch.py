@@ -108,7 +108,8 @@ class GatewaySink:
                     outcomes.append((o.topic, o.partition, o.skipped_replay, o.batches, o.bytes_written, o.log_end_offset))
             yield pd.DataFrame(outcomes, columns=[f.name for f in APPEND_OUTCOME_SCHEMA.fields])
 
-        accepted = decided.filter("error_code = 0").select(
+        # Idempotent duplicates are acknowledged with their original offsets and not stored again.
+        accepted = decided.filter("error_code = 0 AND NOT duplicate").select(
             "topic", "partition", "base_offset", "last_offset", "batch", "append_time_ms", "max_timestamp"
         )
         return (
@@ -119,7 +120,7 @@ class GatewaySink:
         )
 
     def _publish(self, decided: DataFrame) -> list:
-        config, registry = self.config, self.registry
+        config = self.config
 
         def send(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             responses: list[OutgoingMessage] = []
@@ -129,7 +130,7 @@ class GatewaySink:
                     if int(row.acks) != 0:
                         responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response_from_row(row))))
                     if int(row.error_code) != 0:
-                        letters.append(dead_letter(row, config.ingress_topic, registry))
+                        letters.append(dead_letter(row, config.ingress_topic))
             n_resp = publish(config.bootstrap_servers, config.response_topic, responses, config.max_message_bytes)
             n_dlq = publish(config.bootstrap_servers, config.dlq_topic, letters, config.max_message_bytes)
             yield pd.DataFrame([(n_resp, n_dlq)], columns=["responses", "dead_letters"])

@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 
 from validators.errors import Errors
 from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
+from validators.producer_state import producers_from_json, producers_to_json
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.stage")
@@ -40,6 +41,7 @@ STATE_SCHEMA = StructType(
         StructField("log_start_offset", LongType(), False),
         StructField("log_end_offset", LongType(), False),
         StructField("last_append_time_ms", LongType(), False),
+        StructField("producers", StringType(), False),  # idempotent producer state, JSON (producer_state.py)
     ]
 )
 
@@ -67,6 +69,9 @@ OUTPUT_SCHEMA = StructType(
         StructField("log_start_offset", LongType(), False),
         StructField("record_count", IntegerType(), False),
         StructField("clock_held", BooleanType(), False),
+        StructField("duplicate", BooleanType(), False),  # idempotent retry: acknowledged, not stored again
+        StructField("future_timestamps", IntegerType(), False),  # accepted records > 1 h ahead (KIP-937)
+        StructField("window", StringType(), True),  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
         StructField("batch_time_ms", LongType(), False),  # the micro-batch clock (`now`)
         StructField("batch", BinaryType(), False),  # stored bytes if accepted, original bytes if rejected
     ]
@@ -144,6 +149,7 @@ def _output_row(
             log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
             max_timestamp=result.max_timestamp, log_start_offset=state.log_start_offset,
             record_count=result.record_count, clock_held=result.clock_held, batch=result.records,
+            duplicate=result.duplicate, future_timestamps=result.future_timestamp_count, window=None,
         )
     else:
         row.update(
@@ -151,6 +157,8 @@ def _output_row(
             record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
             base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
             log_start_offset=result.log_start_offset, record_count=0, clock_held=False, batch=item.batch,
+            duplicate=False, future_timestamps=0,
+            window=None if result.window is None else f"[{result.window[0]}, {result.window[1]}]",
         )
     return row
 
@@ -158,12 +166,15 @@ def _output_row(
 def _state_from_spark(state: GroupState) -> PartitionState:
     if not state.exists:
         return PartitionState()
-    log_start, log_end, last_append = state.get
-    return PartitionState(log_start_offset=log_start, log_end_offset=log_end, last_append_time_ms=last_append)
+    log_start, log_end, last_append, producers = state.get
+    return PartitionState(
+        log_start_offset=log_start, log_end_offset=log_end, last_append_time_ms=last_append,
+        producers=producers_from_json(producers),
+    )
 
 
-def _state_to_spark(state: PartitionState) -> tuple[int, int, int]:
-    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms)
+def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
+    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_json(state.producers))
 
 
 def stage_function(

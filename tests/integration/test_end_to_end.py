@@ -125,7 +125,7 @@ def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config
     now = int(time.time() * 1000)
     good = kafka_python_batch([now])
     sent = produce_batches(config, [
-        ("ct", 0, b"\x00garbage"),           # too short to be a batch
+        ("ct", 0, b"\x00garbage"),           # shorter than one batch frame: no batch at all
         ("nope", 0, good),                   # unknown topic
         ("ct", 7, good),                     # unknown partition
         ("bad topic!", 0, good),             # illegal topic name
@@ -141,7 +141,7 @@ def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config
     run_available_now(spark, config)
     by_id = {r["request_id"]: r for r in read_responses(config)}
     codes = [by_id[s.request_id]["error_name"] for s in sent]
-    assert codes == ["CORRUPT_MESSAGE", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION",
+    assert codes == ["INVALID_RECORD", "UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_OR_PARTITION",
                      "INVALID_TOPIC_EXCEPTION", "CORRUPT_MESSAGE", None]
     headerless = [r for r in by_id.values() if r["client_id"] is None]
     assert sorted(r["error_name"] for r in headerless) == ["INVALID_TOPIC_EXCEPTION", "UNKNOWN_TOPIC_OR_PARTITION"]
