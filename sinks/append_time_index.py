@@ -117,7 +117,7 @@ class AppendTimeIndex:
 
     def flush(self) -> None:
         if self._fd is not None:
-            os.fsync(self._fd)
+            os.fdatasync(self._fd)
 
     def close(self) -> None:
         if self._fd is not None:

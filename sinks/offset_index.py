@@ -95,6 +95,7 @@ class AbstractIndex:
         else:
             self._data = bytearray()
         self._entries = valid // self.entry_size
+        self._dirty = False  # written since the last flush
 
     # ------------------------------------------------------------------ size
 
@@ -129,6 +130,7 @@ class AbstractIndex:
         self._require_writable()
         os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
         self._length = rounded
+        self._dirty = True
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -137,8 +139,10 @@ class AbstractIndex:
             self.resize(self.size_in_bytes)
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """fsync, when anything was written since the last flush."""
+        if self._fd is not None and self._dirty:
+            os.fdatasync(self._fd)
+            self._dirty = False
 
     def close(self, trim: bool = True) -> None:
         if self._fd is not None:
@@ -166,6 +170,7 @@ class AbstractIndex:
             # Clear the dropped slots on disk too, keeping the preallocated length.
             os.ftruncate(self._fd, self.size_in_bytes)
             os.ftruncate(self._fd, self._length)
+            self._dirty = True
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's `truncateTo(offset)`: drop every entry whose offset is >= `offset`."""
@@ -197,6 +202,7 @@ class AbstractIndex:
             # A trimmed (inactive) index written again: grow it by one entry.
             self._length = position + self.entry_size
         os.pwrite(self._fd, entry, position)  # type: ignore[arg-type]
+        self._dirty = True
         self._data += entry
         self._entries += 1
 

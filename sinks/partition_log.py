@@ -233,6 +233,7 @@ class PartitionLog:
     _lock: PartitionLock | None = field(default=None, repr=False)
     # the committed active segment, opened only when something is appended (a replay touches nothing)
     _active_state: SegmentState | None = field(default=None, repr=False)
+    _new_files: bool = field(default=False, repr=False)
 
     def _open_active(self) -> LogSegment | None:
         if self.active is None and self._active_state is not None:
@@ -328,6 +329,7 @@ class PartitionLog:
 
     def _new_segment(self, base_offset: int, created_ms: int) -> LogSegment:
         # A leftover file at this base (never committed) is stale: recovery deleted uncommitted segments.
+        self._new_files = True
         return LogSegment(
             self.directory, base_offset, self.config, created_ms=created_ms,
             roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, base_offset, self.config),
@@ -364,7 +366,9 @@ class PartitionLog:
         if self.active is not None:
             self.active.on_become_inactive()
             self.active.flush()
-        fsync_dir(self.directory)
+        if self._new_files:  # segment files created since the last commit: make their names durable
+            fsync_dir(self.directory)
+            self._new_files = False
         crash_point("data-fsynced")
         commit = CommitRecord(
             batch_id=batch_id, log_end_offset=self.log_end_offset, log_start_offset=self.log_start_offset,

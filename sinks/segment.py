@@ -407,7 +407,7 @@ class LogSegment:
 
     def flush(self) -> None:
         if self.writable:
-            os.fsync(self._fd)
+            os.fdatasync(self._fd)  # data and the size: what reading the file back needs
             self.offset_index.flush()
             self.time_index.flush()
             self.append_time_index.flush()
