@@ -1,4 +1,8 @@
-"""Kafka's error codes for the produce path (clients/.../protocol/Errors.java)."""
+"""Kafka's error codes for the produce path (clients/.../protocol/Errors.java), reference §6.2.
+
+Codes, names and default texts are Kafka's own. `exception_name` is the Java exception class a
+broker raises for the code (what Kafka logs and what `Errors.forException` maps back from).
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,76 @@ from enum import Enum
 
 
 class Errors(Enum):
-    """(code, default message) exactly as Kafka's `Errors` enum; `name` is Kafka's error name."""
+    """(code, default message, exception class) exactly as Kafka's `Errors` enum; `name` is Kafka's name."""
 
-    NONE = (0, None)
-    UNKNOWN_SERVER_ERROR = (-1, "The server experienced an unexpected error when processing the request.")
+    NONE = (0, None, None)
+    UNKNOWN_SERVER_ERROR = (
+        -1,
+        "The server experienced an unexpected error when processing the request.",
+        "UnknownServerException",
+    )
     CORRUPT_MESSAGE = (
         2,
         "This message has failed its CRC checksum, exceeds the valid size, has a null key for a "
         "compacted topic, or is otherwise corrupt.",
+        "CorruptRecordException",
     )
-    UNKNOWN_TOPIC_OR_PARTITION = (3, "This server does not host this topic-partition.")
-    MESSAGE_TOO_LARGE = (10, "The request included a message larger than the max message size the server will accept.")
-    INVALID_TOPIC_EXCEPTION = (17, "The request attempted to perform an operation on an invalid topic.")
-    RECORD_LIST_TOO_LARGE = (18, "The request included message batch larger than the configured segment size on the server.")
-    INVALID_TIMESTAMP = (32, "The timestamp of the message is out of acceptable range.")
-    UNSUPPORTED_FOR_MESSAGE_FORMAT = (43, "The message format version on the broker does not support the request.")
-    OUT_OF_ORDER_SEQUENCE_NUMBER = (45, "The broker received an out of order sequence number.")
-    INVALID_PRODUCER_EPOCH = (47, "Producer attempted to produce with an old epoch.")
-    INVALID_RECORD = (87, "This record has failed the validation on broker and hence will be rejected.")
+    UNKNOWN_TOPIC_OR_PARTITION = (
+        3, "This server does not host this topic-partition.", "UnknownTopicOrPartitionException")
+    NOT_LEADER_OR_FOLLOWER = (
+        6,
+        "For requests intended only for the leader, this error indicates that the broker is not the current "
+        "leader. For requests intended for any replica, this error indicates that the broker is not a replica "
+        "of the topic partition.",
+        "NotLeaderOrFollowerException",
+    )
+    MESSAGE_TOO_LARGE = (
+        10,
+        "The request included a message larger than the max message size the server will accept.",
+        "RecordTooLargeException",
+    )
+    INVALID_TOPIC_EXCEPTION = (
+        17, "The request attempted to perform an operation on an invalid topic.", "InvalidTopicException")
+    RECORD_LIST_TOO_LARGE = (
+        18,
+        "The request included message batch larger than the configured segment size on the server.",
+        "RecordBatchTooLargeException",
+    )
+    INVALID_REQUIRED_ACKS = (
+        21, "Produce request specified an invalid value for required acks.", "InvalidRequiredAcksException")
+    INVALID_TIMESTAMP = (
+        32, "The timestamp of the message is out of acceptable range.", "InvalidTimestampException")
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = (
+        43,
+        "The message format version on the broker does not support the request.",
+        "UnsupportedForMessageFormatException",
+    )
+    OUT_OF_ORDER_SEQUENCE_NUMBER = (
+        45, "The broker received an out of order sequence number.", "OutOfOrderSequenceException")
+    DUPLICATE_SEQUENCE_NUMBER = (
+        46, "The broker received a duplicate sequence number.", "DuplicateSequenceException")
+    INVALID_PRODUCER_EPOCH = (
+        47, "Producer attempted to produce with an old epoch.", "InvalidProducerEpochException")
+    INVALID_TXN_STATE = (
+        48,
+        "The producer attempted a transactional operation in an invalid state.",
+        "InvalidTxnStateException",
+    )
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (
+        53, "Transactional Id authorization failed.", "TransactionalIdAuthorizationException")
+    KAFKA_STORAGE_ERROR = (
+        56, "Disk error when trying to access log file on the disk.", "KafkaStorageException")
+    UNSUPPORTED_COMPRESSION_TYPE = (
+        76,
+        "The requesting client does not support the compression type of given partition.",
+        "UnsupportedCompressionTypeException",
+    )
+    INVALID_RECORD = (
+        87,
+        "This record has failed the validation on broker and hence will be rejected.",
+        "InvalidRecordException",
+    )
+    UNKNOWN_TOPIC_ID = (100, "This server does not host this topic ID.", "UnknownTopicIdException")
 
     @property
     def code(self) -> int:
@@ -33,9 +89,21 @@ class Errors(Enum):
     def default_message(self) -> str | None:
         return self.value[1]
 
+    @property
+    def exception_name(self) -> str | None:
+        return self.value[2]
+
     @classmethod
     def for_code(cls, code: int) -> Errors:
-        for e in cls:
-            if e.code == code:
-                return e
-        raise KeyError(code)
+        """Kafka's `Errors.forCode` (but strict: an unknown code raises KeyError instead of UNKNOWN_SERVER_ERROR)."""
+        try:
+            return _BY_CODE[code]
+        except KeyError:
+            raise KeyError(code) from None
+
+    @classmethod
+    def for_name(cls, name: str) -> Errors:
+        return cls[name]
+
+
+_BY_CODE: dict[int, Errors] = {e.code: e for e in Errors}

@@ -1,28 +1,82 @@
-"""Typed topic configuration (Kafka's topic configs, with gateway-wide `log.*` defaults).
+"""Typed topic configuration: Kafka's topic configs over gateway-wide `log.*` defaults (DESIGN §4.2).
 
-Kafka 4.x defaults (reference Appendix A). A topic's own key wins over the gateway-wide broker key
-(`message.timestamp.type` over `log.message.timestamp.type`), which wins over Kafka's default.
+Resolution of every setting, most specific first (reference §2.1 and Appendix A):
+
+    topic config (`message.timestamp.type`)  >  gateway default named like Kafka's broker config
+    (`log.message.timestamp.type`)  >  Kafka 4.x default.
+
+The two KIP-937 windows also accept the deprecated KIP-32 `message.timestamp.difference.max.ms`
+(topic) / `log.message.timestamp.difference.max.ms` (gateway) as a fallback when the window itself is
+unset (DESIGN §4.2; Kafka 3.6-3.9 did the same, Kafka 4.0 removed the key). Order for `before`:
+
+    topic before > topic difference > gateway before > gateway difference > 9223372036854775807
+
+and the same for `after` (default 3600000). Using the deprecated key emits a `DeprecationWarning`
+and a logged warning. Values are validated like Kafka's `ConfigDef` (type, range, allowed strings)
+and a bad one raises `ConfigError` naming the key and what is allowed.
+
+`RegistryWatcher` re-reads the registry file when it changes; that file read is the only I/O of the
+`validators` package.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from validators.record_batch import TimestampType
 
+log = logging.getLogger(__name__)
+
 LONG_MAX = 9223372036854775807
+LONG_MIN = -9223372036854775808
+INT_MAX = 2147483647
+
+# Topic.java (reference §6.3)
+MAX_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class ConfigError(ValueError):
-    """A bad configuration value: names the key and what is allowed."""
+    """A bad configuration value: names the key and what is allowed (Kafka's `ConfigException` text)."""
+
+
+class RecordValidation(StrEnum):
+    """How deeply the gateway walks the records of a batch (gateway extension, `gateway.record.validation`).
+
+    FULL (default): every record is walked as Kafka's `DefaultRecord.readFrom` / `readPartiallyFrom`
+    does (reference §1.2), so the gateway accepts and rejects exactly what Kafka does and never stores
+    a batch a Kafka consumer or `DumpLogSegments --deep-iteration` would choke on (DESIGN §4.5).
+    FAST: only what the decision needs (DESIGN §6): uncompressed LogAppendTime batches are decided
+    from the header alone and uncompressed CreateTime batches from the record length chain and the
+    timestamp deltas; the layout inside a record (key/value lengths, headers) is not verified, and on
+    LogAppendTime topics neither is the declared record count. Compacted topics and compressed
+    batches always get the full walk. Anything the fast walk does not accept cleanly is re-checked
+    with the full walk, so every rejection still carries Kafka's exact text.
+    """
+
+    FAST = "fast"
+    FULL = "full"
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+# compression.type value -> codec id of the batch attributes (reference §4.2); producer keeps the source codec
+COMPRESSION_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CLEANUP_POLICIES = ("compact", "delete")
 
 
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
+    """One target topic as the gateway leads it. Defaults are Kafka 4.x's (reference Appendix A)."""
+
     name: str
     partitions: int
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
@@ -40,69 +94,157 @@ class TopicConfig:
     retention_bytes: int = -1
     retention_max_eventtime_ms: int = -1
     producer_id_expiration_ms: int = 86400000
+    max_compaction_lag_ms: int = LONG_MAX
+    record_validation: RecordValidation = RecordValidation.FULL
 
     @property
     def compacted(self) -> bool:
+        """LogValidator's `compactedTopic`: `cleanup.policy` contains compact."""
         return "compact" in self.cleanup_policy
 
+    @property
+    def target_compression_id(self) -> int | None:
+        """`BrokerCompressionType.targetCompression`: None for `producer` (keep the batch's codec)."""
+        return COMPRESSION_IDS.get(self.compression_type)
 
-# topic key -> (broker key, field, parser)
+    @property
+    def max_segment_ms(self) -> int:
+        """`LogConfig.maxSegmentMs` (reference §5.4): compacted topics roll by max.compaction.lag.ms too."""
+        if self.compacted and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+
+# ------------------------------------------------------------------------------------------------
+# value parsers: Kafka's ConfigDef texts ("Invalid value <v> for configuration <k>: <why>")
+
+
+def _invalid(key: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(f"Invalid value {value} for configuration {key}: {why}")
+
+
 def _long(key: str, value: Any, minimum: int | None = None) -> int:
-    try:
-        v = int(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"Invalid value {value!r} for configuration {key}: Not a number of type LONG") from None
+    if isinstance(value, bool):
+        raise _invalid(key, value, "Expected value to be a 64-bit integer (long), but it was a boolean")
+    if isinstance(value, int):
+        v = value
+    elif isinstance(value, str):
+        try:
+            v = int(value.strip())
+        except ValueError:
+            raise _invalid(key, value, "Not a number of type LONG") from None
+    else:
+        raise _invalid(key, value, f"Expected value to be a 64-bit integer (long), but it was a {type(value).__name__}")
+    if not LONG_MIN <= v <= LONG_MAX:
+        raise _invalid(key, value, "Not a number of type LONG")
     if minimum is not None and v < minimum:
-        raise ConfigError(f"Invalid value {v} for configuration {key}: Value must be at least {minimum}")
+        raise _invalid(key, v, f"Value must be at least {minimum}")
     return v
+
+
+def _at_least(minimum: int | None) -> Callable[[str, Any], int]:
+    return lambda key, value: _long(key, value, minimum)
+
+
+def _hours(minimum: int | None) -> Callable[[str, Any], int]:
+    # KafkaConfig: a negative retention in hours/minutes means "infinite", i.e. -1 ms
+    return lambda key, value: max(_long(key, value, minimum) * 3_600_000, -1)
+
+
+def _minutes(key: str, value: Any) -> int:
+    return max(_long(key, value) * 60_000, -1)
 
 
 def _timestamp_type(key: str, value: Any) -> TimestampType:
     for t in (TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME):
-        if str(value) == t.kafka_name:
+        if value == t.kafka_name:
             return t
-    raise ConfigError(f"Invalid value {value!r} for configuration {key}: String must be one of: CreateTime, LogAppendTime")
-
-
-_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    raise _invalid(key, value, "String must be one of: CreateTime, LogAppendTime")
 
 
 def _compression(key: str, value: Any) -> str:
-    if str(value) not in _COMPRESSION:
-        raise ConfigError(f"Invalid value {value!r} for configuration {key}: String must be one of: {', '.join(_COMPRESSION)}")
+    if value not in COMPRESSION_TYPES:
+        raise _invalid(key, value, f"String must be one of: {', '.join(COMPRESSION_TYPES)}")
     return str(value)
 
 
 def _cleanup_policy(key: str, value: Any) -> tuple[str, ...]:
-    items = tuple(p.strip() for p in str(value).split(",") if p.strip())
-    for p in items:
-        if p not in ("delete", "compact"):
-            raise ConfigError(f"Invalid value {value!r} for configuration {key}: The value must be one of: [delete, compact]")
-    return items
+    items = value if isinstance(value, list) else str(value).split(",")
+    policies = tuple(str(p).strip() for p in items if str(p).strip())
+    for p in policies:
+        if p not in CLEANUP_POLICIES:
+            raise _invalid(key, value, f"The value must be one of [{', '.join(CLEANUP_POLICIES)}]")
+    return policies
 
 
-_KEYS: dict[str, tuple[str, str, Any]] = {
-    "message.timestamp.type": ("log.message.timestamp.type", "message_timestamp_type", _timestamp_type),
-    "message.timestamp.before.max.ms": (
-        "log.message.timestamp.before.max.ms", "message_timestamp_before_max_ms", lambda k, v: _long(k, v, 0)),
-    "message.timestamp.after.max.ms": (
-        "log.message.timestamp.after.max.ms", "message_timestamp_after_max_ms", lambda k, v: _long(k, v, 0)),
-    "max.message.bytes": ("message.max.bytes", "max_message_bytes", lambda k, v: _long(k, v, 0)),
-    "compression.type": ("compression.type", "compression_type", _compression),
-    "cleanup.policy": ("log.cleanup.policy", "cleanup_policy", _cleanup_policy),
-    "segment.bytes": ("log.segment.bytes", "segment_bytes", lambda k, v: _long(k, v, 14)),
-    "segment.ms": ("log.roll.ms", "segment_ms", lambda k, v: _long(k, v, 1)),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "segment_jitter_ms", lambda k, v: _long(k, v, 0)),
-    "segment.index.bytes": ("log.index.size.max.bytes", "segment_index_bytes", lambda k, v: _long(k, v, 4)),
-    "index.interval.bytes": ("log.index.interval.bytes", "index_interval_bytes", lambda k, v: _long(k, v, 0)),
-    "retention.ms": ("log.retention.ms", "retention_ms", lambda k, v: _long(k, v, -1)),
-    "retention.bytes": ("log.retention.bytes", "retention_bytes", lambda k, v: _long(k, v)),
-    "retention.max.eventtime.ms": (
-        "log.retention.max.eventtime.ms", "retention_max_eventtime_ms", lambda k, v: _long(k, v, -1)),
-    "producer.id.expiration.ms": ("producer.id.expiration.ms", "producer_id_expiration_ms", lambda k, v: _long(k, v, 1)),
+def _record_validation(key: str, value: Any) -> RecordValidation:
+    for v in RecordValidation:
+        if value == v.value:
+            return v
+    raise _invalid(key, value, f"String must be one of: {', '.join(v.value for v in RecordValidation)}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    attr: str
+    parse: Callable[[str, Any], Any]
+    broker_keys: tuple[tuple[str, Callable[[str, Any], Any]], ...]  # gateway-wide synonyms, highest priority first
+
+
+# topic key -> how it resolves (synonyms: kafka ServerTopicConfigSynonyms)
+_SETTINGS: dict[str, _Setting] = {
+    "message.timestamp.type": _Setting(
+        "message_timestamp_type", _timestamp_type, (("log.message.timestamp.type", _timestamp_type),)),
+    "message.timestamp.before.max.ms": _Setting(
+        "message_timestamp_before_max_ms", _at_least(0), (("log.message.timestamp.before.max.ms", _at_least(0)),)),
+    "message.timestamp.after.max.ms": _Setting(
+        "message_timestamp_after_max_ms", _at_least(0), (("log.message.timestamp.after.max.ms", _at_least(0)),)),
+    "max.message.bytes": _Setting("max_message_bytes", _at_least(0), (("message.max.bytes", _at_least(0)),)),
+    "compression.type": _Setting("compression_type", _compression, (("compression.type", _compression),)),
+    "cleanup.policy": _Setting("cleanup_policy", _cleanup_policy, (("log.cleanup.policy", _cleanup_policy),)),
+    # Kafka 4.0 (KIP-1030) raised the minimum segment size to 1 MiB (reference §5.4)
+    "segment.bytes": _Setting("segment_bytes", _at_least(1048576), (("log.segment.bytes", _at_least(1048576)),)),
+    "segment.ms": _Setting(
+        "segment_ms", _at_least(1), (("log.roll.ms", _at_least(1)), ("log.roll.hours", _hours(1)))),
+    "segment.jitter.ms": _Setting(
+        "segment_jitter_ms", _at_least(0), (("log.roll.jitter.ms", _at_least(0)), ("log.roll.jitter.hours", _hours(0)))),
+    "segment.index.bytes": _Setting(
+        "segment_index_bytes", _at_least(4), (("log.index.size.max.bytes", _at_least(4)),)),
+    "index.interval.bytes": _Setting(
+        "index_interval_bytes", _at_least(0), (("log.index.interval.bytes", _at_least(0)),)),
+    "retention.ms": _Setting(
+        "retention_ms",
+        _at_least(-1),
+        (("log.retention.ms", _at_least(-1)), ("log.retention.minutes", _minutes), ("log.retention.hours", _hours(None))),
+    ),
+    "retention.bytes": _Setting("retention_bytes", _at_least(None), (("log.retention.bytes", _at_least(None)),)),
+    # KIP-870 (proposal, not in Kafka): delete a segment whose max event time is this far behind the partition's
+    "retention.max.eventtime.ms": _Setting(
+        "retention_max_eventtime_ms", _at_least(-1), (("log.retention.max.eventtime.ms", _at_least(-1)),)),
+    "max.compaction.lag.ms": _Setting(
+        "max_compaction_lag_ms", _at_least(1), (("log.cleaner.max.compaction.lag.ms", _at_least(1)),)),
+    # a broker config in Kafka (ProducerStateManagerConfig); the gateway also allows it per topic
+    "producer.id.expiration.ms": _Setting(
+        "producer_id_expiration_ms", _at_least(1), (("producer.id.expiration.ms", _at_least(1)),)),
+    # gateway extension (see RecordValidation)
+    "gateway.record.validation": _Setting(
+        "record_validation", _record_validation, (("gateway.record.validation", _record_validation),)),
 }
 
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# KIP-32's single window, deprecated by KIP-937 and removed in Kafka 4.0 (reference §2.1)
+DEPRECATED_DIFFERENCE_TOPIC_KEY = "message.timestamp.difference.max.ms"
+DEPRECATED_DIFFERENCE_BROKER_KEY = "log.message.timestamp.difference.max.ms"
+_WINDOW_KEYS = {
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+}
+
+TOPIC_CONFIG_KEYS = frozenset(_SETTINGS) | {DEPRECATED_DIFFERENCE_TOPIC_KEY}
+GATEWAY_DEFAULT_KEYS = frozenset(k for s in _SETTINGS.values() for k, _ in s.broker_keys) | {
+    DEPRECATED_DIFFERENCE_BROKER_KEY
+}
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def topic_name_error(name: str) -> str | None:
@@ -114,49 +256,204 @@ def topic_name_error(name: str) -> str | None:
         return prefix + "'.' is not allowed"
     if name == "..":
         return prefix + "'..' is not allowed"
-    if len(name) > 249:
-        return prefix + f"the length of '{name}' is longer than the max allowed length 249"
-    if not _LEGAL_TOPIC.match(name):
+    if len(name) > MAX_NAME_LENGTH:
+        return prefix + f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+    if not _LEGAL_TOPIC.fullmatch(name):
         return prefix + f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
     return None
 
 
-def topic_config(name: str, partitions: int, configs: dict[str, Any], defaults: dict[str, Any]) -> TopicConfig:
-    """Build a TopicConfig from Kafka-named topic configs over gateway-wide `log.*` defaults."""
-    kwargs: dict[str, Any] = {}
+def _deprecation(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=4)
+    log.warning(message)
+
+
+def _resolve_window(topic_key: str, name: str, configs: Mapping[str, Any], defaults: Mapping[str, Any]) -> int | None:
+    """A KIP-937 window with the deprecated difference fallback (module docstring order)."""
+    broker_key = _WINDOW_KEYS[topic_key]
+    if topic_key in configs:
+        return _long(topic_key, configs[topic_key], 0)
+    if DEPRECATED_DIFFERENCE_TOPIC_KEY in configs:
+        value = _long(DEPRECATED_DIFFERENCE_TOPIC_KEY, configs[DEPRECATED_DIFFERENCE_TOPIC_KEY], 0)
+        _deprecation(
+            f"Topic {name}: {DEPRECATED_DIFFERENCE_TOPIC_KEY} is deprecated (KIP-937, removed in Kafka 4.0); "
+            f"using its value {value} for {topic_key}. Set {topic_key} instead."
+        )
+        return value
+    if broker_key in defaults:
+        return _long(broker_key, defaults[broker_key], 0)
+    if DEPRECATED_DIFFERENCE_BROKER_KEY in defaults:
+        value = _long(DEPRECATED_DIFFERENCE_BROKER_KEY, defaults[DEPRECATED_DIFFERENCE_BROKER_KEY], 0)
+        _deprecation(
+            f"Topic {name}: gateway default {DEPRECATED_DIFFERENCE_BROKER_KEY} is deprecated (KIP-937, removed "
+            f"in Kafka 4.0); using its value {value} for {topic_key}. Set {broker_key} instead."
+        )
+        return value
+    return None
+
+
+def topic_config(
+    name: str, partitions: Any, configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+) -> TopicConfig:
+    """Build a TopicConfig from Kafka-named topic configs over gateway-wide broker-named defaults."""
+    defaults = defaults or {}
+    err = topic_name_error(name)
+    if err is not None:
+        raise ConfigError(err)
+    if name in INTERNAL_TOPICS:
+        raise ConfigError(f"Topic {name} is an internal Kafka topic; the gateway cannot lead it")
     for key in configs:
-        if key not in _KEYS:
-            raise ConfigError(f"Unknown topic configuration {key} for topic {name}; known: {', '.join(sorted(_KEYS))}")
-    for topic_key, (broker_key, attr, parse) in _KEYS.items():
+        if key not in TOPIC_CONFIG_KEYS:
+            raise ConfigError(f"Unknown topic config name: {key} (topic {name}); known: {', '.join(sorted(TOPIC_CONFIG_KEYS))}")
+    if isinstance(partitions, bool) or not isinstance(partitions, int | str):
+        raise ConfigError(f"Invalid partitions {partitions} for topic {name}: must be an integer of at least 1")
+    try:
+        n_partitions = int(partitions)
+    except ValueError:
+        raise ConfigError(f"Invalid partitions {partitions} for topic {name}: must be an integer of at least 1") from None
+    if not 1 <= n_partitions <= INT_MAX:
+        raise ConfigError(f"Invalid partitions {partitions} for topic {name}: must be an integer of at least 1")
+    kwargs: dict[str, Any] = {}
+    for topic_key, setting in _SETTINGS.items():
+        if topic_key in _WINDOW_KEYS:
+            value = _resolve_window(topic_key, name, configs, defaults)
+            if value is not None:
+                kwargs[setting.attr] = value
+            continue
         if topic_key in configs:
-            kwargs[attr] = parse(topic_key, configs[topic_key])
-        elif broker_key in defaults:
-            kwargs[attr] = parse(broker_key, defaults[broker_key])
-    if int(partitions) < 1:
-        raise ConfigError(f"Invalid partition count {partitions} for topic {name}: must be at least 1")
-    return TopicConfig(name=name, partitions=int(partitions), **kwargs)
+            kwargs[setting.attr] = setting.parse(topic_key, configs[topic_key])
+            continue
+        for broker_key, parse in setting.broker_keys:
+            if broker_key in defaults:
+                kwargs[setting.attr] = parse(broker_key, defaults[broker_key])
+                break
+    config = TopicConfig(name=name, partitions=n_partitions, **kwargs)
+    if config.compression_type != "producer":
+        log.info(
+            "Topic %s: compression.type=%s; batches with another codec are rejected with "
+            "UNSUPPORTED_COMPRESSION_TYPE (the gateway never recompresses, DESIGN §4.2)",
+            name, config.compression_type,
+        )
+    return config
+
+
+def check_gateway_defaults(defaults: Mapping[str, Any]) -> None:
+    """Validate every gateway-wide default once (even ones no topic inherits). Unknown keys are
+    logged and ignored, as a Kafka broker does with an unknown config."""
+    for key, value in defaults.items():
+        if key == DEPRECATED_DIFFERENCE_BROKER_KEY:
+            _long(key, value, 0)
+            continue
+        parser = next((p for s in _SETTINGS.values() for k, p in s.broker_keys if k == key), None)
+        if parser is None:
+            log.warning("The configuration '%s' was supplied but isn't a known gateway default; ignored", key)
+            continue
+        parser(key, value)
 
 
 @dataclass(frozen=True)
 class TopicRegistry:
-    """The target topics the gateway leads, by name."""
+    """The target topics the gateway leads, by name (`conf/topics.json`):
 
-    topics: dict[str, TopicConfig] = field(default_factory=dict)
+        {"defaults": {<broker-named gateway defaults>},
+         "topics": {"<name>": {"partitions": <n>, "configs": {<Kafka topic configs>}}}}
+    """
 
-    def get(self, name: str) -> TopicConfig | None:
-        return self.topics.get(name)
+    topics: Mapping[str, TopicConfig] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # plain dicts (copied): the registry is pickled into Spark closures, mappingproxy is not picklable
+        object.__setattr__(self, "topics", dict(self.topics))
+        object.__setattr__(self, "defaults", dict(self.defaults))
+
+    def get(self, name: str | None) -> TopicConfig | None:
+        return self.topics.get(name) if name is not None else None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.topics
+
+    def __len__(self) -> int:
+        return len(self.topics)
 
     @staticmethod
-    def from_json(doc: dict[str, Any]) -> TopicRegistry:
-        defaults = doc.get("defaults", {})
+    def from_json(doc: Any) -> TopicRegistry:
+        if not isinstance(doc, dict):
+            raise ConfigError("Topic registry must be a JSON object with 'defaults' and 'topics'")
+        unknown = set(doc) - {"defaults", "topics"}
+        if unknown:
+            raise ConfigError(f"Unknown topic registry section(s): {', '.join(sorted(unknown))}; allowed: defaults, topics")
+        defaults = doc.get("defaults") or {}
+        topics_doc = doc.get("topics") or {}
+        if not isinstance(defaults, dict) or not isinstance(topics_doc, dict):
+            raise ConfigError("Topic registry 'defaults' and 'topics' must be JSON objects")
+        check_gateway_defaults(defaults)
         topics = {}
-        for name, spec in doc.get("topics", {}).items():
-            err = topic_name_error(name)
-            if err:
-                raise ConfigError(err)
-            topics[name] = topic_config(name, spec.get("partitions", 1), spec.get("configs", {}), defaults)
-        return TopicRegistry(topics)
+        for name, spec in topics_doc.items():
+            if not isinstance(spec, dict):
+                raise ConfigError(f"Topic {name}: spec must be an object with 'partitions' and 'configs'")
+            extra = set(spec) - {"partitions", "configs"}
+            if extra:
+                raise ConfigError(f"Topic {name}: unknown field(s) {', '.join(sorted(extra))}; allowed: partitions, configs")
+            configs = spec.get("configs") or {}
+            if not isinstance(configs, dict):
+                raise ConfigError(f"Topic {name}: 'configs' must be an object of Kafka topic configs")
+            topics[name] = topic_config(name, spec.get("partitions", 1), configs, defaults)
+        return TopicRegistry(topics, defaults)
+
+    @staticmethod
+    def loads(text: str) -> TopicRegistry:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"Topic registry is not valid JSON: {e}") from None
+        return TopicRegistry.from_json(doc)
 
     @staticmethod
     def load(path: str | Path) -> TopicRegistry:
-        return TopicRegistry.from_json(json.loads(Path(path).read_text()))
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"Cannot read topic registry {path}: {e}") from None
+        return TopicRegistry.loads(text)
+
+
+class RegistryWatcher:
+    """The current topic registry from a file, re-read whenever the file changes.
+
+    `current()` stats the file (cheap) and reloads when its (mtime, size, inode) changed. A bad
+    reload (unreadable, invalid JSON, invalid config) keeps serving the previous registry, logs why
+    once per file version, and exposes it as `last_error`. The first load must succeed (ConfigError).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.last_error: str | None = None
+        self.generation = 0
+        stamp = self._stamp()
+        self._registry = TopicRegistry.load(self.path)
+        self._stamp_seen = stamp
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def current(self) -> TopicRegistry:
+        stamp = self._stamp()
+        if stamp == self._stamp_seen:
+            return self._registry
+        self._stamp_seen = stamp
+        try:
+            registry = TopicRegistry.load(self.path)
+        except ConfigError as e:
+            self.last_error = str(e)
+            log.warning("Topic registry %s not reloaded, keeping the previous one: %s", self.path, e)
+            return self._registry
+        self._registry = registry
+        self.last_error = None
+        self.generation += 1
+        log.info("Topic registry %s reloaded (%d topics)", self.path, len(registry))
+        return registry

@@ -1,0 +1,164 @@
+"""Command line for the pure core: decide one batch, or dump one.
+
+    python -m validators decide --config '{"message.timestamp.type": "LogAppendTime"}' --now 1700000000000 \\
+        [--log-end-offset N] [--log-start-offset N] [--last-append-time MS] [--producers JSON] \\
+        [--topic T] [--partition P] [--partitions N] [--registry conf/topics.json] [--out stored.bin] < batch.bin
+    python -m validators dump [--all] < batch.bin
+
+`decide` prints the decision as one JSON object on its last stdout line (log lines go to stderr):
+error_code (0 when accepted), error_name (null when accepted), error_message, record_errors
+[{batch_index, message}], base_offset (-1 when rejected), last_offset, log_append_time_ms (-1 for
+CreateTime and when rejected), log_start_offset, max_timestamp, record_count, append_time_ms,
+clock_held, duplicate, future_timestamp_count, window, stored_size and the new partition state.
+Exit status 0 whether the batch was accepted or rejected; 2 for bad arguments or configuration.
+
+`dump` prints `batch_dump.dump()` (or `dump_all()` with --all) as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from validators.log_validator import Accepted, PartitionState, validate_and_assign
+from validators.producer_state import producers_from_json, producers_to_json
+from validators.topic_config import INTERNAL_TOPICS, ConfigError, TopicConfig, TopicRegistry, topic_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m validators", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("decide", help="validate one produce batch from stdin and print the decision as JSON")
+    d.add_argument("--config", default="{}", help="JSON object of Kafka topic configs (default: Kafka 4.x defaults)")
+    d.add_argument("--defaults", default="{}", help="JSON object of gateway-wide defaults named like broker configs")
+    d.add_argument("--registry", help="topic registry file (conf/topics.json); overrides --config/--defaults")
+    d.add_argument("--now", type=int, required=True, help="the batch clock, epoch ms")
+    d.add_argument("--topic", default="topic")
+    d.add_argument("--partition", type=int, default=0)
+    d.add_argument("--partitions", type=int, help="partition count of the topic (default: partition + 1)")
+    d.add_argument("--log-start-offset", type=int, default=0)
+    d.add_argument("--log-end-offset", type=int, default=0)
+    d.add_argument("--last-append-time", type=int, default=-1, help="the partition's last append time, epoch ms")
+    d.add_argument("--producers", default="", help="producer state as producers_to_json prints it")
+    d.add_argument("--out", help="write the stored batch bytes to this file when accepted")
+    u = sub.add_parser("dump", help="print one batch from stdin as JSON (DumpLogSegments field names)")
+    u.add_argument("--all", action="store_true", help="dump every back-to-back batch")
+    return p
+
+
+def _topic_config(args: argparse.Namespace) -> TopicConfig | None:
+    if args.registry:
+        return TopicRegistry.load(args.registry).get(args.topic)
+    try:
+        configs = json.loads(args.config)
+        defaults = json.loads(args.defaults)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--config/--defaults must be JSON objects: {e}") from None
+    if not isinstance(configs, dict) or not isinstance(defaults, dict):
+        raise ConfigError("--config/--defaults must be JSON objects")
+    partitions = args.partitions if args.partitions is not None else max(args.partition + 1, 1)
+    if args.topic in INTERNAL_TOPICS:
+        return None  # the decision reports "Cannot append to internal topic"
+    try:
+        return topic_config(args.topic, partitions, configs, defaults)
+    except ConfigError as e:
+        if "Topic name is invalid" in str(e):
+            return None  # let the decision report INVALID_TOPIC_EXCEPTION for the name
+        raise
+
+
+def decision_json(result: Any) -> dict[str, Any]:
+    if isinstance(result, Accepted):
+        state = result.state
+        return {
+            "error_code": 0,
+            "error_name": None,
+            "error_message": None,
+            "record_errors": [],
+            "base_offset": result.base_offset,
+            "last_offset": result.last_offset,
+            "log_append_time_ms": result.log_append_time_ms,
+            "log_start_offset": state.log_start_offset,
+            "max_timestamp": result.max_timestamp,
+            "record_count": result.record_count,
+            "append_time_ms": result.append_time_ms,
+            "clock_held": result.clock_held,
+            "duplicate": result.duplicate,
+            "future_timestamp_count": result.future_timestamp_count,
+            "rebuilt": result.rebuilt,
+            "input_magic": result.input_magic,
+            "window": None,
+            "stored_size": len(result.records),
+            "state": {
+                "log_start_offset": state.log_start_offset,
+                "log_end_offset": state.log_end_offset,
+                "last_append_time_ms": state.last_append_time_ms,
+                "producers": producers_to_json(state.producers),
+            },
+        }
+    return {
+        "error_code": result.error.code,
+        "error_name": result.error.name,
+        "error_message": result.message,
+        "record_errors": [{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors],
+        "base_offset": -1,
+        "last_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": result.log_start_offset,
+        "max_timestamp": -1,
+        "record_count": 0,
+        "append_time_ms": -1,
+        "clock_held": False,
+        "duplicate": False,
+        "future_timestamp_count": 0,
+        "rebuilt": False,
+        "input_magic": None,
+        "window": list(result.window) if result.window is not None else None,
+        "stored_size": 0,
+        "state": None,
+    }
+
+
+def _decide(args: argparse.Namespace) -> int:
+    try:
+        config = _topic_config(args)
+        producers = producers_from_json(args.producers)
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    state = PartitionState(args.log_start_offset, args.log_end_offset, args.last_append_time, producers)
+    batch = sys.stdin.buffer.read()
+    result = validate_and_assign(batch, args.topic, args.partition, config, state, args.now)
+    if args.out and isinstance(result, Accepted):
+        with open(args.out, "wb") as f:
+            f.write(result.records)
+    print(json.dumps(decision_json(result)))
+    return 0
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from validators import batch_dump
+
+    data = sys.stdin.buffer.read()
+    try:
+        doc: Any = batch_dump.dump_all(data) if args.all else batch_dump.dump(data)
+    except ValueError as e:  # CorruptRecordError and friends
+        print(f"error: {getattr(e, 'message', None) or e}", file=sys.stderr)
+        return 1
+    print(json.dumps(doc, default=str))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    if args.command == "decide":
+        return _decide(args)
+    return _dump(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
