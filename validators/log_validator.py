@@ -515,6 +515,11 @@ def _scan_timestamp_zigzags(data: bytes, end: int, count: int) -> list[int] | No
     return zs
 
 
+# bytes to skip for a 1-byte length varint followed by that many bytes (negative = null: none);
+# 0 marks a multi-byte varint (handled inline)
+_SKIP = tuple((1 if b & 1 else 1 + (b >> 1)) if b < 0x80 else 0 for b in range(256))
+
+
 def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
     """`full` mode, uncompressed: every record walked field by field as `DefaultRecord.readFrom`
     (ByteBuffer) reads it — length, attributes, timestampDelta, offsetDelta, key, value, headers —
@@ -525,6 +530,7 @@ def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
     here is accepted by Kafka too."""
     zs: list[int] = []
     add = zs.append
+    skip = _SKIP
     pos = _BATCH_OVERHEAD
     try:
         for _ in range(count):
@@ -563,18 +569,20 @@ def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
                 p += 2
             else:
                 return None
-            k = data[p]  # key: length varint (< 0 is null) then the bytes
-            if k < 0x80:
-                p += 1 if k & 1 else 1 + (k >> 1)
+            n = skip[data[p]]  # key: length varint (< 0 is null) then the bytes
+            if n:
+                p += n
             else:
+                k = data[p]
                 k2 = data[p + 1]
                 if k2 >= 0x80 or k & 1:
                     return None
                 p += 2 + (((k & 0x7F) | (k2 << 7)) >> 1)
-            v = data[p]  # value
-            if v < 0x80:
-                p += 1 if v & 1 else 1 + (v >> 1)
+            n = skip[data[p]]  # value
+            if n:
+                p += n
             else:
+                v = data[p]
                 v2 = data[p + 1]
                 if v2 >= 0x80 or v & 1:
                     return None
@@ -589,10 +597,11 @@ def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
                     if k >= 0x80 or k & 1:
                         return None
                     p += 1 + (k >> 1)
-                    v = data[p]
-                    if v < 0x80:
-                        p += 1 if v & 1 else 1 + (v >> 1)
+                    n = skip[data[p]]  # header value
+                    if n:
+                        p += n
                     else:
+                        v = data[p]
                         v2 = data[p + 1]
                         if v2 >= 0x80 or v & 1:
                             return None
