@@ -77,7 +77,13 @@ from validators import record_batch as rb
 from validators import records as rec
 from validators.compression import CompressionType, CorruptCompressedDataError
 from validators.errors import Errors
-from validators.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateError
+from validators.producer_state import (
+    BatchMetadata,
+    ProducerStateEntry,
+    ProducerStateError,
+    producers_from_json,
+    producers_to_json,
+)
 from validators.record_batch import CorruptRecordError, TimestampType
 from validators.records import InvalidRecordError
 from validators.timestamps import (
@@ -342,21 +348,23 @@ def _decide_v2(
     # The record walk: the cheap walkers accept only what they fully verified; anything else goes to
     # the full walk, which reports Kafka's exact outcome.
     checked: _Checked | None = None
-    if codec_id == 0 and in_place and not config.compacted and not attributes & _ATTR_LAT:
-        if config.record_validation is RecordValidation.FAST:
+    area: bytes | None = None
+    if in_place and not config.compacted and not attributes & _ATTR_LAT:
+        zs: list[int] | None = None
+        if codec_id:
+            area = _decompress(data, header, codec_id, lso)
+            zs = _walk_records(area, len(area), count, 0, contiguous=True)
+        elif config.record_validation is RecordValidation.FAST:
             if lat_topic:
                 checked = _Checked(NO_TIMESTAMP, 0)  # header only (DESIGN §6)
-                zs = None
             else:
                 zs = _scan_timestamp_zigzags(data, batch_size, count)
         else:
             zs = _walk_records(data, batch_size, count)
-            if zs is not None and lat_topic:
-                checked = _Checked(NO_TIMESTAMP, 0)
-        if checked is None and zs is not None:
-            checked = _check_create_times(zs, header, config, now_ms)
+        if zs is not None:
+            checked = _Checked(NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
     if checked is None:
-        checked = _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place)
+        checked = _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
 
     max_ts = append_time if lat_topic else checked.max_timestamp
     if in_place:
@@ -520,20 +528,24 @@ def _scan_timestamp_zigzags(data: bytes, end: int, count: int) -> list[int] | No
 _SKIP = tuple((1 if b & 1 else 1 + (b >> 1)) if b < 0x80 else 0 for b in range(256))
 
 
-def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
-    """`full` mode, uncompressed: every record walked field by field as `DefaultRecord.readFrom`
-    (ByteBuffer) reads it — length, attributes, timestampDelta, offsetDelta, key, value, headers —
-    and the bytes consumed must equal the declared length; after `count` records the batch must end.
+def _walk_records(
+    data: bytes, end: int, count: int, start: int = _BATCH_OVERHEAD, contiguous: bool = False
+) -> list[int] | None:
+    """`full` mode: every record walked field by field as `DefaultRecord.readFrom` (ByteBuffer) reads
+    it — length, attributes, timestampDelta, offsetDelta, key, value, headers — and the bytes consumed
+    must equal the declared length; after `count` records the area must end.
     Returns the raw zigzag timestamp deltas, or None for anything outside the common shape (varints
     over 2 bytes — 3+ for timestamps —, negative lengths, any inconsistency): the caller then takes the
-    codec's complete walk, which accepts or rejects with Kafka's exact text. So everything accepted
-    here is accepted by Kafka too."""
+    complete walk, which accepts or rejects with Kafka's exact text. So everything accepted here is
+    accepted by Kafka too — also by the stream reader of compressed batches (`readPartiallyFrom`),
+    which reads the same fields in the same order and only skips the length check. With `contiguous`
+    the offset deltas must also be 0, 1, 2, ... (path B's in-place condition)."""
     zs: list[int] = []
     add = zs.append
     skip = _SKIP
-    pos = _BATCH_OVERHEAD
+    pos = start
     try:
-        for _ in range(count):
+        for i in range(count):
             b = data[pos]
             if b < 0x80:
                 if b & 1:
@@ -563,12 +575,16 @@ def _walk_records(data: bytes, end: int, count: int) -> list[int] | None:
                     while data[p] >= 0x80:
                         p += 1
                     p += 1
-            if data[p] < 0x80:  # offsetDelta (not used on path A)
+            o = data[p]  # offsetDelta (only path B uses it: contiguous 0, 1, 2, ...)
+            if o < 0x80:
+                if contiguous and o != i + i:
+                    return None
                 p += 1
-            elif data[p + 1] < 0x80:
-                p += 2
             else:
-                return None
+                o2 = data[p + 1]
+                if o2 >= 0x80 or (contiguous and (o & 0x7F) | (o2 << 7) != i + i):
+                    return None
+                p += 2
             n = skip[data[p]]  # key: length varint (< 0 is null) then the bytes
             if n:
                 p += n
@@ -731,23 +747,25 @@ def _scan_partial(area: bytes, count: int) -> tuple[list[int], list[int], list[i
 # ---- full walk: Kafka's record iteration + validateRecord ------------------------------------------------
 
 
+def _decompress(data: bytes, h: _V2Header, codec_id: int, lso: int) -> bytes:
+    try:
+        return rb.records_area(data[: h.batch_size])
+    except CorruptCompressedDataError as e:
+        # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
+        # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
+        raise _Reject(Rejected(
+            Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
+        )) from None
+
+
 def _full_walk(
-    data: bytes, h: _V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *, in_place: bool
+    data: bytes, h: _V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
+    in_place: bool, area: bytes | None = None,
 ) -> _Checked:
     """Records as LogValidator iterates them (path A uncompressed, path B compressed), then
     `validateRecord` per record and `processRecordErrors`. Raises _Reject."""
-    area: bytes
-    if codec_id == 0:
-        area = data[_BATCH_OVERHEAD : h.batch_size]
-    else:
-        try:
-            area = rb.records_area(data[: h.batch_size])
-        except CorruptCompressedDataError as e:
-            # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
-            # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
-            raise _Reject(Rejected(
-                Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
-            )) from None
+    if area is None:
+        area = data[_BATCH_OVERHEAD : h.batch_size] if codec_id == 0 else _decompress(data, h, codec_id, lso)
     partial = codec_id != 0 and in_place  # skipKeyValueIterator -> PartialDefaultRecord
     key_sizes: list[int] | None = None
     value_sizes: list[int] | None = None
@@ -1103,5 +1121,7 @@ __all__ = [
     "PartitionState",
     "RecordError",
     "Rejected",
+    "producers_from_json",
+    "producers_to_json",
     "validate_and_assign",
 ]

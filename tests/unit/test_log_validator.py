@@ -1241,6 +1241,30 @@ def test_exact_walker_agrees_with_the_codecs_complete_walk(records: list, mutate
     assert isinstance(full, Accepted) or full.error is not Errors.INVALID_RECORD
 
 
+@settings(max_examples=400, deadline=None)
+@given(records=_records, mutate=st.one_of(st.none(), st.tuples(st.integers(0, 10_000), st.integers(0, 255))),
+       count_delta=st.sampled_from([0, 0, 1, -1]))
+def test_exact_walker_accepts_only_what_the_stream_reader_accepts(records: list, mutate: tuple | None,
+                                                                  count_delta: int) -> None:
+    """Compressed in-place batches: the cheap walker (with the contiguous-offsets condition) may only
+    accept an area that Kafka's stream reader (`readPartiallyFrom`) reads to the same timestamps."""
+    from validators import log_validator as lv
+    from validators import records as rec
+
+    area = bytearray(b"".join(raw_record(i, td, k, v, tuple(h)) for i, (td, k, v, h) in enumerate(records)))
+    if mutate is not None:
+        area[mutate[0] % len(area)] = mutate[1]
+    area_bytes = bytes(area)
+    count = max(len(records) + count_delta, 1)
+    zs = lv._walk_records(area_bytes, len(area_bytes), count, 0, contiguous=True)
+    if zs is None:
+        return
+    ods, tds, _keys, _values = lv._scan_partial(area_bytes, count)
+    assert ods == list(range(count))
+    assert [(z >> 1) ^ -(z & 1) for z in zs] == tds
+    rec.scan_records(area_bytes, count)  # and the ByteBuffer reader too
+
+
 def test_exact_walker_takes_headers_and_null_fields() -> None:
     records = [(NOW, None, b"v", [("h1", b"x"), ("h2", None)]), (NOW + 1, b"k", None), (NOW + 2, b"", b"")]
     data = kp(records)
