@@ -140,10 +140,11 @@ def assign_offsets_and_timestamp(
     )
     current_max = struct.unpack_from(">q", out, MAX_TIMESTAMP_OFFSET)[0]
     if current_type != timestamp_type or current_max != max_timestamp:
+        # `setMaxTimestamp` rebuilds the attributes with `computeAttributes(codec, type,
+        # transactional, control, deleteHorizon)`: every other bit (7-15) is cleared.
+        attributes &= COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK | DELETE_HORIZON_FLAG_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_MASK
-        else:
-            attributes &= ~TIMESTAMP_TYPE_MASK
         struct.pack_into(">h", out, ATTRIBUTES_OFFSET, attributes)
         struct.pack_into(">q", out, MAX_TIMESTAMP_OFFSET, max_timestamp)
         struct.pack_into(">I", out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))

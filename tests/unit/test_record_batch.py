@@ -342,3 +342,15 @@ def test_iter_batches_size_check_comes_before_magic_check() -> None:
 def test_iter_batches_short_header_is_a_fragment() -> None:
     # 12..16 bytes: size checked, magic not yet readable -> nothing yielded (nextBatchSize returns null)
     assert list(iter_batches(VECTOR_A[:15])) == []
+
+
+def test_set_max_timestamp_clears_unused_attribute_bits_like_compute_attributes() -> None:
+    """Kafka's `DefaultRecordBatch.setMaxTimestamp` rewrites the attributes from
+    codec/type/transactional/control/delete-horizon only; a client's bit 7 or high byte is dropped
+    when the header changes, and kept when `setMaxTimestamp` is a no-op."""
+    batch = build_record_batch([(1000, b"k", b"v")], attributes_extra=0x0180 | 0x10)
+    stamped = assign_offsets_and_timestamp(batch, 5, TimestampType.LOG_APPEND_TIME, 2000)
+    assert parse_header(stamped).attributes == 0x10 | 0x08
+    assert is_valid(stamped)
+    unchanged = assign_offsets_and_timestamp(batch, 5, TimestampType.CREATE_TIME, 1000)
+    assert parse_header(unchanged).attributes == 0x0190
