@@ -1,0 +1,21 @@
+"""Clients of the ingest gateway: a producer that speaks the ingress/response contract (DESIGN §4.1, §4.3)
+and a consumer over its segment storage (§4.5), both shaped like Kafka's own clients."""
+
+from clients.consumer import ConsumerRecord, GatewayConsumer, OffsetAndTimestamp, TopicPartition
+from clients.errors import GatewayError, KafkaTimeoutError, RecordError, RecordTooLargeError, TransportError
+from clients.producer import GatewayProducer, ProducerConfig, RecordMetadata
+
+__all__ = [
+    "ConsumerRecord",
+    "GatewayConsumer",
+    "GatewayError",
+    "GatewayProducer",
+    "KafkaTimeoutError",
+    "OffsetAndTimestamp",
+    "ProducerConfig",
+    "RecordError",
+    "RecordMetadata",
+    "RecordTooLargeError",
+    "TopicPartition",
+    "TransportError",
+]
