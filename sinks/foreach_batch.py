@@ -20,7 +20,7 @@ from sinks.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish
 from sinks.partition_log import append_batches
 from sinks.responses import encode_response, response_from_row
-from validators.topic_config import TopicRegistry
+from validators.topic_config import RegistryWatcher, TopicRegistry
 
 log = logging.getLogger("gateway.sink")
 
@@ -63,11 +63,18 @@ MicroBatchObserver = Callable[[DataFrame, int, "MicroBatchSummary"], None]
 
 
 class GatewaySink:
-    def __init__(self, config: SinkConfig, registry: TopicRegistry, observers: Sequence[MicroBatchObserver] = ()) -> None:
+    def __init__(
+        self, config: SinkConfig, registry: RegistryWatcher, observers: Sequence[MicroBatchObserver] = ()
+    ) -> None:
         self.config = config
-        self.registry = registry
+        self.registry_watcher = registry
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
+
+    @property
+    def registry(self) -> TopicRegistry:
+        """The topic registry for this micro-batch (reloaded when conf changed)."""
+        return self.registry_watcher.current()
 
     def __call__(self, decided: DataFrame, batch_id: int) -> None:
         decided = decided.persist()

@@ -12,7 +12,7 @@ from sinks.foreach_batch import GatewaySink, MicroBatchObserver, SinkConfig
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.stage import apply_stage
-from validators.topic_config import TopicRegistry
+from validators.topic_config import RegistryWatcher
 
 log = logging.getLogger("gateway.query")
 
@@ -35,7 +35,10 @@ def start_gateway(
 ) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
     (tests, backfills); otherwise it runs with the configured processing-time trigger."""
-    registry = TopicRegistry.load(config.path(config.topics_file))
+    config.checkpoint_location.mkdir(parents=True, exist_ok=True)
+    registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
+        config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
+    )
     sink = GatewaySink(sink_config(config), registry, observers)
     decided = apply_stage(read_ingress(spark, config), registry)
     writer = (

@@ -32,7 +32,7 @@ from pyspark.sql.types import (
 from validators.errors import Errors
 from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
-from validators.topic_config import TopicRegistry
+from validators.topic_config import RegistryWatcher, TopicRegistry
 
 log = logging.getLogger("gateway.stage")
 
@@ -178,7 +178,7 @@ def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
 
 
 def stage_function(
-    registry: TopicRegistry,
+    registry: RegistryWatcher,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         topic, partition = key
@@ -195,7 +195,9 @@ def stage_function(
         ]
         now_ms = state.getCurrentProcessingTimeMs()
         old_state = _state_from_spark(state)
-        rows, new_state = decide_group(topic, partition, items, registry, old_state, now_ms)
+        # The registry file is re-read when it changed: a reload applies from the next group decided
+        # (in practice the next micro-batch); a bad reload keeps the previous registry.
+        rows, new_state = decide_group(topic, partition, items, registry.current(), old_state, now_ms)
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
@@ -204,7 +206,7 @@ def stage_function(
     return run_group
 
 
-def apply_stage(ingress: DataFrame, registry: TopicRegistry) -> DataFrame:
+def apply_stage(ingress: DataFrame, registry: RegistryWatcher) -> DataFrame:
     return ingress.groupBy("topic", "partition").applyInPandasWithState(
         stage_function(registry), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )

@@ -322,3 +322,22 @@ def test_watcher_needs_a_valid_first_load(tmp_path: Path) -> None:
     path.write_text('{"topics": {"x": {"partitions": 0}}}')
     with pytest.raises(ConfigError, match="Invalid partitions"):
         RegistryWatcher(path)
+
+
+def test_a_worker_started_after_a_bad_edit_serves_the_last_good_registry_not_the_start_one(tmp_path: Path) -> None:
+    """Spark pickles the driver's watcher (registry as at query start) into every new worker; with
+    a shared last-good record, a fresh worker that meets a broken file serves the newest valid one."""
+    path, last_good = tmp_path / "topics.json", tmp_path / "last-good.json"
+    write(path, registry_doc(a={}), 1_000_000_000_000_000_000)
+    driver = RegistryWatcher(path, last_good_path=last_good)
+    pickled_at_start = pickle.dumps(driver)
+
+    write(path, registry_doc(a={}, b={}), 1_000_000_001_000_000_000)
+    assert "b" in driver.current()  # a running worker reloads the good edit and records it
+    assert json.loads(last_good.read_text())["topics"].keys() == {"a", "b"}
+
+    write(path, "{ not json", 1_000_000_002_000_000_000)
+    fresh_worker = pickle.loads(pickled_at_start)
+    registry = fresh_worker.current()
+    assert "b" in registry and "a" in registry
+    assert fresh_worker.last_error is not None and "not valid JSON" in fresh_worker.last_error
