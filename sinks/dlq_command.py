@@ -458,6 +458,22 @@ def list_row(dl: DeadLetter) -> dict[str, Any]:
     }
 
 
+def _bound(ms: int) -> str:
+    """A window bound as a date; the default unlimited before-window wraps to a huge negative (Kafka prints
+    it as is), which is no date at all."""
+    text = format_utc(ms)
+    return "unbounded" if text == "out of range" else text
+
+
+def _terminal_text(text: str | None, encoding: str | None) -> str | None:
+    """A key/value for a table: hex (0x...) when it is binary or holds control characters."""
+    if text is None:
+        return None
+    if encoding == "hex":
+        return "0x" + text
+    return text if text.isprintable() else "0x" + text.encode("utf-8").hex()
+
+
 def show_view(dl: DeadLetter) -> dict[str, Any]:
     """Everything about one dead letter, records decoded (offsets as sent: the batch index)."""
     msg = dl.message
@@ -488,7 +504,7 @@ def show_view(dl: DeadLetter) -> dict[str, Any]:
     if dl.window is not None:
         lower, upper = dl.window
         view["window"] = {"text": dl.window_text, "lower_ms": lower, "upper_ms": upper,
-                          "lower": format_utc(lower), "upper": format_utc(upper)}
+                          "lower": _bound(lower), "upper": _bound(upper)}
     if msg.value is None:
         view["batch_error"] = "null value"
         return view
@@ -794,7 +810,24 @@ def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: Te
 
 
 def _jsonl(obj: Any, out: TextIO) -> None:
-    out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    # ASCII-only: no control character (C0, DEL, C1) from a hostile header ever reaches a terminal raw
+    out.write(json.dumps(obj, ensure_ascii=True, default=str) + "\n")
+
+
+class _SafeWriter:
+    """Table output: topic names, request ids and messages come from producers' headers; escape every
+    control character (terminal escape sequences included) except the line breaks we write."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        if not text.replace("\n", "").isprintable():
+            text = "".join(c if c == "\n" or c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def _write_stats(stats: DlqStats, topic: str, fmt: str, out: TextIO) -> None:
@@ -869,8 +902,8 @@ def _write_show(view: dict[str, Any], out: TextIO) -> None:
         rows.append({
             "offset": r.get("offset"), "timestamp": r.get("timestamp"), "utc": r.get("timestampUtc"),
             "in_window": {True: "yes", False: "NO"}.get(r.get("inWindow"), "-"),
-            "key": r.get("key") if r.get("keyEncoding") != "hex" else "0x" + r["key"],
-            "value": r.get("value") if r.get("valueEncoding") != "hex" else "0x" + r["value"],
+            "key": _terminal_text(r.get("key"), r.get("keyEncoding")),
+            "value": _terminal_text(r.get("value"), r.get("valueEncoding")),
             "headers": ",".join(h["key"] for h in r.get("headers", [])) or None,
             "error": r.get("recordError"),
         })
@@ -944,6 +977,9 @@ def _has_selector(flt: Filter) -> bool:
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     fmt = args.format
+    if fmt == "table":
+        out = _SafeWriter(out)  # type: ignore[assignment]
+    err = _SafeWriter(err)  # type: ignore[assignment]
     if args.command == "replay":
         flt = _filter_from(args)
         if not (_has_selector(flt) or args.all):
@@ -1029,7 +1065,8 @@ def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: T
             status = "sent" if o.sent else "failed"
         rows.append({
             "position": p.dead_letter.position, "status": status, "error_name": p.dead_letter.error_name,
-            "ingress_topic": p.ingress_topic, "target": f"{p.target_topic}-{p.target_partition}",
+            "ingress_topic": p.ingress_topic,
+            "target": f"{p.target_topic}-{p.target_partition}" if p.refused is None else p.dead_letter.target,
             "request_id": p.request_id,
             "ingress_position": None if o.ingress_partition is None else f"{o.ingress_partition}:{o.ingress_offset}",
             "reason": p.refused or o.error,

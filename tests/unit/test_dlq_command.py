@@ -154,6 +154,14 @@ def test_show_decodes_records_with_dates_hex_window_and_record_errors() -> None:
     _write_show(view, out)
     text = out.getvalue()
     assert "INVALID_TIMESTAMP (32)" in text and "0xff00" in text and "2024-04-30T12:00:00.000Z" in text
+    # control characters never reach the terminal raw, even when they are valid UTF-8
+    raw = parse_dead_letter(as_dlq_message(row(batch=build_record_batch([(NOW, b"k", b"\x00\x1b[2Jx")]),
+                                               record_errors="[]", window=None, error_code=3)))
+    out = io.StringIO()
+    _write_show(show_view(raw), out)
+    assert "\x1b" not in out.getvalue() and "0x001b5b324a78" in out.getvalue()
+    unlimited = parse_dead_letter(as_dlq_message(row(window=f"[{NOW - 9_223_372_036_854_775_807}, {NOW + 1}]")))
+    assert show_view(unlimited)["window"]["lower"] == "unbounded"
     assert "[1] Timestamp 1 of message" in text
 
 
@@ -245,3 +253,14 @@ def test_relative_times_are_accepted_after_since_and_until() -> None:
     argv = _join_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "X"])
     args = build_parser().parse_args(argv)
     assert (args.since, args.until, args.error) == ("-2h", "-5m", ["X"])
+
+
+def test_hostile_header_text_is_escaped_in_tables_and_json() -> None:
+    from sinks.dlq_command import _jsonl, _SafeWriter
+
+    out = io.StringIO()
+    _SafeWriter(out).write("topic \x1b[31mred\x9b\n")
+    assert out.getvalue() == "topic \\x1b[31mred\\x9b\n"
+    out = io.StringIO()
+    _jsonl({"t": "a\x9bb\x1b"}, out)
+    assert "\x9b" not in out.getvalue() and "\x1b" not in out.getvalue() and json.loads(out.getvalue()) == {"t": "a\x9bb\x1b"}
