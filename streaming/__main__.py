@@ -1,4 +1,5 @@
-"""`python -m streaming run [--demo]`: the gateway as a long-running Spark job.
+"""`python -m streaming run [--demo]`: the gateway as a long-running Spark job;
+`python -m streaming status`: what it is doing (metrics endpoint and response topic).
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
 Kafka broker first (the embedded default of `make run`).
@@ -13,10 +14,24 @@ import threading
 import time
 from pathlib import Path
 
-from streaming.config import DEFAULT_CONFIG, load_gateway_config
+from pyspark.sql import SparkSession
+
+from sinks.metrics import (
+    GatewayMetrics,
+    MetricsObserver,
+    MetricsServer,
+    activate,
+    parse_address,
+    serve_metrics,
+)
+from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
+from streaming.listener import GatewayListener
 from streaming.local_kafka import LocalKafka, create_topics, free_port
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
+from streaming.status import add_arguments as add_status_arguments
+from streaming.status import run_status
+from validators.topic_config import TopicRegistry
 
 
 def _port_free(port: int) -> bool:
@@ -24,6 +39,27 @@ def _port_free(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+GRAFANA_DASHBOARD = REPO_ROOT / "conf" / "grafana" / "dashboards" / "gateway.json"
+GRAFANA_PROVISIONING = REPO_ROOT / "conf" / "grafana" / "provisioning"
+
+
+def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[GatewayMetrics, MetricsServer, GatewayListener]:
+    """Metrics exporter on config.metrics_address (a free port if that one is taken) and the query
+    listener, registered before the query starts so it sees the start event."""
+    registry = TopicRegistry.load(config.path(config.topics_file))
+    metrics = GatewayMetrics.for_registry(registry, config.path(config.segments_root))
+    activate(metrics)
+    try:
+        server = serve_metrics(metrics, config.metrics_address)
+    except OSError as e:
+        host, _ = parse_address(config.metrics_address)
+        server = serve_metrics(metrics, f"{host}:0")
+        print(f"[gateway] metrics address {config.metrics_address} unavailable ({e}); using {server.url}", flush=True)
+    listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
+    spark.streams.addListener(listener)
+    return metrics, server, listener
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})", flush=True)
     create_topics(config.bootstrap_servers, topic_specs(config))
     spark = build_spark_session(config)
-    query, _sink = start_gateway(spark, config)
+    metrics, metrics_server, listener = _start_observability(spark, config)
+    query, _sink = start_gateway(spark, config, observers=[MetricsObserver(metrics)])
     print(f"[gateway] query '{config.query_name}' running; checkpoint {config.checkpoint_location}; "
           f"segments {config.path(config.segments_root)}; responses on '{config.response_topic}', "
           f"dead letters on '{config.dlq_topic}'. Ctrl-C stops.", flush=True)
+    print(f"[gateway] metrics on {metrics_server.url}; Grafana dashboard {GRAFANA_DASHBOARD} "
+          f"(provisioning {GRAFANA_PROVISIONING}); `python -m streaming status` for a terminal view", flush=True)
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -72,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
             if t is not None:
                 t.stop()
         stop_gracefully(query)
+        spark.streams.removeListener(listener)
+        metrics_server.stop()
         spark.stop()
         if broker is not None:
             broker.stop()
@@ -89,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
     r.add_argument("--master", help="Spark master (default from config: local[*])")
     r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
+    st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
+    add_status_arguments(st)
     args = parser.parse_args(argv)
+    if args.command == "status":
+        return run_status(args)
     return run(args)
 
 

@@ -1,0 +1,712 @@
+"""Prometheus metrics of the gateway (DESIGN §4.6), served by the driver.
+
+Naming: prefix `gateway_`, base units (seconds, bytes), counters end in `_total`. Labels are bounded:
+`topic` is a registry topic or "other" (a hostile producer must not be able to mint series), `error`
+is a Kafka error name (a closed enum), `partition` appears only on per-partition gauges of registry
+topics (bounded by the configured partition counts) and on the ingress lag (bounded by the ingress
+topic's partitions).
+
+Where the numbers come from:
+- `MetricsObserver`, a micro-batch observer of the `foreachBatch` sink: after a micro-batch is durable
+  and published it runs ONE small aggregation over the cached decisions (numeric columns and
+  `length(batch)` only: the batch bytes never leave the executors) and updates the counters,
+  histograms and offset gauges here on the driver;
+- `GatewayMetrics.record_progress`, fed by `streaming.listener.GatewayListener` with each
+  `StreamingQueryProgress` (rates, micro-batch duration, state store size, ingress lag);
+- `StorageCollector`, a scrape-time scan of the segment root (segment files and bytes per topic), so
+  the storage panels also see what retention deleted between micro-batches;
+- `record_retention_deletion`, called by the retention code (on the driver) for every deleted segment.
+
+Everything lives in one dedicated `CollectorRegistry` per `GatewayMetrics`, never the global default
+registry: tests get fresh counters, and the exporter shows only the gateway's own metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
+    from pyspark.sql import Column, DataFrame
+
+    from sinks.foreach_batch import MicroBatchSummary
+    from validators.topic_config import TopicRegistry
+
+log = logging.getLogger("gateway.metrics")
+
+PREFIX = "gateway_"
+OTHER_TOPIC = "other"  # every topic that is not in the registry (unknown, illegal or missing names)
+NO_ERROR = "NONE"  # Kafka's name for error code 0
+
+OUTCOME_APPENDED = "appended"
+OUTCOME_DUPLICATE = "duplicate"  # idempotent retry: acknowledged with its original offsets, nothing stored
+OUTCOME_REJECTED = "rejected"
+OUTCOMES = (OUTCOME_APPENDED, OUTCOME_DUPLICATE, OUTCOME_REJECTED)
+
+# Why a segment was deleted: Kafka's three breaches (LogStartOffsetBreach, RetentionMsBreach,
+# RetentionSizeBreach) and KIP-870's event-time retention.
+RETENTION_REASONS = ("retention_ms", "retention_bytes", "retention_max_eventtime_ms", "log_start_offset")
+
+# Ingress timestamp -> append time: a healthy gateway answers within a trigger interval or two.
+APPEND_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+# Append time - max CreateTime: negative when the producer's clock is ahead, hours to days for
+# replays of old data (the `before` window defaults to unbounded).
+TIMESTAMP_SKEW_BUCKETS_S = (
+    -3600.0, -600.0, -60.0, -10.0, -1.0, 0.0, 1.0, 10.0, 60.0, 600.0, 3600.0, 21600.0, 86400.0, 604800.0,
+)
+MICRO_BATCH_DURATION_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# `durationMs` phases of a StreamingQueryProgress (a fixed set, so a bounded label).
+PROGRESS_PHASES = ("triggerExecution", "latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
+                   "commitOffsets")
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+class AggregatedHistogram(Collector):
+    """A Prometheus histogram fed with bucket counts that Spark already aggregated.
+
+    `prometheus_client.Histogram` only takes one observation at a time; the observer gets per-bucket
+    counts from a single Spark aggregation instead of shipping every value to the driver."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.buckets = tuple(float(b) for b in buckets)
+        if list(self.buckets) != sorted(set(self.buckets)):
+            raise ValueError(f"{name}: buckets must be strictly increasing")
+        self._lock = threading.Lock()
+        # labels -> (cumulative counts per bucket incl. +Inf, sum)
+        self._series: dict[tuple[str, ...], tuple[list[int], float]] = {}
+
+    def init_series(self, *labels: str) -> None:
+        """Export a zero series for `labels` before anything is observed (rates start from 0)."""
+        with self._lock:
+            self._series.setdefault(tuple(labels), ([0] * (len(self.buckets) + 1), 0.0))
+
+    def add(self, labels: Sequence[str], cumulative: Sequence[int], count: int, total: float) -> None:
+        """Add observations: `cumulative[i]` of them were <= buckets[i]; `count` in all, summing to `total`."""
+        if len(cumulative) != len(self.buckets):
+            raise ValueError(f"{self.name}: {len(cumulative)} bucket counts for {len(self.buckets)} buckets")
+        if count <= 0:
+            return
+        with self._lock:
+            counts, s = self._series.setdefault(tuple(labels), ([0] * (len(self.buckets) + 1), 0.0))
+            for i, c in enumerate(cumulative):
+                counts[i] += int(c)
+            counts[-1] += int(count)
+            self._series[tuple(labels)] = (counts, s + float(total))
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=list(self.labelnames))
+        with self._lock:
+            series = {k: (list(v[0]), v[1]) for k, v in self._series.items()}
+        bounds = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
+        for labels, (counts, total) in sorted(series.items()):
+            family.add_metric(list(labels), list(zip(bounds, counts, strict=True)), total)
+        yield family
+
+    def describe(self) -> Iterator[Metric]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=list(self.labelnames))
+
+    def sample_names(self) -> set[str]:
+        # OpenMetrics (and prometheus_client) expose no _sum, hence no _count, for a histogram with
+        # negative buckets: its sum could go down. The +Inf bucket is the count.
+        if self.buckets[0] < 0:
+            return {self.name + "_bucket"}
+        return {self.name + s for s in ("_bucket", "_count", "_sum")}
+
+
+class StorageCollector(Collector):
+    """Segment files and their bytes per topic, scanned at scrape time from `<root>/<topic>-<partition>/*.log`."""
+
+    def __init__(self, segments_root: Path, topics: Mapping[str, int]) -> None:
+        self.segments_root = Path(segments_root)
+        self.topics = dict(topics)
+
+    def scan(self) -> dict[str, tuple[int, int]]:
+        """topic label -> (segments, bytes of their .log files)."""
+        totals = {t: (0, 0) for t in self.topics}
+        try:
+            directories = [d for d in self.segments_root.iterdir() if d.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return totals
+        for d in directories:
+            topic, sep, partition = d.name.rpartition("-")
+            if not sep or not partition.isdigit():
+                continue  # not a partition directory
+            label = topic if topic in self.topics and int(partition) < self.topics[topic] else OTHER_TOPIC
+            segments, size = totals.get(label, (0, 0))
+            for f in d.glob("*.log"):
+                try:
+                    size += f.stat().st_size
+                except FileNotFoundError:  # deleted by retention while we listed it
+                    continue
+                segments += 1
+            totals[label] = (segments, size)
+        return totals
+
+    def collect(self) -> Iterator[Metric]:
+        segments = GaugeMetricFamily(
+            f"{PREFIX}log_segments", "Segment (.log) files in segment storage, by topic.", labels=["topic"])
+        size = GaugeMetricFamily(
+            f"{PREFIX}log_size_bytes", "Bytes of the segment (.log) files in segment storage, by topic.",
+            labels=["topic"])
+        for topic, (n, b) in sorted(self.scan().items()):
+            segments.add_metric([topic], n)
+            size.add_metric([topic], b)
+        yield segments
+        yield size
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(f"{PREFIX}log_segments", "Segment (.log) files in segment storage, by topic.",
+                                labels=["topic"])
+        yield GaugeMetricFamily(f"{PREFIX}log_size_bytes", "Bytes of the segment (.log) files, by topic.",
+                                labels=["topic"])
+
+
+@dataclass
+class BatchAggregate:
+    """One row of the observer's aggregation: the decisions of one (topic, partition, outcome, error)
+    group of a micro-batch. `partition` is -1 where it is not a bounded label."""
+
+    topic: str
+    partition: int
+    outcome: str
+    error: str
+    batches: int = 0
+    records: int = 0
+    appended_bytes: int = 0
+    record_errors: int = 0
+    future_timestamps: int = 0
+    clock_holds: int = 0
+    log_end_offset: int | None = None
+    log_start_offset: int | None = None
+    latency_count: int = 0
+    latency_sum_s: float = 0.0
+    latency_buckets: list[int] = field(default_factory=list)
+    skew_count: int = 0
+    skew_sum_s: float = 0.0
+    skew_buckets: list[int] = field(default_factory=list)
+
+
+class GatewayMetrics:
+    """Every gateway metric, in its own `CollectorRegistry`.
+
+    `topics`: registry topic -> partition count; the only topic label values besides "other"."""
+
+    def __init__(
+        self, topics: Mapping[str, int], segments_root: Path | None = None,
+        create_time_topics: Iterable[str] = (), registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.topics = dict(topics)
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        t = ["topic"]
+        self.batches = Counter(f"{PREFIX}batches_total", "Ingress batches decided, by target topic, outcome and "
+                               "Kafka error name (NONE when appended).", ["topic", "outcome", "error"], registry=r)
+        self.records = Counter(f"{PREFIX}records_total", "Records in decided batches, by outcome and error name "
+                               "(rejected: the count a readable v2 header claims, else 0).",
+                               ["topic", "outcome", "error"], registry=r)
+        self.appended_bytes = Counter(f"{PREFIX}appended_bytes_total", "Bytes of batches appended to segment "
+                                      "storage.", t, registry=r)
+        self.record_errors = Counter(f"{PREFIX}record_errors_total", "Per-record errors of rejected batches "
+                                     "(e.g. each out-of-window timestamp), by error name.", ["topic", "error"],
+                                     registry=r)
+        self.future_timestamps = Counter(f"{PREFIX}future_timestamps_total", "Accepted records with a CreateTime "
+                                         "more than one hour ahead of the append clock (KIP-937).", t, registry=r)
+        self.clock_holds = Counter(f"{PREFIX}clock_holds_total", "Appends whose append time was held at the "
+                                   "partition's last append time because the micro-batch clock was behind.", t,
+                                   registry=r)
+        self.append_latency = AggregatedHistogram(
+            f"{PREFIX}append_latency_seconds", "Ingress message timestamp to append time of appended batches.",
+            t, APPEND_LATENCY_BUCKETS_S)
+        # Negative buckets (producer clock ahead) mean no _sum/_count series: le="+Inf" is the count.
+        self.timestamp_skew = AggregatedHistogram(
+            f"{PREFIX}timestamp_skew_seconds", "Append time minus the batch's max CreateTime of appended "
+            "batches (negative: producer clock ahead).", t, TIMESTAMP_SKEW_BUCKETS_S)
+        r.register(self.append_latency)
+        r.register(self.timestamp_skew)
+        self.log_end_offset = Gauge(f"{PREFIX}log_end_offset", "Log end offset (last offset + 1) of a target "
+                                    "partition.", ["topic", "partition"], registry=r)
+        self.log_start_offset = Gauge(f"{PREFIX}log_start_offset", "Log start offset of a target partition.",
+                                      ["topic", "partition"], registry=r)
+        self.retention_deleted_segments = Counter(
+            f"{PREFIX}retention_deleted_segments_total", "Segments deleted by retention, by reason.",
+            ["topic", "reason"], registry=r)
+        self.retention_deleted_bytes = Counter(
+            f"{PREFIX}retention_deleted_bytes_total", "Bytes of segment files deleted by retention, by reason.",
+            ["topic", "reason"], registry=r)
+        self.responses = Counter(f"{PREFIX}responses_published_total", "Produce responses published to the "
+                                 "response topic.", registry=r)
+        self.dead_letters = Counter(f"{PREFIX}dead_letters_published_total", "Rejected batches published to the "
+                                    "dead-letter topic.", registry=r)
+        self.replayed_partitions = Counter(f"{PREFIX}replayed_partitions_total", "Partition appends skipped "
+                                           "because a replayed micro-batch was already committed.", registry=r)
+        self.micro_batches = Counter(f"{PREFIX}micro_batches_total", "Micro-batches completed by the sink "
+                                     "(durable and published).", registry=r)
+        self.observer_failures = Counter(f"{PREFIX}metrics_observer_failures_total", "Micro-batches whose "
+                                         "metrics could not be computed (the micro-batch itself succeeded).",
+                                         registry=r)
+        self.last_micro_batch_id = Gauge(f"{PREFIX}last_micro_batch_id", "Id of the last micro-batch the sink "
+                                         "completed.", registry=r)
+        self.last_micro_batch_clock = Gauge(f"{PREFIX}last_micro_batch_clock_seconds", "Micro-batch clock (append "
+                                            "time base) of the last completed micro-batch, Unix time.", registry=r)
+        # From the query listener
+        self.query_active = Gauge(f"{PREFIX}query_active", "1 while the gateway's streaming query runs.",
+                                  registry=r)
+        self.progress_batch_id = Gauge(f"{PREFIX}progress_batch_id", "Micro-batch id of the last query progress "
+                                       "report.", registry=r)
+        self.progress_timestamp = Gauge(f"{PREFIX}progress_timestamp_seconds", "When the last query progress "
+                                        "report was made, Unix time.", registry=r)
+        self.micro_batch_duration = Histogram(
+            f"{PREFIX}micro_batch_duration_seconds", "Wall time of micro-batches (trigger execution).",
+            registry=r, buckets=MICRO_BATCH_DURATION_BUCKETS_S)
+        self.micro_batch_phase = Gauge(f"{PREFIX}micro_batch_phase_duration_seconds", "Time the last micro-batch "
+                                       "spent per phase of the trigger.", ["phase"], registry=r)
+        self.ingress_messages = Counter(f"{PREFIX}ingress_messages_total", "Ingress messages read by the query "
+                                  "(one per produce batch).", registry=r)
+        self.input_rate = Gauge(f"{PREFIX}input_messages_per_second", "Rate at which ingress messages arrived "
+                                "(last progress report).", registry=r)
+        self.processing_rate = Gauge(f"{PREFIX}processed_messages_per_second", "Rate at which the query processed "
+                                     "ingress messages (last progress report).", registry=r)
+        self.state_rows = Gauge(f"{PREFIX}state_rows", "Rows in the stateful stage's state store (one per "
+                                "target partition that appended).", registry=r)
+        self.state_memory = Gauge(f"{PREFIX}state_memory_bytes", "Memory used by the state store.", registry=r)
+        self.ingress_lag = Gauge(f"{PREFIX}ingress_lag_messages", "Ingress messages available but not yet "
+                                 "processed (latest offset - end offset of the last micro-batch), by ingress "
+                                 "partition.", ["partition"], registry=r)
+        self.storage: StorageCollector | None = None
+        if segments_root is not None:
+            self.storage = StorageCollector(segments_root, self.topics)
+            r.register(self.storage)
+        self._lock = threading.Lock()
+        self._offsets: dict[tuple[str, str, str], int] = {}
+        self._init_series(create_time_topics)
+
+    def _init_series(self, create_time_topics: Iterable[str]) -> None:
+        # Known label sets start at 0 so rate() and increase() see the first micro-batch, and so the
+        # dashboard has series to show before any traffic.
+        ct = set(create_time_topics)
+        for topic in self.topics:
+            self.batches.labels(topic, OUTCOME_APPENDED, NO_ERROR)
+            self.records.labels(topic, OUTCOME_APPENDED, NO_ERROR)
+            self.appended_bytes.labels(topic)
+            self.future_timestamps.labels(topic)
+            self.clock_holds.labels(topic)
+            self.append_latency.init_series(topic)
+            if topic in ct:
+                self.timestamp_skew.init_series(topic)
+            for reason in RETENTION_REASONS:
+                self.retention_deleted_segments.labels(topic, reason)
+                self.retention_deleted_bytes.labels(topic, reason)
+        for phase in PROGRESS_PHASES:
+            self.micro_batch_phase.labels(phase)
+
+    @staticmethod
+    def for_registry(registry: TopicRegistry, segments_root: Path | None = None,
+                     collector_registry: CollectorRegistry | None = None) -> GatewayMetrics:
+        from validators.record_batch import TimestampType
+
+        topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
+        create_time = [name for name, cfg in registry.topics.items()
+                       if cfg.message_timestamp_type == TimestampType.CREATE_TIME]
+        return GatewayMetrics(topics, segments_root, create_time, collector_registry)
+
+    # ------------------------------------------------------------------------------ label folding
+
+    def topic_label(self, topic: str | None) -> str:
+        return topic if topic is not None and topic in self.topics else OTHER_TOPIC
+
+    def partition_bounded(self, topic: str | None, partition: int | None) -> bool:
+        return topic in self.topics and partition is not None and 0 <= partition < self.topics[topic]
+
+    # ------------------------------------------------------------------------------ updates
+
+    def record_micro_batch(self, batch_id: int, groups: Iterable[BatchAggregate],
+                           summary: MicroBatchSummary | None = None, clock_ms: int | None = None) -> None:
+        """Apply one micro-batch's aggregated decisions (and the sink's publish counts)."""
+        with self._lock:
+            for g in groups:
+                topic = self.topic_label(g.topic)
+                self.batches.labels(topic, g.outcome, g.error).inc(g.batches)
+                self.records.labels(topic, g.outcome, g.error).inc(max(0, g.records))
+                if g.appended_bytes:
+                    self.appended_bytes.labels(topic).inc(g.appended_bytes)
+                if g.record_errors:
+                    self.record_errors.labels(topic, g.error).inc(g.record_errors)
+                if g.future_timestamps:
+                    self.future_timestamps.labels(topic).inc(g.future_timestamps)
+                if g.clock_holds:
+                    self.clock_holds.labels(topic).inc(g.clock_holds)
+                if g.latency_count:
+                    self.append_latency.add([topic], g.latency_buckets, g.latency_count, g.latency_sum_s)
+                if g.skew_count:
+                    self.timestamp_skew.add([topic], g.skew_buckets, g.skew_count, g.skew_sum_s)
+                if self.partition_bounded(g.topic, g.partition):
+                    p = str(g.partition)
+                    # Offsets only move forward; a replayed micro-batch must not move a gauge back.
+                    if g.log_end_offset is not None:
+                        self._advance("end", self.log_end_offset, topic, p, g.log_end_offset)
+                    if g.log_start_offset is not None and g.log_start_offset >= 0:
+                        self._advance("start", self.log_start_offset, topic, p, g.log_start_offset)
+            if summary is not None:
+                self.responses.inc(summary.responses)
+                self.dead_letters.inc(summary.dead_letters)
+                self.replayed_partitions.inc(summary.replayed_partitions)
+            self.micro_batches.inc()
+            self.last_micro_batch_id.set(batch_id)
+            if clock_ms is not None and clock_ms > 0:
+                self.last_micro_batch_clock.set(clock_ms / 1000.0)
+
+    def _advance(self, kind: str, gauge: Gauge, topic: str, partition: str, value: int) -> None:
+        key = (kind, topic, partition)
+        if value >= self._offsets.get(key, -1):
+            self._offsets[key] = value
+            gauge.labels(topic, partition).set(value)
+
+    def record_progress(self, progress: Mapping[str, Any], ingress_topic: str | None = None) -> dict[str, Any]:
+        """Apply one `StreamingQueryProgress` (its JSON as a dict). Returns the figures it derived
+        (for the listener's log line)."""
+        batch_id = int(progress.get("batchId", -1))
+        durations = progress.get("durationMs") or {}
+        num_input = int(progress.get("numInputRows") or 0)
+        state_ops = progress.get("stateOperators") or []
+        state_rows = sum(int(op.get("numRowsTotal") or 0) for op in state_ops)
+        state_memory = sum(int(op.get("memoryUsedBytes") or 0) for op in state_ops)
+        lag = ingress_lag(progress.get("sources") or [], ingress_topic)
+        with self._lock:
+            self.progress_batch_id.set(batch_id)
+            self.progress_timestamp.set(_progress_time_s(progress.get("timestamp")) or time.time())
+            trigger = _finite(durations.get("triggerExecution"))
+            if trigger is not None:
+                self.micro_batch_duration.observe(trigger / 1000.0)
+            for phase in PROGRESS_PHASES:
+                ms = _finite(durations.get(phase))
+                self.micro_batch_phase.labels(phase).set((ms or 0.0) / 1000.0)
+            self.ingress_messages.inc(num_input)
+            input_rate = _finite(progress.get("inputRowsPerSecond"))
+            processed_rate = _finite(progress.get("processedRowsPerSecond"))
+            self.input_rate.set(input_rate or 0.0)
+            self.processing_rate.set(processed_rate or 0.0)
+            if state_ops:
+                self.state_rows.set(state_rows)
+                self.state_memory.set(state_memory)
+            for partition, behind in lag.items():
+                self.ingress_lag.labels(str(partition)).set(behind)
+        return {
+            "batch_id": batch_id, "input_messages": num_input, "duration_ms": durations.get("triggerExecution"),
+            "input_messages_per_s": input_rate, "processed_messages_per_s": processed_rate, "state_rows": state_rows,
+            "state_memory_bytes": state_memory, "ingress_lag": sum(lag.values()),
+        }
+
+    def record_retention_deletion(self, topic: str, reason: str, segments: int = 1, size_bytes: int = 0) -> None:
+        reason = reason if reason in RETENTION_REASONS else "other"
+        topic = self.topic_label(topic)
+        self.retention_deleted_segments.labels(topic, reason).inc(segments)
+        if size_bytes:
+            self.retention_deleted_bytes.labels(topic, reason).inc(size_bytes)
+
+    def set_query_active(self, active: bool) -> None:
+        self.query_active.set(1 if active else 0)
+
+    # ------------------------------------------------------------------------------ exposition
+
+    def metric_names(self) -> set[str]:
+        """Every sample name this registry can export (what a PromQL expression may reference)."""
+        aggregated = {h.name: h.sample_names() for h in (self.append_latency, self.timestamp_skew)}
+        names: set[str] = set()
+        for family in self.registry.collect():
+            if family.name in aggregated:
+                names.update(aggregated[family.name])
+            elif family.type == "counter":
+                names.add(family.name + "_total")
+            elif family.type == "histogram":
+                names.update(family.name + s for s in ("_bucket", "_sum", "_count"))
+            else:
+                names.add(family.name)
+        return names
+
+
+def ingress_lag(sources: Sequence[Mapping[str, Any]], topic: str | None = None) -> dict[int, int]:
+    """Per ingress partition: latest available offset - end offset of the last micro-batch.
+
+    A Kafka source reports both as JSON strings `{"<topic>": {"<partition>": offset}}`."""
+    lag: dict[int, int] = {}
+    for source in sources:
+        end, latest = _offsets(source.get("endOffset")), _offsets(source.get("latestOffset"))
+        if latest is None or end is None:
+            continue
+        for t, partitions in latest.items():
+            if topic is not None and t != topic:
+                continue
+            for p, latest_offset in partitions.items():
+                done = end.get(t, {}).get(p)
+                behind = int(latest_offset) - int(done) if done is not None else int(latest_offset)
+                lag[int(p)] = lag.get(int(p), 0) + max(0, behind)
+    return lag
+
+
+def _offsets(value: Any) -> dict[str, dict[str, int]] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    return {t: dict(p) for t, p in value.items() if isinstance(p, dict)}
+
+
+def _progress_time_s(timestamp: Any) -> float | None:
+    """Spark's progress timestamp, ISO-8601 in UTC with a `Z` suffix."""
+    if not isinstance(timestamp, str):
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------- the observer
+
+
+class MetricsObserver:
+    """Micro-batch observer (`sinks.foreach_batch.MicroBatchObserver`) that updates `GatewayMetrics`.
+
+    One aggregation per micro-batch over the cached decisions, grouped by (topic label, bounded
+    partition, outcome, error), computing every number on the executors; only those few rows are
+    collected. A failure here is logged and counted, never raised: the micro-batch is already durable
+    and published, and failing it would replay it and publish its responses twice."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+
+    def __call__(self, decided: DataFrame, batch_id: int, summary: MicroBatchSummary) -> None:
+        started = time.monotonic()
+        try:
+            groups, clock_ms = self.aggregate(decided)
+            self.metrics.record_micro_batch(batch_id, groups, summary, clock_ms)
+            line = micro_batch_log(batch_id, groups, summary)
+            line["metrics_ms"] = round((time.monotonic() - started) * 1000)
+            log.info("%s", json.dumps(line, sort_keys=True))
+        except Exception:  # noqa: BLE001 — metrics must never fail a durable micro-batch
+            self.metrics.observer_failures.inc()
+            log.exception("micro-batch %s: metrics update failed", batch_id)
+
+    def aggregate(self, decided: DataFrame) -> tuple[list[BatchAggregate], int | None]:
+        from pyspark.sql import functions as F
+
+        m = self.metrics
+        columns = set(decided.columns)
+        topic, partition = F.col("topic"), F.col("partition")
+        accepted = F.col("error_code") == 0
+        duplicate = F.coalesce(F.col("duplicate"), F.lit(False)) if "duplicate" in columns else F.lit(False)
+        appended = accepted & ~duplicate
+
+        topic_label = F.when(topic.isin(list(m.topics)), topic).otherwise(F.lit(OTHER_TOPIC)) if m.topics \
+            else F.lit(OTHER_TOPIC)
+        bounded = F.lit(False)
+        for name, count in m.topics.items():
+            bounded = bounded | ((topic == name) & partition.between(0, count - 1))
+        partition_label = F.when(bounded, partition).otherwise(F.lit(-1))
+        outcome = F.when(~accepted, F.lit(OUTCOME_REJECTED)).when(duplicate, F.lit(OUTCOME_DUPLICATE)) \
+            .otherwise(F.lit(OUTCOME_APPENDED))
+
+        # Rejected batches: the record count of a readable v2 header (magic byte at offset 16, count
+        # at 57..60), capped by the bytes that could hold them so garbage cannot inflate the counter.
+        claimed = F.expr(
+            "CASE WHEN length(batch) >= 61 AND substring(batch, 17, 1) = X'02' "
+            "THEN least(greatest(cast(conv(hex(substring(batch, 58, 4)), 16, 10) AS BIGINT), 0L), "
+            "length(batch) - 61) ELSE 0L END"
+        )
+        future_col = next((c for c in ("future_timestamps", "future_timestamp_count") if c in columns), None)
+        future = F.col(future_col).cast("long") if future_col else F.lit(0).cast("long")
+        latency = F.when(appended & (F.col("append_time_ms") >= 0),
+                         (F.col("append_time_ms") - F.col("ingress_timestamp_ms")) / 1000.0)
+        # Skew needs the batch's max CreateTime. A LogAppendTime topic's stored maxTimestamp is the append
+        # time itself, so without the producer's own max timestamp only CreateTime topics (whose
+        # log_append_time_ms is -1) have it.
+        if "producer_max_timestamp" in columns:
+            create_max = F.col("producer_max_timestamp")
+            has_skew = appended & (create_max >= 0) & (F.col("append_time_ms") >= 0)
+        else:
+            create_max = F.col("max_timestamp")
+            has_skew = appended & (create_max >= 0) & (F.col("log_append_time_ms") < 0)
+        skew = F.when(has_skew, (F.col("append_time_ms") - create_max) / 1000.0)
+
+        # One projection of small numeric columns (the batch bytes stay on the executors: only their
+        # length and header count are read), then one aggregation. Histogram values are reduced to their
+        # bucket index and grouped on it: a few dozen aggregate expressions instead of one per bucket,
+        # which is several times faster, and still only a handful of rows to collect.
+        per_batch = decided.select(
+            topic_label.alias("t"), partition_label.alias("p"), outcome.alias("o"),
+            F.coalesce(F.col("error_name"), F.lit(NO_ERROR)).alias("e"),
+            F.when(accepted, F.col("record_count").cast("long")).otherwise(claimed).alias("records"),
+            F.when(appended, F.length("batch")).otherwise(F.lit(0)).cast("long").alias("appended_bytes"),
+            F.when(~accepted, F.expr("coalesce(json_array_length(record_errors), 0)")).otherwise(F.lit(0))
+            .cast("long").alias("record_errors"),
+            F.when(appended, future).otherwise(F.lit(0)).cast("long").alias("future_timestamps"),
+            F.when(appended & F.col("clock_held"), F.lit(1)).otherwise(F.lit(0)).alias("clock_holds"),
+            F.when(appended & (F.col("last_offset") >= 0), F.col("last_offset") + 1).alias("log_end_offset"),
+            F.when(accepted, F.col("log_start_offset")).alias("log_start_offset"),
+            F.col("batch_time_ms").alias("clock_ms"),
+            latency.alias("latency"), _bucket_index(latency, m.append_latency.buckets).alias("li"),
+            skew.alias("skew"), _bucket_index(skew, m.timestamp_skew.buckets).alias("si"),
+        )
+        rows = (
+            per_batch.groupBy("t", "p", "o", "e", "li", "si")
+            .agg(
+                F.count(F.lit(1)).alias("batches"),
+                *[F.sum(c).cast("long").alias(c) for c in
+                  ("records", "appended_bytes", "record_errors", "future_timestamps", "clock_holds")],
+                *[F.max(c).alias(c) for c in ("log_end_offset", "log_start_offset", "clock_ms")],
+                F.sum("latency").alias("latency_sum"), F.sum("skew").alias("skew_sum"),
+            )
+            .collect()
+        )
+        return merge_aggregates(rows, len(m.append_latency.buckets), len(m.timestamp_skew.buckets))
+
+
+def _bucket_index(value: Column, bounds: Sequence[float]) -> Column:
+    """Index of the first bucket whose upper bound is >= value; len(bounds) for +Inf; -1 without a value."""
+    from pyspark.sql import functions as F
+
+    index = F.lit(len(bounds))
+    for i in reversed(range(len(bounds))):
+        index = F.when(value <= F.lit(float(bounds[i])), F.lit(i)).otherwise(index)
+    return F.when(value.isNull(), F.lit(-1)).otherwise(index)
+
+
+def merge_aggregates(rows: Iterable[Mapping[str, Any]], latency_buckets: int, skew_buckets: int
+                     ) -> tuple[list[BatchAggregate], int | None]:
+    """Fold the aggregation's rows (one per group and bucket pair) into one `BatchAggregate` per
+    (topic, partition, outcome, error) with cumulative bucket counts; plus the micro-batch clock."""
+    groups: dict[tuple[str, int, str, str], BatchAggregate] = {}
+    clock: int | None = None
+    for row in rows:
+        r = row.asDict() if hasattr(row, "asDict") else dict(row)
+        key = (r["t"], int(r["p"]), r["o"], r["e"])
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = BatchAggregate(*key, latency_buckets=[0] * latency_buckets,
+                                             skew_buckets=[0] * skew_buckets)
+        n = int(r["batches"])
+        g.batches += n
+        g.records += int(r["records"] or 0)
+        g.appended_bytes += int(r["appended_bytes"] or 0)
+        g.record_errors += int(r["record_errors"] or 0)
+        g.future_timestamps += int(r["future_timestamps"] or 0)
+        g.clock_holds += int(r["clock_holds"] or 0)
+        for attr in ("log_end_offset", "log_start_offset"):
+            if r[attr] is not None:
+                current = getattr(g, attr)
+                setattr(g, attr, int(r[attr]) if current is None else max(current, int(r[attr])))
+        if r["clock_ms"] is not None:
+            clock = int(r["clock_ms"]) if clock is None else max(clock, int(r["clock_ms"]))
+        li, si = int(r["li"]), int(r["si"])
+        if li >= 0:  # cumulative: an observation in bucket i is also <= every later bound
+            g.latency_count += n
+            g.latency_sum_s += float(r["latency_sum"] or 0.0)
+            for i in range(li, latency_buckets):
+                g.latency_buckets[i] += n
+        if si >= 0:
+            g.skew_count += n
+            g.skew_sum_s += float(r["skew_sum"] or 0.0)
+            for i in range(si, skew_buckets):
+                g.skew_buckets[i] += n
+    return list(groups.values()), clock
+
+
+def micro_batch_log(batch_id: int, groups: Sequence[BatchAggregate], summary: MicroBatchSummary | None) -> dict:
+    """The observer's structured log line: one JSON object per micro-batch, keyed by its id."""
+    outcomes: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    for g in groups:
+        outcomes[g.outcome] = outcomes.get(g.outcome, 0) + g.batches
+        if g.outcome == OUTCOME_REJECTED:
+            errors[g.error] = errors.get(g.error, 0) + g.batches
+    doc: dict[str, Any] = {"event": "micro_batch", "batch_id": batch_id, "batches": outcomes, "rejected_by_error": errors,
+                           "records_appended": sum(g.records for g in groups if g.outcome == OUTCOME_APPENDED),
+                           "bytes_appended": sum(g.appended_bytes for g in groups)}
+    if summary is not None:
+        doc.update(responses=summary.responses, dead_letters=summary.dead_letters,
+                   replayed_partitions=summary.replayed_partitions)
+    return doc
+
+
+# ---------------------------------------------------------------------------------- serving
+
+_active: GatewayMetrics | None = None
+
+
+def activate(metrics: GatewayMetrics) -> None:
+    """Make `metrics` the one that `record_retention_deletion` (module level) counts into."""
+    global _active
+    _active = metrics
+
+
+def record_retention_deletion(topic: str, reason: str, segments: int = 1, size_bytes: int = 0) -> None:
+    """For the retention code: count deleted segments (on the driver, where the exporter runs). A no-op
+    when no metrics are active (tools and tests that run retention without an exporter)."""
+    if _active is not None:
+        _active.record_retention_deletion(topic, reason, segments, size_bytes)
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"metrics_address must be host:port, got {address!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@dataclass
+class MetricsServer:
+    url: str
+    _server: Any
+    _thread: threading.Thread
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def serve_metrics(metrics: GatewayMetrics, address: str) -> MetricsServer:
+    """Serve `metrics` at http://<address>/metrics (prometheus_client's threaded HTTP server)."""
+    host, port = parse_address(address)
+    # `_created` series double the series count and no panel uses them.
+    disable_created_metrics()
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    bound_port = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    return MetricsServer(f"http://{shown}:{bound_port}/metrics", server, thread)

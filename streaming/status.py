@@ -1,0 +1,256 @@
+"""`python -m streaming status`: the gateway at a glance, for a terminal.
+
+Reads the driver's metrics endpoint (query state, last progress, ingress lag, outcomes per topic)
+and the tail of the response topic (the most recent error responses). Both are what an operator
+without Grafana can reach; neither needs Spark.
+
+Exit status: 0 the query runs, 1 the exporter answers but the query is not active, 2 the exporter
+cannot be reached (the gateway is not running there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from streaming.config import DEFAULT_CONFIG, GatewayConfig, load_gateway_config
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
+def fetch_samples(url: str, timeout_s: float = 5.0) -> list[Sample]:
+    with urllib.request.urlopen(url, timeout=timeout_s) as r:
+        text = r.read().decode("utf-8")
+    return [
+        Sample(s.name, dict(s.labels), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+
+
+def _value(samples: list[Sample], name: str, default: float | None = None) -> float | None:
+    values = [s.value for s in samples if s.name == name]
+    return sum(values) if values else default
+
+
+def summarize(samples: list[Sample]) -> dict[str, Any]:
+    """The status as data (the `--json` output; `render` prints it)."""
+    topics: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"appended": 0, "duplicate": 0, "rejected": 0, "records": 0, "bytes": 0, "errors": {}})
+    for s in samples:
+        if s.name == "gateway_batches_total":  # registry topics are exported from 0: list them too
+            t = topics[s.labels.get("topic", "?")]
+            outcome = s.labels.get("outcome", "?")
+            t[outcome] = t.get(outcome, 0) + int(s.value)
+            if outcome == "rejected" and s.value:
+                t["errors"][s.labels.get("error", "?")] = t["errors"].get(s.labels.get("error", "?"), 0) + int(s.value)
+        elif s.name == "gateway_records_total" and s.labels.get("outcome") == "appended" and s.value:
+            topics[s.labels.get("topic", "?")]["records"] += int(s.value)
+        elif s.name == "gateway_appended_bytes_total" and s.value:
+            topics[s.labels.get("topic", "?")]["bytes"] += int(s.value)
+    lag = {s.labels.get("partition", "?"): int(s.value) for s in samples if s.name == "gateway_ingress_lag_messages"}
+    progress_ts = _value(samples, "gateway_progress_timestamp_seconds")
+    clock = _value(samples, "gateway_last_micro_batch_clock_seconds")
+    phases = {s.labels.get("phase", "?"): s.value for s in samples
+              if s.name == "gateway_micro_batch_phase_duration_seconds"}
+    return {
+        "query_active": bool(_value(samples, "gateway_query_active", 0)),
+        "last_micro_batch_id": _int(_value(samples, "gateway_last_micro_batch_id")) if clock else None,
+        "last_micro_batch_clock": _iso(clock) if clock else None,
+        "progress": None if not progress_ts else {
+            "batch_id": _int(_value(samples, "gateway_progress_batch_id")),
+            "at": _iso(progress_ts),
+            "age_s": round(max(0.0, time.time() - progress_ts), 1),
+            "duration_s": phases.get("triggerExecution"),
+            "input_messages_per_s": _value(samples, "gateway_input_messages_per_second"),
+            "processed_messages_per_s": _value(samples, "gateway_processed_messages_per_second"),
+            "state_rows": _int(_value(samples, "gateway_state_rows")),
+            "state_memory_bytes": _int(_value(samples, "gateway_state_memory_bytes")),
+        },
+        "ingress_lag": {"total": sum(lag.values()), "by_partition": dict(sorted(lag.items()))} if lag else None,
+        "responses_published": _int(_value(samples, "gateway_responses_published_total", 0)),
+        "dead_letters_published": _int(_value(samples, "gateway_dead_letters_published_total", 0)),
+        "micro_batches": _int(_value(samples, "gateway_micro_batches_total", 0)),
+        "topics": {k: topics[k] for k in sorted(topics)},
+    }
+
+
+def _int(v: float | None) -> int | None:
+    return None if v is None else int(v)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def recent_errors(bootstrap_servers: str, topic: str, limit: int = 10, scan_per_partition: int = 1000,
+                  timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """The newest error responses among the last `scan_per_partition` messages of each partition of
+    the response topic, newest first (by the response message's timestamp)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return _recent_errors(bootstrap_servers, topic, limit, scan_per_partition, timeout_s)
+    except KafkaException as e:
+        raise ConnectionError(f"cannot read '{topic}' from Kafka at {bootstrap_servers}: {e}") from None
+
+
+def _recent_errors(bootstrap_servers: str, topic: str, limit: int, scan_per_partition: int,
+                   timeout_s: float) -> list[dict[str, Any]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    from sinks.responses import decode_response
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap_servers, "group.id": f"gateway-status-{uuid.uuid4().hex}",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", "socket.timeout.ms": int(timeout_s * 1000),
+        # librdkafka would print every failed connection attempt on stderr; the failure is reported once below.
+        "log_level": 0,
+    })
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s)
+        if topic not in meta.topics or meta.topics[topic].error is not None:
+            return []
+        ends: dict[int, int] = {}
+        assignment = []
+        for p in meta.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                ends[p] = high
+                assignment.append(TopicPartition(topic, p, max(low, high - scan_per_partition)))
+        consumer.assign(assignment)
+        errors = []
+        deadline = time.monotonic() + timeout_s
+        while ends and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None or m.error() is not None:
+                continue
+            if m.offset() + 1 >= ends.get(m.partition(), 0):
+                ends.pop(m.partition(), None)
+            try:
+                r = decode_response(m.value())
+            except Exception:  # noqa: BLE001 — not a gateway response: nothing to show
+                continue
+            if r.get("error_code"):
+                r["timestamp_ms"] = m.timestamp()[1]
+                errors.append(r)
+        errors.sort(key=lambda r: r["timestamp_ms"], reverse=True)
+        return errors[:limit]
+    finally:
+        consumer.close()
+
+
+def render(url: str, status: dict[str, Any] | None, problem: str | None, errors: list[dict[str, Any]] | None,
+           errors_problem: str | None, response_topic: str) -> str:
+    lines = [f"Ingest gateway — metrics {url}"]
+    if status is None:
+        lines.append(f"query            not reachable: {problem}")
+    else:
+        state = "running" if status["query_active"] else "not active"
+        batch = status["last_micro_batch_id"]
+        done = (f"last micro-batch {batch} (clock {status['last_micro_batch_clock']})" if batch is not None
+                else "no micro-batch completed yet")
+        lines.append(f"query            {state}; {done}")
+        p = status["progress"]
+        if p:
+            rates = (f"input {p['input_messages_per_s'] or 0:.1f} msg/s, "
+                     f"processed {p['processed_messages_per_s'] or 0:.1f} msg/s")
+            state_size = (f"state {p['state_rows']} rows, {_bytes(p['state_memory_bytes'] or 0)}"
+                          if p["state_rows"] is not None else "state n/a")
+            lines.append(f"last progress    batch {p['batch_id']} at {p['at']} ({p['age_s']} s ago): "
+                         f"{p['duration_s'] or 0:.2f} s; {rates}; {state_size}")
+        else:
+            lines.append("last progress    none yet")
+        lag = status["ingress_lag"]
+        if lag:
+            parts = ", ".join(f"p{k} {v}" for k, v in lag["by_partition"].items())
+            lines.append(f"ingress lag      {lag['total']} messages ({parts})")
+        else:
+            lines.append("ingress lag      unknown (no progress yet)")
+        lines.append(f"published        {status['responses_published']} responses, "
+                     f"{status['dead_letters_published']} dead letters in {status['micro_batches']} micro-batches")
+        lines.append("")
+        header = f"{'topic':<28} {'appended':>9} {'records':>10} {'bytes':>11} {'duplicate':>9} {'rejected':>9}  errors"
+        lines.append(header)
+        for name, t in status["topics"].items():
+            errs = " ".join(f"{k}={v}" for k, v in sorted(t["errors"].items()))
+            lines.append(f"{name:<28} {t['appended']:>9} {t['records']:>10} {_bytes(t['bytes']):>11} "
+                         f"{t['duplicate']:>9} {t['rejected']:>9}  {errs}")
+        if not status["topics"]:
+            lines.append("(no batches decided yet)")
+    lines.append("")
+    if errors_problem:
+        lines.append(f"recent errors    unavailable: {errors_problem}")
+    elif errors is not None:
+        lines.append(f"recent errors (response topic '{response_topic}', newest first): {len(errors) or 'none'}")
+        for r in errors:
+            when = _iso(r["timestamp_ms"] / 1000) if r.get("timestamp_ms", -1) >= 0 else "?"
+            message = (r.get("error_message") or "").replace("\n", " ")
+            if len(message) > 160:
+                message = message[:157] + "..."
+            lines.append(f"  {when}  {r.get('topic')}-{r.get('partition')}  {r.get('error_name')} "
+                         f"({r.get('error_code')})  request {r.get('request_id')}  {message}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    parser.add_argument("--metrics-url", help="the gateway's exporter (default: http://<metrics_address>/metrics)")
+    parser.add_argument("--bootstrap-servers", help="Kafka cluster holding the response topic "
+                        "(default: from config, else the local broker's port)")
+    parser.add_argument("--errors", type=int, default=10, help="how many recent error responses to show (0: none)")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each source")
+
+
+def bootstrap_for(config: GatewayConfig) -> str:
+    return config.bootstrap_servers or f"127.0.0.1:{config.local_broker_port}"
+
+
+def run_status(args: argparse.Namespace) -> int:
+    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
+    url = args.metrics_url or f"http://{config.metrics_address}/metrics"
+    status = problem = None
+    try:
+        status = summarize(fetch_samples(url, args.timeout))
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as e:
+        problem = str(getattr(e, "reason", e))
+    errors = errors_problem = None
+    if args.errors > 0:
+        try:
+            errors = recent_errors(bootstrap_for(config), config.response_topic, args.errors, timeout_s=args.timeout)
+        except (ConnectionError, OSError) as e:
+            errors_problem = str(e)
+    if args.json:
+        print(json.dumps({"metrics_url": url, "reachable": status is not None, "problem": problem, "status": status,
+                          "recent_errors": errors, "recent_errors_problem": errors_problem}, indent=2, default=str))
+    else:
+        print(render(url, status, problem, errors, errors_problem, config.response_topic))
+    if status is None:
+        return 2
+    return 0 if status["query_active"] else 1
