@@ -746,48 +746,56 @@ class ReplayOutcome:
     error: str | None = None
 
 
+class ReplaySender:
+    """One idempotent producer for a whole replay; `send` waits for every delivery report of its plans."""
+
+    def __init__(self, bootstrap_servers: str, dlq_topic: str, timeout_s: float) -> None:
+        from confluent_kafka import Producer
+
+        self.dlq_topic = dlq_topic
+        self.timeout_s = timeout_s
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap_servers,
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.max.bytes": 64 * 1024 * 1024,
+            "client.id": "gw-dlq-replay",
+        })
+
+    def send(self, plans: Sequence[ReplayPlan]) -> list[ReplayOutcome]:
+        reports: dict[int, tuple[int | None, int | None, str | None]] = {}
+
+        def on_delivery(index: int) -> Any:
+            def report(err: Any, msg: Any) -> None:
+                reports[index] = (None, None, str(err)) if err is not None else (msg.partition(), msg.offset(), None)
+            return report
+
+        for i, plan in enumerate(plans):
+            if plan.refused is not None:
+                continue
+            while True:
+                try:
+                    self.producer.produce(
+                        plan.ingress_topic, key=plan.key, value=plan.dead_letter.message.value,
+                        headers=plan.headers(self.dlq_topic), on_delivery=on_delivery(i),
+                    )
+                    break
+                except BufferError:
+                    self.producer.poll(0.1)  # local queue full: serve delivery reports, then retry
+        self.producer.flush(self.timeout_s)
+        out = []
+        for i, plan in enumerate(plans):
+            if plan.refused is not None:
+                out.append(ReplayOutcome(plan, False))
+                continue
+            p, o, err = reports.get(i, (None, None, f"no delivery report within {self.timeout_s:.0f} s"))
+            out.append(ReplayOutcome(plan, err is None, p, o, err))
+        return out
+
+
 def send_replays(bootstrap_servers: str, dlq_topic: str, plans: Sequence[ReplayPlan], timeout_s: float) -> list[ReplayOutcome]:
     """Produce the accepted plans to their ingress topic; wait for every delivery report."""
-    from confluent_kafka import Producer
-
-    producer = Producer({
-        "bootstrap.servers": bootstrap_servers,
-        "enable.idempotence": True,
-        "acks": "all",
-        "message.max.bytes": 64 * 1024 * 1024,
-        "client.id": "gw-dlq-replay",
-    })
-    reports: dict[int, tuple[int | None, int | None, str | None]] = {}
-
-    def on_delivery(index: int) -> Any:
-        def report(err: Any, msg: Any) -> None:
-            if err is not None:
-                reports[index] = (None, None, str(err))
-            else:
-                reports[index] = (msg.partition(), msg.offset(), None)
-        return report
-
-    for i, plan in enumerate(plans):
-        if plan.refused is not None:
-            continue
-        while True:
-            try:
-                producer.produce(
-                    plan.ingress_topic, key=plan.key, value=plan.dead_letter.message.value,
-                    headers=plan.headers(dlq_topic), on_delivery=on_delivery(i),
-                )
-                break
-            except BufferError:
-                producer.poll(0.1)  # local queue full: serve delivery reports, then retry
-    producer.flush(timeout_s)
-    out = []
-    for i, plan in enumerate(plans):
-        if plan.refused is not None:
-            out.append(ReplayOutcome(plan, False))
-            continue
-        p, o, err = reports.get(i, (None, None, f"no delivery report within {timeout_s:.0f} s"))
-        out.append(ReplayOutcome(plan, err is None, p, o, err))
-    return out
+    return ReplaySender(bootstrap_servers, dlq_topic, timeout_s).send(plans)
 
 
 # ============================================================================ output
@@ -1044,53 +1052,68 @@ def _cmd_list(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: Tex
     return EXIT_OK
 
 
+_REPLAY_CHUNK = 500  # dead letters planned, sent and printed at a time: a huge DLQ is never held whole
+_REPLAY_COLUMNS = ("position", "status", "error_name", "target", "ingress_topic", "ingress_position", "request_id",
+                   "reason")
+
+
+def _replay_row(o: ReplayOutcome, sending: bool) -> dict[str, Any]:
+    p = o.plan
+    if p.refused is not None:
+        status = "refused"
+    elif not sending:
+        status = "dry-run"
+    else:
+        status = "sent" if o.sent else "failed"
+    return {
+        "position": p.dead_letter.position, "status": status, "error_name": p.dead_letter.error_name,
+        "ingress_topic": p.ingress_topic,
+        "target": f"{p.target_topic}-{p.target_partition}" if p.refused is None else p.dead_letter.target,
+        "request_id": p.request_id,
+        "ingress_position": None if o.ingress_partition is None else f"{o.ingress_partition}:{o.ingress_offset}",
+        "reason": p.refused or o.error,
+    }
+
+
 def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    plans = [
-        plan_replay(dl, args.topic, args.ingress_topic, args.to_topic, args.to_partition)
-        for dl in read_dead_letters(reader, flt)
-    ]
-    missing = sorted(flt.positions - {(p.dead_letter.message.partition, p.dead_letter.message.offset) for p in plans})
-    if args.yes:
-        outcomes = send_replays(args.bootstrap_servers, args.topic, plans, max(args.timeout, 10.0))
-    else:
-        outcomes = [ReplayOutcome(p, False) for p in plans]
-    rows = []
-    for o in outcomes:
-        p = o.plan
-        if p.refused is not None:
-            status = "refused"
-        elif not args.yes:
-            status = "dry-run"
-        else:
-            status = "sent" if o.sent else "failed"
-        rows.append({
-            "position": p.dead_letter.position, "status": status, "error_name": p.dead_letter.error_name,
-            "ingress_topic": p.ingress_topic,
-            "target": f"{p.target_topic}-{p.target_partition}" if p.refused is None else p.dead_letter.target,
-            "request_id": p.request_id,
-            "ingress_position": None if o.ingress_partition is None else f"{o.ingress_partition}:{o.ingress_offset}",
-            "reason": p.refused or o.error,
-        })
-    for partition, offset in missing:
-        rows.append({"position": f"{partition}:{offset}", "status": "missing", "reason": "no such message in the DLQ"})
-    if args.format == "jsonl":
+    sender = ReplaySender(args.bootstrap_servers, args.topic, max(args.timeout, 10.0)) if args.yes else None
+    counts: Counter = Counter()
+    found: set[tuple[int, int]] = set()
+
+    def emit(rows: list[dict[str, Any]]) -> None:
         for r in rows:
-            _jsonl(r, out)
-    elif rows:
-        render_table(rows, ["position", "status", "error_name", "target", "ingress_topic", "ingress_position",
-                            "request_id", "reason"], out, 80)
-    else:
-        out.write(f"{args.topic}: no dead letters match\n")
+            counts[r["status"]] += 1
+        if args.format == "jsonl":
+            for r in rows:
+                _jsonl(r, out)
+        elif rows:
+            render_table(rows, _REPLAY_COLUMNS, out, 80)
+
+    def flush(chunk: list[ReplayPlan]) -> None:
+        outcomes = sender.send(chunk) if sender is not None else [ReplayOutcome(p, False) for p in chunk]
+        emit([_replay_row(o, sender is not None) for o in outcomes])
+
+    chunk: list[ReplayPlan] = []
+    for dl in read_dead_letters(reader, flt):
+        if flt.positions:
+            found.add((dl.message.partition, dl.message.offset))
+        chunk.append(plan_replay(dl, args.topic, args.ingress_topic, args.to_topic, args.to_partition))
+        if len(chunk) >= _REPLAY_CHUNK:
+            flush(chunk)
+            chunk = []
+    flush(chunk)
+    emit([{"position": f"{p}:{o}", "status": "missing", "reason": "no such message in the DLQ"}
+          for p, o in sorted(flt.positions - found)])
     if args.format == "table":
-        would = sum(1 for r in rows if r["status"] in ("dry-run", "sent"))
+        if not counts:
+            out.write(f"{args.topic}: no dead letters match\n")
         verb = "sent" if args.yes else "would send (dry run; add --yes to send)"
-        out.write(f"{verb}: {would}, refused: {sum(1 for r in rows if r['status'] == 'refused')}"
-                  f", missing: {len(missing)}" + (f", failed: {sum(1 for r in rows if r['status'] == 'failed')}" if args.yes else "")
-                  + "\n")
-    if any(r["status"] == "failed" for r in rows):
+        out.write(f"{verb}: {counts['sent'] + counts['dry-run']}, refused: {counts['refused']}, "
+                  f"missing: {counts['missing']}" + (f", failed: {counts['failed']}" if args.yes else "") + "\n")
+    if counts["failed"]:
         err.write("replay: some deliveries failed\n")
         return EXIT_KAFKA
-    if any(r["status"] in ("refused", "missing") for r in rows):
+    if counts["refused"] or counts["missing"]:
         return EXIT_NOTHING
     return EXIT_OK
 

@@ -567,3 +567,35 @@ def test_dlq_command_on_the_real_dead_letter_topic(spark, gateway_config) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["total"] == 8
+
+
+def test_dlq_reader_streams_to_the_end_offsets_seen_at_start(kafka) -> None:
+    """A large dead-letter topic is read message by message up to the end offsets captured when the
+    command started (later dead letters are not waited for), and --since seeks by ListOffsets."""
+    from sinks.dlq_command import DlqReader, Filter, compute_stats, read_dead_letters
+
+    topic = f"dlq-big-{uuid.uuid4().hex[:6]}"
+    create_topics(kafka.bootstrap_servers, [(topic, 3, {})])
+    p = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 50})
+    t_old, t_new = 1_000_000_000_000, int(time.time() * 1000)
+    for i in range(6000):
+        p.produce(topic, key=str(i).encode(), value=b"v", timestamp=t_old + i if i < 2000 else t_new + i,
+                  headers=[("gw.errors.code", b"32"), ("gw.errors.name", b"INVALID_TIMESTAMP"),
+                           ("gw.errors.topic", f"t{i % 4}".encode()), ("gw.errors.partition", b"0"),
+                           ("gw.errors.ingress.partition", b"0"), ("gw.errors.ingress.offset", str(i).encode())])
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    with DlqReader(kafka.bootstrap_servers, topic, timeout_s=30) as reader:
+        for _ in range(200):  # arrive after the start: not part of this read
+            p.produce(topic, value=b"late", timestamp=t_old - 1, headers=[("gw.errors.code", b"3")])
+        assert p.flush(60) == 0
+        stats = compute_stats(read_dead_letters(reader, Filter()))
+    assert stats.total == 6000 and stats.malformed == 0 and dict(stats.by_topic) == {f"t{i}": 1500 for i in range(4)}
+    with DlqReader(kafka.bootstrap_servers, topic, timeout_s=30) as reader:
+        recent = compute_stats(read_dead_letters(reader, Filter(since_ms=t_new)))
+    assert recent.total == 4000 and recent.first_ms >= t_new  # the late ones are old: before --since
+    out, err = io.StringIO(), io.StringIO()
+    assert dlq_main(["list", "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic, "--since",
+                     str(t_new), "--until", str(t_new + 2100), "--format", "jsonl"], out, err) == 0
+    assert len(jsonl(out.getvalue())) == 100  # timestamps t_new+2000 .. t_new+2099
