@@ -28,7 +28,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -331,12 +331,22 @@ class GatewayMetrics:
     @staticmethod
     def for_registry(registry: TopicRegistry, segments_root: Path | None = None,
                      collector_registry: CollectorRegistry | None = None) -> GatewayMetrics:
-        from validators.record_batch import TimestampType
-
-        topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
-        create_time = [name for name, cfg in registry.topics.items()
-                       if cfg.message_timestamp_type == TimestampType.CREATE_TIME]
+        topics, create_time = _registry_topics(registry)
         return GatewayMetrics(topics, segments_root, create_time, collector_registry)
+
+    def set_registry(self, registry: TopicRegistry) -> None:
+        """Follow a reloaded topic registry: new topics get their own label (and zero series) from now
+        on. Series of topics that left the registry keep their last values until the restart."""
+        topics, create_time = _registry_topics(registry)
+        if topics == self.topics:
+            return
+        with self._lock:
+            # Replaced, never mutated: the scrape thread may be iterating the old dict.
+            self.topics = topics
+            if self.storage is not None:
+                self.storage.topics = topics
+            self._init_series(create_time)
+        log.info("metrics follow the reloaded topic registry: %d topics", len(topics))
 
     # ------------------------------------------------------------------------------ label folding
 
@@ -453,6 +463,14 @@ class GatewayMetrics:
         return names
 
 
+def _registry_topics(registry: TopicRegistry) -> tuple[dict[str, int], list[str]]:
+    from validators.record_batch import TimestampType
+
+    topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
+    create_time = [name for name, cfg in registry.topics.items() if cfg.message_timestamp_type == TimestampType.CREATE_TIME]
+    return topics, create_time
+
+
 def ingress_lag(sources: Sequence[Mapping[str, Any]], topic: str | None = None) -> dict[int, int]:
     """Per ingress partition: latest available offset - end offset of the last micro-batch.
 
@@ -508,12 +526,15 @@ class MetricsObserver:
     collected. A failure here is logged and counted, never raised: the micro-batch is already durable
     and published, and failing it would replay it and publish its responses twice."""
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: GatewayMetrics, registry: Callable[[], TopicRegistry] | None = None) -> None:
         self.metrics = metrics
+        self.registry = registry  # e.g. RegistryWatcher.current: follow registry reloads
 
     def __call__(self, decided: DataFrame, batch_id: int, summary: MicroBatchSummary) -> None:
         started = time.monotonic()
         try:
+            if self.registry is not None:
+                self.metrics.set_registry(self.registry())
             groups, clock_ms = self.aggregate(decided)
             self.metrics.record_micro_batch(batch_id, groups, summary, clock_ms)
             line = micro_batch_log(batch_id, groups, summary)

@@ -31,7 +31,7 @@ from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
-from validators.topic_config import TopicRegistry
+from validators.topic_config import RegistryWatcher, TopicRegistry
 
 
 def _port_free(port: int) -> bool:
@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     create_topics(config.bootstrap_servers, topic_specs(config))
     spark = build_spark_session(config)
     metrics, metrics_server, listener = _start_observability(spark, config)
-    query, _sink = start_gateway(spark, config, observers=[MetricsObserver(metrics)])
+    # Its own watcher of the registry file: new topics get their own metric labels after a reload.
+    registry = RegistryWatcher(config.path(config.topics_file))
+    query, _sink = start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)])
     print(f"[gateway] query '{config.query_name}' running; checkpoint {config.checkpoint_location}; "
           f"segments {config.path(config.segments_root)}; responses on '{config.response_topic}', "
           f"dead letters on '{config.dlq_topic}'. Ctrl-C stops.", flush=True)

@@ -28,7 +28,7 @@ from streaming.query import start_gateway
 from streaming.stage import OUTPUT_COLUMNS
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from tests.integration.prometheus_server import PrometheusServer, free_port
-from validators.topic_config import TopicRegistry
+from validators.topic_config import RegistryWatcher, TopicRegistry
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +102,7 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
     exporter = serve_metrics(metrics, config.metrics_address)
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)
-    observer = MetricsObserver(metrics)
+    observer = MetricsObserver(metrics, RegistryWatcher(topics_file).current)  # as `streaming run` wires it
     prom = PrometheusServer(tmp_path / "prometheus", [config.metrics_address])
     try:
         prom.start()

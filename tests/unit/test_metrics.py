@@ -258,6 +258,18 @@ def test_for_registry_takes_topics_partitions_and_timestamp_types() -> None:
     assert m.partition_bounded("a", 3) and not m.partition_bounded("a", 4) and not m.partition_bounded("zz", 0)
 
 
+def test_a_reloaded_registry_gives_new_topics_their_own_labels(tmp_path: Path) -> None:
+    def registry(**topics: int) -> TopicRegistry:
+        return TopicRegistry.from_json({"topics": {t: {"partitions": n, "configs": {}} for t, n in topics.items()}})
+
+    m = GatewayMetrics.for_registry(registry(a=1), tmp_path)
+    assert m.topic_label("b") == "other"
+    m.set_registry(registry(a=1, b=2))
+    assert m.topic_label("b") == "b" and m.partition_bounded("b", 1)
+    assert value(m, "gateway_batches_total", topic="b", outcome="appended", error="NONE") == 0
+    assert value(m, "gateway_log_segments", topic="b") == 0  # the storage scan knows it too
+
+
 def test_micro_batch_log_line_is_json_with_the_batch_id() -> None:
     line = micro_batch_log(9, [aggregate("ct", batches=2, records=5, appended_bytes=70),
                                aggregate("other", -1, "rejected", "INVALID_TOPIC_EXCEPTION", batches=1)], None)
