@@ -1,4 +1,5 @@
-"""`python -m sinks segments ...`: inspect and check segment storage (DESIGN §4.5).
+"""`python -m sinks segments ...`: inspect and check segment storage (DESIGN §4.5);
+`python -m sinks dlq ...`: the dead-letter topic (stats, list, show, replay; see dlq_command.py).
 
     python -m sinks segments dump ROOT TOPIC PARTITION [--deep]          batches and index entries
     python -m sinks segments verify ROOT [TOPIC PARTITION] [--index-interval-bytes N]
@@ -158,6 +159,7 @@ def _truncate(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sinks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="group", required=True)
+    sub.add_parser("dlq", help="dead letters: stats, list, show, replay (python -m sinks dlq --help)")
     seg = sub.add_parser("segments", help="inspect segment storage")
     cmds = seg.add_subparsers(dest="command", required=True)
 
@@ -196,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
+        from sinks.dlq_command import main as dlq_main
+
+        return dlq_main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 

@@ -28,6 +28,8 @@ def dead_letter(row: Any, ingress_topic: str) -> OutgoingMessage:
         "request.id": s(row.request_id),
         "client.id": s(row.client_id),
     }
+    if s(row.replay_of):  # a rejected replay: `dlq replay` refuses to send it again
+        headers["replay.of"] = s(row.replay_of)
     if s(row.window):  # the validator's [now-before, now+after] of an INVALID_TIMESTAMP rejection
         headers["window"] = s(row.window)
     return OutgoingMessage(

@@ -943,7 +943,7 @@ def _filters(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlq", description="Inspect and replay the gateway's dead letters.")
+    parser = argparse.ArgumentParser(prog="python -m sinks dlq", description="Inspect and replay the gateway's dead letters.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("stats", help="counts by error name, target topic and partition, and the time range")
     _common(p)

@@ -12,6 +12,7 @@ HEADER_PARTITION = "gw.partition"
 HEADER_REQUEST_ID = "gw.request.id"
 HEADER_CLIENT_ID = "gw.client.id"
 HEADER_ACKS = "gw.acks"
+HEADER_REPLAY_OF = "gw.replay.of"  # set by `python -m sinks dlq replay`: the dead letter it re-submits
 
 
 def _header_sql(name: str) -> str:
@@ -61,5 +62,6 @@ def decode_ingress(raw: DataFrame) -> DataFrame:
         ).alias("request_id"),
         _header(HEADER_CLIENT_ID).alias("client_id"),
         F.coalesce(_header_int(HEADER_ACKS), F.lit(-1)).alias("acks"),
+        _header(HEADER_REPLAY_OF).alias("replay_of"),
     )
 

@@ -57,6 +57,7 @@ OUTPUT_SCHEMA = StructType(
         StructField("topic", StringType(), True),
         StructField("partition", IntegerType(), True),
         StructField("partition_header", StringType(), True),
+        StructField("replay_of", StringType(), True),  # gw.replay.of: copied to the dead letter (no loops)
         StructField("error_code", IntegerType(), False),
         StructField("error_name", StringType(), True),
         StructField("error_message", StringType(), True),
@@ -89,6 +90,7 @@ class IngressBatch:
     client_id: str | None
     acks: int
     partition_header: str | None
+    replay_of: str | None = None
 
 
 def decide(
@@ -140,6 +142,7 @@ def _output_row(
         "topic": topic,
         "partition": partition,
         "partition_header": item.partition_header,
+        "replay_of": item.replay_of,
         "batch_time_ms": now_ms,
     }
     if isinstance(result, Accepted):
@@ -189,6 +192,7 @@ def stage_function(
                 ingress_timestamp_ms=int(r.ingress_timestamp_ms), batch=bytes(r.batch),
                 request_id=str(r.request_id), client_id=None if pd.isna(r.client_id) else str(r.client_id),
                 acks=int(r.acks), partition_header=None if pd.isna(r.partition_header) else str(r.partition_header),
+                replay_of=None if pd.isna(r.replay_of) else str(r.replay_of),
             )
             for frame in frames
             for r in frame.itertuples(index=False)

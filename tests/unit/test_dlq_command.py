@@ -39,7 +39,7 @@ def row(**overrides):
         error_message="One or more records have been rejected due to invalid timestamp",
         record_errors=json.dumps([{"batch_index": 1, "message": "Timestamp 1 of message with offset 1 is out of range."}]),
         topic="ct", partition=0, partition_header="0", ingress_partition=1, ingress_offset=42,
-        request_id="req-1", client_id="client-a", batch_time_ms=NOW,
+        request_id="req-1", client_id="client-a", batch_time_ms=NOW, replay_of=None,
         window=f"[{NOW - 86_400_000}, {NOW + 3_600_000}]",
         batch=build_record_batch([(NOW, b"k0", b"v0"), (1, b"\xff\x00", b"v1", [("h", b"x")])]),
     )
@@ -264,3 +264,13 @@ def test_hostile_header_text_is_escaped_in_tables_and_json() -> None:
     out = io.StringIO()
     _jsonl({"t": "a\x9bb\x1b"}, out)
     assert "\x9b" not in out.getvalue() and "\x1b" not in out.getvalue() and json.loads(out.getvalue()) == {"t": "a\x9bb\x1b"}
+
+
+def test_a_rejected_replay_carries_replay_of_and_is_never_replayed_again() -> None:
+    """The gateway copies the ingress `gw.replay.of` header into the dead letter, so a replayed
+    batch that is rejected again cannot be replayed in a loop, whatever its request id."""
+    dl = parse_dead_letter(as_dlq_message(row(replay_of="gateway.dlq:0:7", request_id="client-chosen")))
+    assert dl.replay_of == "gateway.dlq:0:7"
+    assert dl.is_replay
+    refused = plan_replay(dl, "gateway.dlq").refused
+    assert refused is not None and "already a replay" in refused
