@@ -8,9 +8,9 @@ topic's partitions).
 
 Where the numbers come from:
 - `MetricsObserver`, a micro-batch observer of the `foreachBatch` sink: after a micro-batch is durable
-  and published it runs ONE small aggregation over the cached decisions (numeric columns and
-  `length(batch)` only: the batch bytes never leave the executors) and updates the counters,
-  histograms and offset gauges here on the driver;
+  and published it runs ONE small aggregation over the cached decisions (numeric columns, plus each
+  batch's length and header record count computed in place: the batch bytes never leave the
+  executors) and updates the counters, histograms and offset gauges here on the driver;
 - `GatewayMetrics.record_progress`, fed by `streaming.listener.GatewayListener` with each
   `StreamingQueryProgress` (rates, micro-batch duration, state store size, ingress lag);
 - `StorageCollector`, a scrape-time scan of the segment root (segment files and bytes per topic), so
