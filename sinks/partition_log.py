@@ -3,8 +3,13 @@
 `<root>/<topic>-<partition>/` holds Kafka's segment files (`segment.py`) and two gateway files:
 - `gateway-commit.json`, the per-partition commit record: last applied micro-batch id, log start and log
   end offset, and the valid size of every file of every live segment (plus each segment's creation time,
-  the wall clock its time-based roll is measured from). It is replaced atomically (write, fsync, rename,
-  fsync dir) only after the data is fsynced, so it always describes durable bytes;
+  the wall clock its time-based roll is measured from, and CRC-32s of its `.index`/`.timeindex`). It is
+  replaced atomically (write, fsync, rename, fsync dir) only after the data is fsynced, so it always
+  describes durable bytes. "Data" is the `.log` and the `.appendtimeindex`: like Kafka, which rebuilds
+  indexes from the log at recovery rather than syncing them (reference §5.8), a commit does not fsync the
+  active segment's `.index`/`.timeindex` (a rolled segment's are fsynced at the roll). When the active
+  segment is next opened for appending, index bytes that differ from the recorded CRCs (pages lost with
+  the page cache) are rebuilt from the log (`PartitionLog._open_active`);
 - `gateway.lock`, an `flock` that serialises the one writer task and the retention task.
 
 Exactly-once (DESIGN §5): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
@@ -39,12 +44,14 @@ __all__ = [
     "LOCK_FILE",
     "AppendOutcome",
     "CommitRecord",
+    "PartitionBusyError",
     "PartitionLock",
     "PartitionLog",
     "SegmentState",
     "append_batches",
     "partition_dir",
     "read_commit",
+    "repair_indexes",
     "segment_file_name",
     "write_commit",
 ]
@@ -74,6 +81,9 @@ class SegmentState:
     time_index_size: int
     append_time_index_size: int
     created_ms: int = -1
+    # CRC-32 of the valid bytes of `.index` / `.timeindex` (None: unknown, e.g. a record written before them)
+    index_crc: int | None = None
+    time_index_crc: int | None = None
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
@@ -188,6 +198,10 @@ class PartitionLock:
         self.release()
 
 
+class PartitionBusyError(BlockingIOError):
+    """The partition lock is held (by an append or a retention pass) and the caller would not wait."""
+
+
 # ---------------------------------------------------------------------------------------- the log
 
 
@@ -230,6 +244,7 @@ class PartitionLog:
     log_start_offset: int
     recovered_bytes: int = 0
     now_ms: int | None = None
+    rebuilt_indexes: bool = False  # the active segment's indexes were rebuilt when it was opened
     _lock: PartitionLock | None = field(default=None, repr=False)
     # the committed active segment, opened only when something is appended (a replay touches nothing)
     _active_state: SegmentState | None = field(default=None, repr=False)
@@ -238,13 +253,38 @@ class PartitionLog:
     def _open_active(self) -> LogSegment | None:
         if self.active is None and self._active_state is not None:
             last = self._active_state
-            self.active = LogSegment(
+            segment = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
                 valid_sizes=last.sizes,
             )
+            try:
+                if not segment.indexes_match(last.index_crc, last.time_index_crc):
+                    self._rebuild_active_indexes(segment)
+            except BaseException:
+                segment.close(finalize=False)
+                raise
+            self.active = segment
             self._active_state = None
         return self.active
+
+    def _rebuild_active_indexes(self, segment: LogSegment) -> None:
+        """The active segment's `.index`/`.timeindex` are not what the last commit wrote: they are not
+        fsynced at commit, so a machine crash can leave them short, zero-filled or stale. Rebuild them
+        from the (fsynced) log as Kafka's recovery does (reference §5.8), make them durable and record
+        them, before anything is appended after them."""
+        log.warning(
+            "%s-%d: the indexes of %s differ from the commit record of micro-batch %d (index pages lost in a "
+            "crash); rebuilding them from the log", self.topic, self.partition, segment.log_path.name,
+            self.committed_batch_id,
+        )
+        segment.rebuild_indexes()
+        segment.flush()
+        self.rebuilt_indexes = True
+        assert self.commit_record is not None
+        commit = replace(self.commit_record, segments=(*self.inactive, _state_of(segment)))
+        write_commit(self.directory, commit)
+        self.commit_record = commit
 
     @staticmethod
     def open(
@@ -254,16 +294,19 @@ class PartitionLog:
         config: TopicConfig | SegmentConfig | None = None,
         *,
         now_ms: int | None = None,
+        blocking: bool = True,
     ) -> PartitionLog:
         """Lock the partition and recover it to its commit record (reference §5.8; `recovery.py`).
-        `now_ms` is the creation time of a first segment; by default the first batch's append time."""
+        `now_ms` is the creation time of a first segment; by default the first batch's append time.
+        With `blocking=False` a partition locked by someone else raises `PartitionBusyError`."""
         from sinks.recovery import recover_partition
 
         seg_config = _segment_config(config)
         directory = partition_dir(root, topic, partition)
         directory.mkdir(parents=True, exist_ok=True)
         lock = PartitionLock(directory)
-        lock.acquire()
+        if not lock.acquire(blocking=blocking):
+            raise PartitionBusyError(f"{directory.name}: locked by an append or a retention pass")
         try:
             result = recover_partition(directory, seg_config, read_commit(directory))
             commit = result.commit
@@ -365,7 +408,7 @@ class PartitionLog:
         cleanly shut down broker leaves; fsync data, then the commit record (atomic)."""
         if self.active is not None:
             self.active.on_become_inactive()
-            self.active.flush()
+            self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
         if self._new_files:  # segment files created since the last commit: make their names durable
             fsync_dir(self.directory)
             self._new_files = False
@@ -430,7 +473,9 @@ class PartitionLog:
 
 def _state_of(segment: LogSegment) -> SegmentState:
     log_size, index_size, time_size, append_size = segment.sizes()
-    return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms)
+    index_crc, time_index_crc = segment.index_checksums()
+    return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms,
+                        index_crc, time_index_crc)
 
 
 def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
@@ -482,6 +527,27 @@ def append_batches(
         plog.commit(batch_id)
         return AppendOutcome(topic, partition, batch_id, False, count, written, plog.log_end_offset,
                              plog.log_start_offset, rolled, plog.recovered_bytes)
+
+
+def repair_indexes(
+    root: Path, topic: str, partition: int, config: TopicConfig | SegmentConfig | None = None, *,
+    blocking: bool = False,
+) -> bool | None:
+    """Recover a partition the way its next append would — to its commit record, then the active
+    segment's `.index`/`.timeindex` checked against the recorded checksums and rebuilt from the log when a
+    crash lost their pages — without appending. What Kafka does for every log when it starts after an
+    unclean shutdown (`LogManager.loadLogs`, reference §5.8), so that readers, which trust the indexes,
+    need not wait for the partition's next append. Returns whether indexes were rebuilt; None when the
+    partition has no directory or (`blocking=False`) is locked: an appender holds it, and repairs it."""
+    if not partition_dir(root, topic, partition).is_dir():
+        return None
+    try:
+        plog = PartitionLog.open(root, topic, partition, config, blocking=blocking)
+    except PartitionBusyError:
+        return None
+    with plog:
+        plog._open_active()
+        return plog.rebuilt_indexes
 
 
 def committed_segments(directory: Path) -> tuple[CommitRecord | None, list[SegmentState]]:

@@ -9,6 +9,13 @@ Kafka's `LogSegment.java` semantics (reference §5.1–§5.4, §5.8):
 - `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size (§5.3);
 - `recover`: rebuild the indexes from the log, truncating at the first invalid batch (§5.8).
 
+Durability (`flush`): Kafka never relies on its indexes surviving a crash — `LogLoader` rebuilds them
+from the log (reference §5.8) — so a commit fsyncs the `.log` and the `.appendtimeindex` only (the append
+times of CreateTime batches are in no Kafka file, so nothing could rebuild them). `.index`/`.timeindex` are
+fsynced when a segment rolls (as Kafka flushes a rolled segment, §5.4). For the active segment the commit
+record keeps a CRC-32 of each index's valid bytes (`index_checksums`); a mismatch when the segment is next
+opened means index pages were lost with the page cache, and `rebuild_indexes` recreates them from the log.
+
 The wall clock of the gateway is the batch's append time (DESIGN §4.2), never the host clock, so a replayed
 micro-batch rolls and indexes exactly as the first run did.
 """
@@ -19,11 +26,12 @@ import hashlib
 import logging
 import os
 import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.append_time_index import APPEND_TIME_INDEX_SUFFIX, AppendTimeIndex
+from sinks.append_time_index import APPEND_TIME_INDEX_SUFFIX, AppendTimeEntry, AppendTimeIndex
 from sinks.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
 from sinks.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.record_batch import (
@@ -238,6 +246,8 @@ class LogSegment:
         # maxTimestampAndOffsetSoFar, lazily the time index's last entry (§5.2)
         self._max_ts_and_offset: TimestampOffset | None = None
         self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
+        # (valid bytes, CRC-32 of them) per index, extended incrementally; reset whenever entries are dropped
+        self._index_crcs: dict[str, tuple[int, int]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -278,6 +288,27 @@ class LogSegment:
         """Valid bytes of (log, index, timeindex, appendtimeindex): what a commit record keeps."""
         return (self._size, self.offset_index.size_in_bytes, self.time_index.size_in_bytes,
                 self.append_time_index.size_in_bytes)
+
+    def index_checksums(self) -> tuple[int, int]:
+        """CRC-32 of the valid bytes of the `.index` and `.timeindex` (what the commit record keeps for the
+        active segment, whose indexes are not fsynced at commit). Incremental: only entries added since the
+        last call are hashed."""
+        return (self._index_crc("index", self.offset_index), self._index_crc("timeindex", self.time_index))
+
+    def _index_crc(self, kind: str, index: OffsetIndex | TimeIndex) -> int:
+        data = index._data  # the valid entries' in-memory mirror (offset_index.AbstractIndex)
+        done, crc = self._index_crcs.get(kind, (0, 0))
+        if done > len(data):  # entries were dropped since: hash again from the start
+            done, crc = 0, 0
+        if done < len(data):
+            crc = zlib.crc32(data[done:], crc)
+            self._index_crcs[kind] = (len(data), crc)
+        return crc
+
+    def indexes_match(self, index_crc: int | None, time_index_crc: int | None) -> bool:
+        """Whether the indexes hold what was committed (an unknown checksum, None, matches anything)."""
+        index, time_index = self.index_checksums()
+        return (index_crc is None or index_crc == index) and (time_index_crc is None or time_index_crc == time_index)
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (`readNextOffset`); the base offset for an empty segment."""
@@ -405,11 +436,14 @@ class LogSegment:
 
     # ------------------------------------------------------------------ durability
 
-    def flush(self) -> None:
+    def flush(self, indexes: bool = True) -> None:
+        """fsync the segment. `indexes=False` (a commit) syncs only what recovery cannot rebuild: the
+        `.log` and the `.appendtimeindex` (module docstring; reference §5.8)."""
         if self.writable:
             os.fdatasync(self._fd)  # data and the size: what reading the file back needs
-            self.offset_index.flush()
-            self.time_index.flush()
+            if indexes:
+                self.offset_index.flush()
+                self.time_index.flush()
             self.append_time_index.flush()
 
     def close(self, finalize: bool = True) -> None:
@@ -445,6 +479,7 @@ class LogSegment:
         """Kafka's `truncateTo(offset)`: drop every batch whose last offset is >= `offset` (a batch is kept
         or dropped whole); indexes truncated and re-preallocated. Returns the bytes truncated."""
         self._require_writable()
+        self._index_crcs.clear()
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -464,6 +499,7 @@ class LogSegment:
     def truncate_files_to(self, log_size: int, index_size: int, time_size: int, append_size: int) -> int:
         """Cut every file back to a committed size (the gateway's commit record). Returns log bytes cut."""
         self._require_writable()
+        self._index_crcs.clear()
         truncated = self._size - log_size
         os.ftruncate(self._fd, log_size)
         self._size = log_size
@@ -495,20 +531,52 @@ class LogSegment:
         self.time_index.sanity_check()
         self.append_time_index.sanity_check()
 
-    def recover(self) -> int:
-        """`LogSegment.recover`: rebuild the offset and time indexes from the log, validating each batch
-        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one
-        (§5.8). The append-time index keeps the entries of the surviving batches; a surviving batch with
-        no entry gets its LogAppendTime (LAT batches) or -1 (unknown). Returns the bytes truncated."""
-        self._require_writable()
-        kept_append_times = {e.last_offset: e.append_time for e in self.append_time_index.all_entries()}
+    def _reset_indexes(self) -> None:
+        """Empty the offset and time indexes (preallocated again) and forget the derived maxima."""
+        self._index_crcs.clear()
         self.offset_index.truncate()
         self.time_index.truncate()
-        self.append_time_index.truncate_to_entries(0)
         self._preallocated = False
         self.ensure_preallocated()
         self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         self._rolling_based_timestamp = None
+
+    def _index_recovered_batch(self, batch: BatchInfo, valid_bytes: int, last_index_entry: int) -> int:
+        """`LogSegment.recover`'s per-batch index step (§5.8): max timestamp so far, and an entry in both
+        indexes whenever `validBytes - lastIndexEntry > index.interval.bytes`. Returns the new
+        `lastIndexEntry`."""
+        if batch.max_timestamp > self.max_timestamp_so_far:
+            self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
+        if valid_bytes - last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(batch.last_offset, valid_bytes)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
+            return valid_bytes
+        return last_index_entry
+
+    def rebuild_indexes(self) -> None:
+        """Recreate `.index` and `.timeindex` from the log, the way `recover` does (§5.8), for index pages
+        lost with the page cache (module docstring): the log is durable up to its committed size and is
+        not validated again, and the append-time index (fsynced with the log) is left as it is. The
+        segment ends closed the Kafka way: final time-index entry, trimmed indexes."""
+        self._require_writable()
+        self._reset_indexes()
+        valid_bytes = last_index_entry = 0
+        for batch in self.batches_from(0):
+            last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
+            valid_bytes += batch.size
+        self.on_become_inactive()
+
+    def recover(self) -> int:
+        """`LogSegment.recover`: rebuild the offset and time indexes from the log, validating each batch
+        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one
+        (§5.8). The append-time index keeps the entries of the surviving batches; a surviving batch with
+        no entry gets its LogAppendTime (LAT batches) or -1 (unknown). It is rewritten only when that
+        changes it: it is the one file nothing can rebuild. Returns the bytes truncated."""
+        self._require_writable()
+        kept = self.append_time_index.all_entries()
+        kept_append_times = {e.last_offset: e.append_time for e in kept}
+        self._reset_indexes()
+        append_times: list[AppendTimeEntry] = []
         valid_bytes = 0
         last_index_entry = 0
         previous_last_offset = self.base_offset - 1
@@ -523,21 +591,22 @@ class LogSegment:
                         f"out of order after offset {previous_last_offset}"
                     )
                 self._ensure_offset_in_range(batch.last_offset)
-                if batch.max_timestamp > self._max_ts_and_offset.timestamp:
-                    self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
-                if valid_bytes - last_index_entry > self.config.index_interval_bytes:
-                    self.offset_index.append(batch.last_offset, valid_bytes)
-                    self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
-                    last_index_entry = valid_bytes
+                last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
                 valid_bytes += batch.size
                 previous_last_offset = batch.last_offset
                 append_time = kept_append_times.get(
                     batch.last_offset,
                     batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1,
                 )
-                self.append_time_index.append(append_time, batch.last_offset)
+                append_times.append(AppendTimeEntry(append_time, batch.last_offset))
         except (CorruptRecordError, LogSegmentOffsetOverflowError) as e:
             log.warning("Found invalid messages in log segment %s at byte offset %d: %s", self.log_path, valid_bytes, e)
+        if append_times == kept[: len(append_times)]:
+            self.append_time_index.truncate_to_entries(len(append_times))
+        else:
+            self.append_time_index.truncate_to_entries(0)
+            for entry in append_times:
+                self.append_time_index.append(entry.append_time, entry.last_offset)
         truncated = self._size - valid_bytes
         if truncated > 0:
             log.warning("Truncating %s to %d bytes (%d invalid bytes)", self.log_path, valid_bytes, truncated)
