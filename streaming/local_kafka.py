@@ -69,6 +69,8 @@ _RETRIABLE_METADATA_ERRORS = frozenset(
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.REPLICA_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_LEADER_EPOCH,  # a just-created partition's leader epoch not yet known
+        KafkaError.FENCED_LEADER_EPOCH,
         KafkaError._TIMED_OUT,
         KafkaError._TRANSPORT,
     }
@@ -316,7 +318,8 @@ def _topics_with_all_offsets(
         try:
             future.result(timeout=max(0.5, _remaining(deadline)))
         except KafkaException as exc:
-            if exc.args[0].code() not in _RETRIABLE_METADATA_ERRORS:
+            error = exc.args[0]
+            if error.code() not in _RETRIABLE_METADATA_ERRORS and not error.retriable():
                 raise
             failed.add(tp.topic)
     return {tp.topic for tp in partitions} - failed
