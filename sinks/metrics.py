@@ -548,10 +548,9 @@ class MetricsObserver:
         from pyspark.sql import functions as F
 
         m = self.metrics
-        columns = set(decided.columns)
         topic, partition = F.col("topic"), F.col("partition")
         accepted = F.col("error_code") == 0
-        duplicate = F.coalesce(F.col("duplicate"), F.lit(False)) if "duplicate" in columns else F.lit(False)
+        duplicate = F.col("duplicate")
         appended = accepted & ~duplicate
 
         topic_label = F.when(topic.isin(list(m.topics)), topic).otherwise(F.lit(OTHER_TOPIC)) if m.topics \
@@ -570,19 +569,13 @@ class MetricsObserver:
             "THEN least(greatest(cast(conv(hex(substring(batch, 58, 4)), 16, 10) AS BIGINT), 0L), "
             "length(batch) - 61) ELSE 0L END"
         )
-        future_col = next((c for c in ("future_timestamps", "future_timestamp_count") if c in columns), None)
-        future = F.col(future_col).cast("long") if future_col else F.lit(0).cast("long")
+        future = F.col("future_timestamps").cast("long")
         latency = F.when(appended & (F.col("append_time_ms") >= 0),
                          (F.col("append_time_ms") - F.col("ingress_timestamp_ms")) / 1000.0)
-        # Skew needs the batch's max CreateTime. A LogAppendTime topic's stored maxTimestamp is the append
-        # time itself, so without the producer's own max timestamp only CreateTime topics (whose
-        # log_append_time_ms is -1) have it.
-        if "producer_max_timestamp" in columns:
-            create_max = F.col("producer_max_timestamp")
-            has_skew = appended & (create_max >= 0) & (F.col("append_time_ms") >= 0)
-        else:
-            create_max = F.col("max_timestamp")
-            has_skew = appended & (create_max >= 0) & (F.col("log_append_time_ms") < 0)
+        # Skew needs the batch's max CreateTime: on LogAppendTime topics the stored maxTimestamp is the
+        # append time itself, so the stage passes the producer's header value along.
+        create_max = F.col("producer_max_timestamp")
+        has_skew = appended & (create_max >= 0) & (F.col("append_time_ms") >= 0)
         skew = F.when(has_skew, (F.col("append_time_ms") - create_max) / 1000.0)
 
         # One projection of small numeric columns (the batch bytes stay on the executors: only their

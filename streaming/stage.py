@@ -67,6 +67,8 @@ OUTPUT_SCHEMA = StructType(
         StructField("log_append_time_ms", LongType(), False),
         StructField("append_time_ms", LongType(), False),
         StructField("max_timestamp", LongType(), False),
+        # the header maxTimestamp as the producer sent it: the max CreateTime, also on LogAppendTime topics
+        StructField("producer_max_timestamp", LongType(), False),
         StructField("log_start_offset", LongType(), False),
         StructField("record_count", IntegerType(), False),
         StructField("clock_held", BooleanType(), False),
@@ -150,7 +152,8 @@ def _output_row(
             error_code=0, error_name=None, error_message=None, record_errors="[]",
             base_offset=result.base_offset, last_offset=result.last_offset,
             log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
-            max_timestamp=result.max_timestamp, log_start_offset=state.log_start_offset,
+            max_timestamp=result.max_timestamp, producer_max_timestamp=result.producer_max_timestamp,
+            log_start_offset=state.log_start_offset,
             record_count=result.record_count, clock_held=result.clock_held, batch=result.records,
             duplicate=result.duplicate, future_timestamps=result.future_timestamp_count, window=None,
         )
@@ -159,6 +162,7 @@ def _output_row(
             error_code=result.error.code, error_name=result.error.name, error_message=result.message,
             record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
             base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
+            producer_max_timestamp=-1,
             log_start_offset=result.log_start_offset, record_count=0, clock_held=False, batch=item.batch,
             duplicate=False, future_timestamps=0,
             window=None if result.window is None else f"[{result.window[0]}, {result.window[1]}]",

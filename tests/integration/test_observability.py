@@ -25,7 +25,6 @@ from sinks.metrics import GatewayMetrics, MetricsObserver, serve_metrics
 from streaming.config import REPO_ROOT
 from streaming.listener import GatewayListener
 from streaming.query import start_gateway
-from streaming.stage import OUTPUT_COLUMNS
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from tests.integration.prometheus_server import PrometheusServer, free_port
 from validators.topic_config import RegistryWatcher, TopicRegistry
@@ -190,15 +189,15 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
         assert len(read_all(config, config.dlq_topic)) == sum(rejected_by_error.values())
         assert by(prom, "gateway_log_end_offset", "topic", "partition") == end_offsets
         assert set(by(prom, "gateway_log_start_offset", "topic", "partition").values()) == {0}
-        future_column = any(c in OUTPUT_COLUMNS for c in ("future_timestamps", "future_timestamp_count"))
-        assert scalar(prom, 'gateway_future_timestamps_total{topic="future"}') == (2 if future_column else 0)
+        assert scalar(prom, 'gateway_future_timestamps_total{topic="future"}') == 2
         assert scalar(prom, "sum(gateway_clock_holds_total)") == 0  # each micro-batch clock is later than the last
 
-        # histograms: one observation per appended batch; skew only where CreateTime is known
+        # histograms: one observation per appended batch (skew uses the producer's max CreateTime,
+        # which the stage passes along also for LogAppendTime topics)
         appended_batches = {t: n for (t, o, _), n in expected_batches.items() if o == "appended"}
         assert by(prom, "gateway_append_latency_seconds_count > 0", "topic") == appended_batches
         skew_counts = by(prom, 'gateway_timestamp_skew_seconds_bucket{le="+Inf"} > 0', "topic")
-        assert skew_counts == {t: n for t, n in appended_batches.items() if t in ("ct", "future")}
+        assert skew_counts == appended_batches
         # the future topic's batch is ~2 h ahead: the only negative skew, below -1 h
         assert by(prom, 'gateway_timestamp_skew_seconds_bucket{le="-3600.0"} > 0', "topic") == {"future": 1}
         assert scalar(prom, 'gateway_timestamp_skew_seconds_bucket{topic="ct", le="0.0"}') == 0
