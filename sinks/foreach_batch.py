@@ -18,7 +18,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 
 from sinks.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish
-from sinks.partition_log import append_batches
+from sinks.partition_log import append_batches, partition_dir, read_commit
 from sinks.responses import encode_response, response_from_row
 from validators.topic_config import RegistryWatcher, TopicRegistry
 
@@ -128,14 +128,33 @@ class GatewaySink:
 
     def _publish(self, decided: DataFrame) -> list:
         config = self.config
+        topics = frozenset(self.registry.topics)
 
         def send(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             responses: list[OutgoingMessage] = []
             letters: list[OutgoingMessage] = []
+            log_starts: dict[tuple[str, int], int] = {}
+
+            def storage_log_start(topic: str, partition: int) -> int:
+                # Retention moves the log start offset on the driver (streaming.retention_schedule), where the
+                # stage's state cannot see it; the commit record has the current one (one small read per
+                # partition and task). Kafka answers with the log start offset at the time of the response
+                # (ProduceResponse `LogStartOffset`, reference §5.6: it moves to the first retained segment).
+                key = (topic, partition)
+                if key not in log_starts:
+                    commit = read_commit(partition_dir(config.segments_root, topic, partition))
+                    log_starts[key] = commit.log_start_offset if commit is not None else -1
+                return log_starts[key]
+
             for frame in frames:
                 for row in frame.itertuples(index=False):
                     if int(row.acks) != 0:
-                        responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response_from_row(row))))
+                        response = response_from_row(row)
+                        if response["log_start_offset"] >= 0 and response["topic"] in topics:
+                            response["log_start_offset"] = max(
+                                response["log_start_offset"], storage_log_start(response["topic"], response["partition"])
+                            )
+                        responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response)))
                     if int(row.error_code) != 0:
                         letters.append(dead_letter(row, config.ingress_topic))
             n_resp = publish(config.bootstrap_servers, config.response_topic, responses, config.max_message_bytes)

@@ -32,6 +32,8 @@ class GatewayConfig:
     trigger_interval: str = "1 second"
     max_offsets_per_trigger: int = 20000
     metrics_address: str = "127.0.0.1:9108"
+    # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (reference §5.6)
+    retention_check_interval_ms: int = 300000
     ui_enabled: bool = True
 
     def path(self, value: str) -> Path:

@@ -11,6 +11,7 @@ from pyspark.sql.streaming import StreamingQuery
 from sinks.foreach_batch import GatewaySink, MicroBatchObserver, SinkConfig
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
+from streaming.retention_schedule import RetentionSchedule
 from streaming.stage import apply_stage
 from validators.topic_config import RegistryWatcher
 
@@ -34,12 +35,16 @@ def start_gateway(
     spark: SparkSession, config: GatewayConfig, available_now: bool = False, observers: Sequence[MicroBatchObserver] = ()
 ) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
-    (tests, backfills); otherwise it runs with the configured processing-time trigger."""
+    (tests, backfills); otherwise it runs with the configured processing-time trigger. Retention of the
+    segment storage runs beside it on the driver (`sink.retention`, a `RetentionSchedule`) and stops
+    when the query terminates."""
     config.checkpoint_location.mkdir(parents=True, exist_ok=True)
     registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
         config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
     )
     sink = GatewaySink(sink_config(config), registry, observers)
+    # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
+    retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms)
     decided = apply_stage(read_ingress(spark, config), registry)
     writer = (
         decided.writeStream.queryName(config.query_name)
@@ -48,6 +53,7 @@ def start_gateway(
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
     query = writer.start()
+    sink.retention = retention.start(query, spark)  # type: ignore[attr-defined]
     log.info("gateway query %s started (checkpoint %s)", query.id, config.checkpoint_location)
     return query, sink
 
