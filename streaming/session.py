@@ -58,4 +58,8 @@ def _package_zip() -> Path:
         for package in ("validators", "sinks", "streaming"):
             for f in (REPO_ROOT / package).rglob("*.py"):
                 zf.write(f, f.relative_to(REPO_ROOT))
+        # the native record walk built by `pip install -e .`: zipimport cannot load it, so
+        # log_validator extracts it on the executor (same interpreter ABI; else the Python walk)
+        for f in (REPO_ROOT / "validators").glob("*.so"):
+            zf.write(f, f.relative_to(REPO_ROOT))
     return target

@@ -43,8 +43,10 @@ Gateway decisions (documented differences; everything else follows the reference
   reads every record as Kafka does — `DefaultRecord.readFrom(ByteBuffer)` uncompressed (path A),
   `readPartiallyFrom(InputStream)` over the decompressed stream on the compressed in-place path B —
   so the gateway accepts exactly what Kafka accepts and never stores a batch a consumer or
-  DumpLogSegments would fail on (DESIGN §4.5). A tight walker handles the common record shapes and
-  hands anything else to the codec's complete walk (records.scan_records), which gives Kafka's text.
+  DumpLogSegments would fail on (DESIGN §4.5). The walk and `validateRecord` run in one native pass
+  (validators/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
+  not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
+  anything else to the codec's complete walk (records.scan_records), which gives Kafka's text.
   `fast` trades that for speed (DESIGN §6): uncompressed LogAppendTime batches are decided from the
   header alone, uncompressed CreateTime batches from the record length chain and timestamp deltas;
   the layout inside records is then not verified (and on LogAppendTime topics not the record count).
@@ -63,12 +65,21 @@ Gateway decisions (documented differences; everything else follows the reference
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import logging
+import os
+import shutil
 import struct
+import sys
+import tempfile
+import zipfile
+import zipimport
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from types import ModuleType
 
 from crc32c import crc32c
 
@@ -100,6 +111,60 @@ from validators.timestamps import (
 from validators.topic_config import INTERNAL_TOPICS, RecordValidation, TopicConfig, topic_name_error
 
 log = logging.getLogger(__name__)
+
+
+
+def _load_native() -> ModuleType | None:
+    """`validators._record_walk` (the C record walk), or None: the pure-Python reference walk is then
+    used, with one warning. Spark cluster mode ships the package as a zip (streaming/session.py) and
+    zipimport cannot load an extension module: a matching shared object in that zip is copied to a
+    private temporary directory, loaded, and the copy removed (the loaded mapping stays valid)."""
+    try:
+        from validators import _record_walk
+
+        return _record_walk
+    except ImportError as e:
+        reason = str(e)
+    package_loader = getattr(sys.modules.get("validators"), "__loader__", None)
+    if isinstance(package_loader, zipimport.zipimporter):
+        try:
+            module = _load_native_from_zip(package_loader.archive)
+            if module is not None:
+                return module
+            reason = f"no validators/_record_walk{importlib.machinery.EXTENSION_SUFFIXES[0]} in {package_loader.archive}"
+        except (OSError, ImportError, zipfile.BadZipFile) as e:
+            reason = str(e)
+    log.warning("validators._record_walk is not available (%s): the pure-Python record walk is used (slower); "
+                "build it with `pip install -e .`", reason)
+    return None
+
+
+def _load_native_from_zip(archive: str) -> ModuleType | None:
+    names = [f"validators/_record_walk{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    with zipfile.ZipFile(archive) as zf:
+        present = set(zf.namelist())
+        name = next((n for n in names if n in present), None)
+        if name is None:
+            return None
+        blob = zf.read(name)
+    directory = tempfile.mkdtemp(prefix="gateway-native-")
+    try:
+        path = os.path.join(directory, name.rsplit("/", 1)[1])
+        with open(path, "wb") as f:
+            f.write(blob)
+        spec = importlib.util.spec_from_file_location("validators._record_walk", path)
+        if spec is None or spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    sys.modules[spec.name] = module
+    return module
+
+
+_native = _load_native()
+
 
 # The gateway is the only leader of its partitions and never changes epoch.
 GATEWAY_LEADER_EPOCH = 0
@@ -345,21 +410,23 @@ def _decide_v2(
     append_time = now_ms if now_ms >= state.last_append_time_ms else state.last_append_time_ms
     header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
 
-    # The record walk: the cheap walkers accept only what they fully verified; anything else goes to
-    # the full walk, which reports Kafka's exact outcome.
+    # The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
+    # it (the fallback), the cheap Python walkers accept only what they fully verified and anything
+    # else goes to the full walk, which reports Kafka's exact outcome.
     checked: _Checked | None = None
     area: bytes | None = None
     if in_place and not config.compacted and not attributes & _ATTR_LAT:
         zs: list[int] | None = None
         if codec_id:
             area = _decompress(data, header, codec_id, lso)
-            zs = _walk_records(area, len(area), count, 0, contiguous=True)
+            if _native is None:
+                zs = _walk_records(area, len(area), count, 0, contiguous=True)
         elif config.record_validation is RecordValidation.FAST:
             if lat_topic:
                 checked = _Checked(NO_TIMESTAMP, 0)  # header only (DESIGN §6)
             else:
                 zs = _scan_timestamp_zigzags(data, batch_size, count)
-        else:
+        elif _native is None:
             zs = _walk_records(data, batch_size, count)
         if zs is not None:
             checked = _Checked(NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
@@ -758,111 +825,169 @@ def _decompress(data: bytes, h: _V2Header, codec_id: int, lso: int) -> bytes:
         )) from None
 
 
+# The record walk's result, the same from the native walk (validators/_record_walk.c) and from the
+# pure-Python reference (_walk_py): (error, max_timestamp, future_count, contiguous, record_errors).
+#   error          None, or Kafka's InvalidRecordException text of the first structural error
+#   max_timestamp  max timestamp of the records without an error, from -1 (NO_TIMESTAMP)
+#   future_count   of those, records more than one hour ahead of now (KIP-937; CreateTime topics)
+#   contiguous     offsetDeltas are 0, 1, 2, ... (LogValidator's in-place condition, path B)
+#   record_errors  (batch_index, kind, offset, timestamp, raw key size, raw value size) per bad record
+WalkError = tuple[int, int, int, int, int, int]
+WalkResult = tuple[str | None, int, int, bool, list[WalkError]]
+_KIND_NULL_KEY = 1  # validateKey: compacted topic, null key
+_KIND_TIMESTAMP = 2  # validateTimestamp: out of the KIP-937 window
+_KIND_LOG_APPEND_TIME = 3  # validateTimestamp: the producer set the LogAppendTime flag
+
+
+def _walk_py(
+    buf: bytes, start: int, end: int, count: int, base_timestamp: int, batch_lat: bool, lat_timestamp: int,
+    check_timestamps: bool, now_ms: int, before_ms: int, after_ms: int, compacted: bool,
+) -> WalkResult:
+    """The reference `full` walk of the records area buf[start:end]: `DefaultRecord.readFrom(ByteBuffer)`
+    for every record (records.scan_records), then `validateRecord` per record. The native walk
+    (`_record_walk.walk`, same arguments) must return exactly this; without it this is the fallback."""
+    area = buf[start:end]
+    try:
+        scan = rec.scan_records(area, count)
+    except InvalidRecordError as e:
+        return e.message, NO_TIMESTAMP, 0, False, []
+
+    def sizes() -> tuple[list[int], list[int]]:
+        # raw key/value sizes, only for an error tuple: a ByteBuffer walk that succeeded reads the same
+        # fields as the stream reader (readPartiallyFrom), which keeps them
+        _ods, _tds, key_sizes, value_sizes = _scan_partial(area, count)
+        return key_sizes, value_sizes
+
+    return (None, *_validate_records(scan.offset_deltas, scan.timestamp_deltas, scan.null_key_indices, sizes,
+                                     count, base_timestamp, batch_lat, lat_timestamp, check_timestamps, now_ms,
+                                     before_ms, after_ms, compacted))
+
+
+def _walk_stream(
+    area: bytes, count: int, base_timestamp: int, batch_lat: bool, lat_timestamp: int, check_timestamps: bool,
+    now_ms: int, before_ms: int, after_ms: int, compacted: bool,
+) -> WalkResult:
+    """Path B in place: the decompressed stream as `DefaultRecord.readPartiallyFrom(InputStream)` reads
+    it (_scan_partial; more lenient than the ByteBuffer reader: the record length is not enforced),
+    then `validateRecord`. Only asked when the ByteBuffer walk found a structural error."""
+    try:
+        ods, tds, key_sizes, value_sizes = _scan_partial(area, count)
+    except InvalidRecordError as e:
+        return e.message, NO_TIMESTAMP, 0, False, []
+    nulls = [i for i, k in enumerate(key_sizes) if k < 0]
+    return (None, *_validate_records(ods, tds, nulls, lambda: (key_sizes, value_sizes), count, base_timestamp,
+                                     batch_lat, lat_timestamp, check_timestamps, now_ms, before_ms, after_ms,
+                                     compacted))
+
+
+def _validate_records(
+    ods: Sequence[int], tds: Sequence[int], nulls: Sequence[int], sizes: Callable[[], tuple[list[int], list[int]]],
+    count: int, base: int, batch_lat: bool, lat_timestamp: int, check_timestamps: bool, now_ms: int,
+    before: int, after: int, compacted: bool,
+) -> tuple[int, int, bool, list[WalkError]]:
+    """`LogValidator.validateRecord` over walked records (reference §1.2): validateKey, then
+    validateTimestamp (§2.2, Java long arithmetic); (max_timestamp, future_count, contiguous, errors)."""
+    contiguous = list(ods) == list(range(count))
+    if not count:
+        return NO_TIMESTAMP, 0, contiguous, []
+    if not batch_lat and not (compacted and nulls):
+        mn = base + min(tds)
+        mx = base + max(tds)
+        if not check_timestamps and LONG_MIN <= mn and mx <= LONG_MAX:
+            return max(mx, NO_TIMESTAMP), 0, contiguous, []
+        lo, hi = safe_window(now_ms, before, after)
+        if check_timestamps and lo <= mn and mx <= hi:  # every record inside the window, no long wrap
+            future = 0
+            if mx - now_ms > FUTURE_TIMESTAMP_WARN_MS:
+                future = sum(1 for d in tds if base + d - now_ms > FUTURE_TIMESTAMP_WARN_MS)
+            return max(mx, NO_TIMESTAMP), future, contiguous, []
+
+    # per record, in Kafka's order
+    null_set = set(nulls) if compacted else set()
+    bad: list[tuple[int, int, int, int]] = []
+    max_ts = NO_TIMESTAMP
+    future = 0
+    for i in range(count):
+        offset = ods[i]  # record.offset(): baseOffset (0) + offsetDelta
+        ts = lat_timestamp if batch_lat else to_long(base + tds[i])
+        if i in null_set:  # validateKey: a key error suppresses the timestamp check
+            bad.append((i, _KIND_NULL_KEY, offset, ts))
+            continue
+        if check_timestamps and ts != NO_TIMESTAMP:
+            if is_out_of_range(ts, now_ms, before, after):
+                bad.append((i, _KIND_TIMESTAMP, offset, ts))
+                continue
+        elif batch_lat:  # LogAppendTime topic, or ts == -1, with the LogAppendTime flag set
+            bad.append((i, _KIND_LOG_APPEND_TIME, offset, ts))
+            continue
+        if ts > max_ts:
+            max_ts = ts
+        if check_timestamps and ts - now_ms > FUTURE_TIMESTAMP_WARN_MS:
+            future += 1
+    errors: list[WalkError] = []
+    if bad:
+        key_sizes, value_sizes = sizes()
+        errors = [(i, kind, offset, ts, key_sizes[i], value_sizes[i]) for i, kind, offset, ts in bad]
+    return max_ts, future, contiguous, errors
+
+
 def _full_walk(
     data: bytes, h: _V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
     in_place: bool, area: bytes | None = None,
 ) -> _Checked:
     """Records as LogValidator iterates them (path A uncompressed, path B compressed), then
     `validateRecord` per record and `processRecordErrors`. Raises _Reject."""
-    if area is None:
-        area = data[_BATCH_OVERHEAD : h.batch_size] if codec_id == 0 else _decompress(data, h, codec_id, lso)
+    if codec_id == 0:  # path A: the records area in place, no copy
+        buf, start, end = data, _BATCH_OVERHEAD, h.batch_size
+    else:
+        buf = area if area is not None else _decompress(data, h, codec_id, lso)
+        start, end = 0, len(buf)
     partial = codec_id != 0 and in_place  # skipKeyValueIterator -> PartialDefaultRecord
-    key_sizes: list[int] | None = None
-    value_sizes: list[int] | None = None
-    try:
-        if partial:
-            ods, tds, key_sizes, value_sizes = _scan_partial(area, h.count)
-            nulls: Sequence[int] = [i for i, k in enumerate(key_sizes) if k < 0]
-        else:
-            scan = rec.scan_records(area, h.count)
-            ods, tds, nulls = scan.offset_deltas, scan.timestamp_deltas, scan.null_key_indices
-    except InvalidRecordError as e:
-        # DefaultRecord.readFrom(ByteBuffer) reads the length outside its try block: a too-long varint
-        # escapes as an IllegalArgumentException, not an ApiException -> UNKNOWN_SERVER_ERROR
-        error = Errors.UNKNOWN_SERVER_ERROR if e.message.startswith("Varint is too long") else Errors.INVALID_RECORD
-        raise _Reject(Rejected(error, e.message, log_start_offset=lso)) from None
-
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    batch_lat = bool(h.attributes & _ATTR_LAT)
-    compacted = config.compacted
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
-    base = h.base_timestamp
-    checked: _Checked | None = None
+    checks = (h.base_timestamp, bool(h.attributes & _ATTR_LAT), h.max_timestamp, not lat_topic, now_ms, before, after,
+              config.compacted)
+    walk = _walk_py if _native is None else _native.walk  # one walk at run time: the native one when built
+    error, max_ts, future, contiguous, walk_errors = walk(buf, start, end, h.count, *checks)
+    if error is not None and partial:
+        # the stream reader accepts what the ByteBuffer reader accepts, and more: it decides
+        error, max_ts, future, contiguous, walk_errors = _walk_stream(buf, h.count, *checks)
+    if error is not None:
+        # DefaultRecord.readFrom(ByteBuffer) reads the length outside its try block: a too-long varint
+        # escapes as an IllegalArgumentException, not an ApiException -> UNKNOWN_SERVER_ERROR
+        code = Errors.UNKNOWN_SERVER_ERROR if error.startswith("Varint is too long") else Errors.INVALID_RECORD
+        raise _Reject(Rejected(code, error, log_start_offset=lso))
 
-    if not batch_lat and not (compacted and nulls):
-        if lat_topic:
-            checked = _Checked(NO_TIMESTAMP, 0)
-        else:
-            lo, hi = safe_window(now_ms, before, after)
-            mn = base + min(tds)
-            mx = base + max(tds)
-            if lo <= mn and mx <= hi:  # every record inside the window, no long wrap
-                future = 0
-                if mx - now_ms > FUTURE_TIMESTAMP_WARN_MS:
-                    future = sum(1 for d in tds if base + d - now_ms > FUTURE_TIMESTAMP_WARN_MS)
-                checked = _Checked(max(mx, NO_TIMESTAMP), future)
-
-    if checked is None:  # per record, in Kafka's order (reference §1.2 validateRecord)
-        null_set = set(nulls) if compacted else set()
-        describe = None
+    if walk_errors:  # processRecordErrors
+        record = "PartialDefaultRecord" if partial else "DefaultRecord"
         errors: list[tuple[Errors, RecordError]] = []
-        max_ts = NO_TIMESTAMP
-        future = 0
-        for i in range(h.count):
-            offset = ods[i]  # record.offset(): baseOffset (0) + offsetDelta
-            ts = h.max_timestamp if batch_lat else to_long(base + tds[i])
-            if i in null_set:  # validateKey: a key error suppresses the timestamp check
+        for i, kind, offset, ts, key_size, value_size in walk_errors:
+            if kind == _KIND_NULL_KEY:
                 errors.append((Errors.INVALID_RECORD, RecordError(
                     i, f"Compacted topic cannot accept message without key in topic partition {tp}")))
-                continue
-            if not lat_topic and ts != NO_TIMESTAMP:
-                if is_out_of_range(ts, now_ms, before, after):
-                    errors.append((Errors.INVALID_TIMESTAMP,
-                                   RecordError(i, out_of_range_message(ts, offset, now_ms, before, after))))
-                    continue
-            elif batch_lat:
-                if describe is None:
-                    describe = _record_describer(area, h.count, key_sizes, value_sizes)
+            elif kind == _KIND_TIMESTAMP:
+                errors.append((Errors.INVALID_TIMESTAMP,
+                               RecordError(i, out_of_range_message(ts, offset, now_ms, before, after))))
+            else:
+                # Record.toString: DefaultRecord prints a null key/value as 0 bytes, PartialDefaultRecord
+                # its raw size (-1 for null)
+                if not partial:
+                    key_size, value_size = max(key_size, 0), max(value_size, 0)
                 errors.append((Errors.INVALID_TIMESTAMP, RecordError(
-                    i, f"Invalid timestamp type in message {describe(i, offset, ts)}. Producer should not set "
-                       "timestamp type to LogAppendTime.")))
-                continue
-            if ts > max_ts:
-                max_ts = ts
-            if not lat_topic and ts - now_ms > FUTURE_TIMESTAMP_WARN_MS:
-                future += 1
-        if errors:
-            raise _Reject(_record_errors(errors, now_ms, config, lso))
-        checked = _Checked(max_ts, future)
+                    i, f"Invalid timestamp type in message {record}(offset={offset}, timestamp={ts}, "
+                       f"key={key_size} bytes, value={value_size} bytes). Producer should not set timestamp type "
+                       "to LogAppendTime.")))
+        raise _Reject(_record_errors(errors, now_ms, config, lso))
 
-    if partial and list(ods) != list(range(h.count)):
+    if partial and not contiguous:
         # §1.2.2: non-contiguous inner offsets abandon in-place assignment and the batch is rebuilt
         # from the records read so far - PartialDefaultRecords, whose key() throws (Kafka 4.2 answers
         # UNKNOWN_SERVER_ERROR; seen on a real broker). The gateway answers the same.
         raise _Reject(Rejected(
             Errors.UNKNOWN_SERVER_ERROR, "key is skipped in PartialDefaultRecord", log_start_offset=lso
         ))
-    return checked
-
-
-def _record_describer(area: bytes, count: int, key_sizes: list[int] | None, value_sizes: list[int] | None):  # noqa: ANN202
-    """`Record.toString` for the LogAppendTime-flag message: DefaultRecord (null key/value print 0
-    bytes) or, on the compressed in-place path, PartialDefaultRecord (raw sizes, -1 for null)."""
-    if key_sizes is not None and value_sizes is not None:
-        def partial(i: int, offset: int, ts: int) -> str:
-            return (f"PartialDefaultRecord(offset={offset}, timestamp={ts}, key={key_sizes[i]} bytes, "
-                    f"value={value_sizes[i]} bytes)")
-        return partial
-    decoded = rec.decode_records(area, count)
-
-    def describe(i: int, offset: int, ts: int) -> str:
-        r = decoded[i]
-        key = 0 if r.key is None else len(r.key)
-        value = 0 if r.value is None else len(r.value)
-        return f"DefaultRecord(offset={offset}, timestamp={ts}, key={key} bytes, value={value} bytes)"
-
-    return describe
+    return _Checked(max_ts, future)
 
 
 def _record_errors(errors: list[tuple[Errors, RecordError]], now_ms: int, config: TopicConfig, lso: int) -> Rejected:
