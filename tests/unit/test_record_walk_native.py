@@ -9,6 +9,7 @@ decision is also compared with the pure-Python fallback (cheap walkers + full wa
 
 from __future__ import annotations
 
+import shutil
 import struct
 import subprocess
 import sys
@@ -295,6 +296,13 @@ def test_the_package_zip_loads_the_native_walk(tmp_path: Path) -> None:
     from streaming.session import _package_zip
 
     archive = _package_zip()
+    try:
+        _check_package_zip(archive, tmp_path)
+    finally:
+        shutil.rmtree(archive.parent, ignore_errors=True)
+
+
+def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(archive).namelist()
     assert any(n.startswith("validators/_record_walk") and n.endswith(".so") for n in names)
     run = _import_from_zip(archive)
