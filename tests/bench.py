@@ -111,7 +111,7 @@ def bench_end_to_end(batches: int, records: int, latency_batches: int) -> None:
             # Throughput: everything queued up front, drained in several micro-batches; the first
             # micro-batch (query start, JIT, worker start) is reported apart from the steady state.
             produce_batches(config, payloads)
-            per_trigger = max(1, batches // 5)
+            per_trigger = max(1, batches // 3)
             query, _ = start_gateway(spark, config.with_overrides(max_offsets_per_trigger=per_trigger), available_now=True)
             query.awaitTermination()
             progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
