@@ -442,6 +442,11 @@ class GatewayMetrics:
         if size_bytes:
             self.retention_deleted_bytes.labels(topic, reason).inc(size_bytes)
 
+    def record_log_start_offset(self, topic: str, partition: int, log_start_offset: int) -> None:
+        """Retention moved a partition's log start offset (the stage's rows never learn it)."""
+        if self.partition_bounded(topic, partition):
+            self._advance("start", self.log_start_offset, self.topic_label(topic), str(partition), log_start_offset)
+
     def set_query_active(self, active: bool) -> None:
         self.query_active.set(1 if active else 0)
 
@@ -694,6 +699,13 @@ def record_retention_deletion(topic: str, reason: str, segments: int = 1, size_b
     when no metrics are active (tools and tests that run retention without an exporter)."""
     if _active is not None:
         _active.record_retention_deletion(topic, reason, segments, size_bytes)
+
+
+def record_log_start_offset(topic: str, partition: int, log_start_offset: int) -> None:
+    """For the retention code: the new log start offset of a partition (driver side; no-op without
+    an active exporter)."""
+    if _active is not None:
+        _active.record_log_start_offset(topic, partition, log_start_offset)
 
 
 def parse_address(address: str) -> tuple[str, int]:

@@ -41,7 +41,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from sinks.metrics import record_retention_deletion
+from sinks.metrics import record_log_start_offset, record_retention_deletion
 from sinks.partition_log import partition_dir, repair_indexes
 from sinks.retention import RetentionReport, enforce_retention_all
 from validators.topic_config import TopicRegistry
@@ -188,6 +188,7 @@ class RetentionSchedule:
                      report.topic, report.partition, len(report.deleted), by_reason, report.log_start_offset)
             for d in report.deleted:
                 record_retention_deletion(report.topic, metric_reason(d.reason), 1, d.size)
+            record_log_start_offset(report.topic, report.partition, report.log_start_offset)
         if result.busy:
             log.info("retention pass: %d partition(s) busy appending, left for the next pass: %s", len(result.busy),
                      ", ".join(f"{t}-{p}" for t, p in result.busy))

@@ -91,6 +91,8 @@ def test_ticks_delete_by_size_time_and_event_time(tmp_path, metrics):
         assert deleted_metric(metrics, name, reason) == n
         assert deleted_metric(metrics, name, reason, "bytes") == 5 * SIZE
     assert deleted_metric(metrics, "size", REASON_RETENTION_MS) == 0
+    # the log start offset that retention moved reaches its gauge (the stage's rows never see it)
+    assert metrics.registry.get_sample_value("gateway_log_start_offset", {"topic": "time", "partition": "0"}) == 5
 
 
 def test_busy_partition_is_left_for_the_next_tick(tmp_path):
