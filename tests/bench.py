@@ -67,12 +67,12 @@ def bench_core(min_seconds: float) -> None:
 
 
 def bench_end_to_end(batches: int, records: int, latency_batches: int) -> None:
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
 
     from sinks.responses import decode_response
     from streaming.config import GatewayConfig
     from streaming.local_kafka import LocalKafka, create_topics
-    from streaming.query import start_gateway, topic_specs
+    from streaming.query import start_gateway, stop_gracefully, topic_specs
     from streaming.session import build_spark_session
     from tests.integration.gateway_io import produce_batches
     from tests.kafka_wire import ProduceConnection
@@ -123,15 +123,16 @@ def bench_end_to_end(batches: int, records: int, latency_batches: int) -> None:
                   f"first micro-batch {progress[0]['durationMs']['triggerExecution'] / 1000:.1f} s")
             print(f"ratio gateway/Kafka throughput: {(rows * records / seconds) / (batches * records / kafka_s):.2f}")
 
-            # Latency: a running query (200 ms trigger) and a producer at 10 batches/s.
-            query, _ = start_gateway(spark, config.with_overrides(trigger_interval="200 milliseconds",
-                                                                  query_name=f"bench_latency_{run}",
-                                                                  checkpoint_root=str(work / "checkpoints-latency"),
-                                                                  segments_root=str(work / "segments-latency")))
-            c = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": f"bench-{run}",
-                          "auto.offset.reset": "latest"})
-            c.subscribe([config.response_topic])
-            c.poll(1)
+            # Latency: a running query (200 ms trigger) on fresh topics, a producer at 10 batches/s.
+            config = config.with_overrides(
+                trigger_interval="200 milliseconds", query_name=f"bench_latency_{run}",
+                ingress_topic=f"in-lat-{run}", response_topic=f"resp-lat-{run}", dlq_topic=f"dlq-lat-{run}",
+                checkpoint_root=str(work / "checkpoints-latency"), segments_root=str(work / "segments-latency"),
+            )
+            create_topics(config.bootstrap_servers, topic_specs(config))
+            query, _ = start_gateway(spark, config)
+            c = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": f"bench-{run}"})
+            c.assign([TopicPartition(config.response_topic, p, 0) for p in range(config.ingress_partitions)])
             producer = Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 0})
             produced_at: dict[str, int] = {}
             for i in range(latency_batches):
@@ -155,7 +156,7 @@ def bench_end_to_end(batches: int, records: int, latency_batches: int) -> None:
                 if r["request_id"] in produced_at:
                     lat.append(m.timestamp()[1] - produced_at[r["request_id"]])
             c.close()
-            query.stop()
+            stop_gracefully(query)
             _report(f"gateway produce -> response at 10 batches/s ({len(lat)} of {len(sent)})",
                     len(lat) * records, len(lat) * len(payloads[0][2]), max(1e-9, len(sent) * 0.1), lat)
         finally:
