@@ -173,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench")
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--core-only", action="store_true")
+    parser.add_argument("--end-to-end-only", action="store_true")
     args = parser.parse_args(argv)
-    bench_core(0.2 if args.quick else 1.0)
+    if not args.end_to_end_only:
+        bench_core(0.2 if args.quick else 1.0)
     if not args.core_only:
         bench_end_to_end(batches=500 if args.quick else 3000, records=100, latency_batches=50 if args.quick else 200)
     return 0
