@@ -124,7 +124,7 @@ class GatewaySink:
 
         # Idempotent duplicates are acknowledged with their original offsets and not stored again.
         accepted = decided.filter("error_code = 0 AND NOT duplicate").select(
-            "topic", "partition", "base_offset", "last_offset", "batch", "append_time_ms", "max_timestamp"
+            "topic", "partition", "base_offset", "last_offset", "batch", "append_time_ms"
         )
         return (
             accepted.repartition("topic", "partition")
