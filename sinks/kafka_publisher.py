@@ -27,7 +27,7 @@ def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
                 "bootstrap.servers": bootstrap_servers,
                 "enable.idempotence": True,  # retries inside librdkafka never duplicate
                 "acks": "all",
-                "linger.ms": 5,
+                "linger.ms": 1,  # a task flushes right after producing: lingering only delays it
                 "message.max.bytes": max_message_bytes,
                 "compression.type": "lz4",
             }
@@ -35,8 +35,11 @@ def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
     return _producers[key]
 
 
-def publish(bootstrap_servers: str, topic: str, messages: Iterable[OutgoingMessage], max_message_bytes: int) -> int:
-    """Send and wait for every delivery report; raise on the first failure."""
+def publish_all(
+    bootstrap_servers: str, max_message_bytes: int, batches: Iterable[tuple[str, Iterable[OutgoingMessage]]]
+) -> list[int]:
+    """Send every (topic, messages) pair, then wait once for every delivery report; raise on the first
+    failure. One flush for responses and dead letters together: the task waits one round trip."""
     p = producer(bootstrap_servers, max_message_bytes)
     errors: list[str] = []
 
@@ -44,21 +47,28 @@ def publish(bootstrap_servers: str, topic: str, messages: Iterable[OutgoingMessa
         if err is not None:
             errors.append(str(err))
 
-    sent = 0
-    for m in messages:
-        kwargs = {"headers": m.headers} if m.headers else {}
-        if m.timestamp_ms is not None:
-            kwargs["timestamp"] = m.timestamp_ms
-        while True:
-            try:
-                p.produce(topic, key=m.key, value=m.value, on_delivery=on_delivery, **kwargs)
-                break
-            except BufferError:
-                p.poll(0.1)  # local queue full: serve delivery reports, then retry
-        sent += 1
+    counts = []
+    topics = []
+    for topic, messages in batches:
+        topics.append(topic)
+        sent = 0
+        for m in messages:
+            kwargs = {"headers": m.headers} if m.headers else {}
+            if m.timestamp_ms is not None:
+                kwargs["timestamp"] = m.timestamp_ms
+            while True:
+                try:
+                    p.produce(topic, key=m.key, value=m.value, on_delivery=on_delivery, **kwargs)
+                    break
+                except BufferError:
+                    p.poll(0.1)  # local queue full: serve delivery reports, then retry
+            sent += 1
+        counts.append(sent)
+    if not any(counts):
+        return counts
     remaining = p.flush(120)
     if remaining:
-        raise KafkaException(f"{remaining} messages to {topic} not delivered within 120 s")
+        raise KafkaException(f"{remaining} messages to {', '.join(topics)} not delivered within 120 s")
     if errors:
-        raise KafkaException(f"{len(errors)} deliveries to {topic} failed, first: {errors[0]}")
-    return sent
+        raise KafkaException(f"{len(errors)} deliveries to {', '.join(topics)} failed, first: {errors[0]}")
+    return counts

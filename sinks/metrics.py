@@ -45,34 +45,26 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
-    from pyspark.sql import Column, DataFrame
+from sinks.batch_metrics import (
+    APPEND_LATENCY_BUCKETS_S,
+    NO_ERROR,
+    OTHER_TOPIC,
+    OUTCOME_APPENDED,
+    OUTCOME_REJECTED,
+    TIMESTAMP_SKEW_BUCKETS_S,
+)
 
+if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
     from sinks.foreach_batch import MicroBatchSummary
     from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.metrics")
 
 PREFIX = "gateway_"
-OTHER_TOPIC = "other"  # every topic that is not in the registry (unknown, illegal or missing names)
-NO_ERROR = "NONE"  # Kafka's name for error code 0
-
-OUTCOME_APPENDED = "appended"
-OUTCOME_DUPLICATE = "duplicate"  # idempotent retry: acknowledged with its original offsets, nothing stored
-OUTCOME_REJECTED = "rejected"
-OUTCOMES = (OUTCOME_APPENDED, OUTCOME_DUPLICATE, OUTCOME_REJECTED)
-
 # Why a segment was deleted: Kafka's three breaches (LogStartOffsetBreach, RetentionMsBreach,
 # RetentionSizeBreach) and KIP-870's event-time retention.
 RETENTION_REASONS = ("retention_ms", "retention_bytes", "retention_max_eventtime_ms", "log_start_offset")
 
-# Ingress timestamp -> append time: a healthy gateway answers within a trigger interval or two.
-APPEND_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
-# Append time - max CreateTime: negative when the producer's clock is ahead, hours to days for
-# replays of old data (the `before` window defaults to unbounded).
-TIMESTAMP_SKEW_BUCKETS_S = (
-    -3600.0, -600.0, -60.0, -10.0, -1.0, 0.0, 1.0, 10.0, 60.0, 600.0, 3600.0, 21600.0, 86400.0, 604800.0,
-)
 MICRO_BATCH_DURATION_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # `durationMs` phases of a StreamingQueryProgress (a fixed set, so a bounded label).
 PROGRESS_PHASES = ("triggerExecution", "latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
@@ -526,21 +518,23 @@ def _progress_time_s(timestamp: Any) -> float | None:
 class MetricsObserver:
     """Micro-batch observer (`sinks.foreach_batch.MicroBatchObserver`) that updates `GatewayMetrics`.
 
-    One aggregation per micro-batch over the cached decisions, grouped by (topic label, bounded
-    partition, outcome, error), computing every number on the executors; only those few rows are
-    collected. A failure here is logged and counted, never raised: the micro-batch is already durable
-    and published, and failing it would replay it and publish its responses twice."""
+    The sink's tasks already folded their decisions into aggregate rows (`sinks.batch_metrics`); this
+    merges them on the driver, with no Spark job of its own. A failure here is logged and counted,
+    never raised: the micro-batch is already durable and published, and failing it would replay it
+    and publish its responses twice."""
 
     def __init__(self, metrics: GatewayMetrics, registry: Callable[[], TopicRegistry] | None = None) -> None:
         self.metrics = metrics
         self.registry = registry  # e.g. RegistryWatcher.current: follow registry reloads
 
-    def __call__(self, decided: DataFrame, batch_id: int, summary: MicroBatchSummary) -> None:
+    def __call__(self, batch_id: int, summary: MicroBatchSummary) -> None:
         started = time.monotonic()
         try:
             if self.registry is not None:
                 self.metrics.set_registry(self.registry())
-            groups, clock_ms = self.aggregate(decided)
+            groups, clock_ms = merge_aggregates(
+                summary.metric_rows, len(self.metrics.append_latency.buckets), len(self.metrics.timestamp_skew.buckets)
+            )
             self.metrics.record_micro_batch(batch_id, groups, summary, clock_ms)
             line = micro_batch_log(batch_id, groups, summary)
             line["metrics_ms"] = round((time.monotonic() - started) * 1000)
@@ -548,82 +542,6 @@ class MetricsObserver:
         except Exception:  # noqa: BLE001 — metrics must never fail a durable micro-batch
             self.metrics.observer_failures.inc()
             log.exception("micro-batch %s: metrics update failed", batch_id)
-
-    def aggregate(self, decided: DataFrame) -> tuple[list[BatchAggregate], int | None]:
-        from pyspark.sql import functions as F
-
-        m = self.metrics
-        topic, partition = F.col("topic"), F.col("partition")
-        accepted = F.col("error_code") == 0
-        duplicate = F.col("duplicate")
-        appended = accepted & ~duplicate
-
-        topic_label = F.when(topic.isin(list(m.topics)), topic).otherwise(F.lit(OTHER_TOPIC)) if m.topics \
-            else F.lit(OTHER_TOPIC)
-        bounded = F.lit(False)
-        for name, count in m.topics.items():
-            bounded = bounded | ((topic == name) & partition.between(0, count - 1))
-        partition_label = F.when(bounded, partition).otherwise(F.lit(-1))
-        outcome = F.when(~accepted, F.lit(OUTCOME_REJECTED)).when(duplicate, F.lit(OUTCOME_DUPLICATE)) \
-            .otherwise(F.lit(OUTCOME_APPENDED))
-
-        # Rejected batches: the record count of a readable v2 header (magic byte at offset 16, count
-        # at 57..60), capped by the bytes that could hold them so garbage cannot inflate the counter.
-        claimed = F.expr(
-            "CASE WHEN length(batch) >= 61 AND substring(batch, 17, 1) = X'02' "
-            "THEN least(greatest(cast(conv(hex(substring(batch, 58, 4)), 16, 10) AS BIGINT), 0L), "
-            "length(batch) - 61) ELSE 0L END"
-        )
-        future = F.col("future_timestamps").cast("long")
-        latency = F.when(appended & (F.col("append_time_ms") >= 0),
-                         (F.col("append_time_ms") - F.col("ingress_timestamp_ms")) / 1000.0)
-        # Skew needs the batch's max CreateTime: on LogAppendTime topics the stored maxTimestamp is the
-        # append time itself, so the stage passes the producer's header value along.
-        create_max = F.col("producer_max_timestamp")
-        has_skew = appended & (create_max >= 0) & (F.col("append_time_ms") >= 0)
-        skew = F.when(has_skew, (F.col("append_time_ms") - create_max) / 1000.0)
-
-        # One projection of small numeric columns (the batch bytes stay on the executors: only their
-        # length and header count are read), then one aggregation. Histogram values are reduced to their
-        # bucket index and grouped on it: a few dozen aggregate expressions instead of one per bucket,
-        # which is several times faster, and still only a handful of rows to collect.
-        per_batch = decided.select(
-            topic_label.alias("t"), partition_label.alias("p"), outcome.alias("o"),
-            F.coalesce(F.col("error_name"), F.lit(NO_ERROR)).alias("e"),
-            F.when(accepted, F.col("record_count").cast("long")).otherwise(claimed).alias("records"),
-            F.when(appended, F.length("batch")).otherwise(F.lit(0)).cast("long").alias("appended_bytes"),
-            F.when(~accepted, F.expr("coalesce(json_array_length(record_errors), 0)")).otherwise(F.lit(0))
-            .cast("long").alias("record_errors"),
-            F.when(appended, future).otherwise(F.lit(0)).cast("long").alias("future_timestamps"),
-            F.when(appended & F.col("clock_held"), F.lit(1)).otherwise(F.lit(0)).alias("clock_holds"),
-            F.when(appended & (F.col("last_offset") >= 0), F.col("last_offset") + 1).alias("log_end_offset"),
-            F.when(accepted, F.col("log_start_offset")).alias("log_start_offset"),
-            F.col("batch_time_ms").alias("clock_ms"),
-            latency.alias("latency"), _bucket_index(latency, m.append_latency.buckets).alias("li"),
-            skew.alias("skew"), _bucket_index(skew, m.timestamp_skew.buckets).alias("si"),
-        )
-        rows = (
-            per_batch.groupBy("t", "p", "o", "e", "li", "si")
-            .agg(
-                F.count(F.lit(1)).alias("batches"),
-                *[F.sum(c).cast("long").alias(c) for c in
-                  ("records", "appended_bytes", "record_errors", "future_timestamps", "clock_holds")],
-                *[F.max(c).alias(c) for c in ("log_end_offset", "log_start_offset", "clock_ms")],
-                F.sum("latency").alias("latency_sum"), F.sum("skew").alias("skew_sum"),
-            )
-            .collect()
-        )
-        return merge_aggregates(rows, len(m.append_latency.buckets), len(m.timestamp_skew.buckets))
-
-
-def _bucket_index(value: Column, bounds: Sequence[float]) -> Column:
-    """Index of the first bucket whose upper bound is >= value; len(bounds) for +Inf; -1 without a value."""
-    from pyspark.sql import functions as F
-
-    index = F.lit(len(bounds))
-    for i in reversed(range(len(bounds))):
-        index = F.when(value <= F.lit(float(bounds[i])), F.lit(i)).otherwise(index)
-    return F.when(value.isNull(), F.lit(-1)).otherwise(index)
 
 
 def merge_aggregates(rows: Iterable[Mapping[str, Any]], latency_buckets: int, skew_buckets: int

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from sinks.foreach_batch import GatewaySink, MicroBatchObserver, SinkConfig
+from sinks.foreach_batch import GatewaySink, MicroBatchObserver
+from sinks.partition_task import SinkConfig
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.retention_schedule import RetentionSchedule

@@ -19,7 +19,7 @@ KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the
   `StreamingQueryListener` stops it when the query terminates for any reason, and each pass first checks
   that the query is still active. `run_once` can be called directly (tests, tools), without the thread.
 
-The log start offset a pass moves is visible to producers: `GatewaySink._publish` answers with the
+The log start offset a pass moves is visible to producers: `sinks.partition_task.outgoing_messages` answers with the
 storage's log start offset when it is larger than the stage's (the stage's state cannot see retention).
 """
 

@@ -209,7 +209,8 @@ def _parse_address(bootstrap: str) -> tuple[str, int]:
 
 
 class ProduceConnection:
-    """One TCP connection to a broker, for sending single-batch ProduceRequests in sequence."""
+    """One TCP connection to a broker, for single-batch ProduceRequests: in sequence (`produce`) or
+    several in flight (`send` ... `receive`, answered in order as Kafka guarantees per connection)."""
 
     def __init__(
         self, address: str, *, client_id: str | None = DEFAULT_CLIENT_ID, timeout: float = 60.0
@@ -229,6 +230,23 @@ class ProduceConnection:
         transactional_id: str | None = None,
     ) -> ProduceResult:
         """Send `records` (one batch, as is) to topic-partition and return the broker's answer."""
+        correlation_id = self.send(
+            topic, partition, records, acks=acks, timeout_ms=timeout_ms, transactional_id=transactional_id
+        )
+        return self.receive(correlation_id)
+
+    def send(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes,
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
+    ) -> int:
+        """Send one ProduceRequest without waiting for its answer (pipelining: Kafka answers the
+        requests of one connection in order); returns its correlation id for `receive`."""
         correlation_id = self._next_correlation_id
         self._next_correlation_id += 1
         frame = encode_produce_request(
@@ -242,6 +260,10 @@ class ProduceConnection:
             transactional_id=transactional_id,
         )
         self._sock.sendall(frame)
+        return correlation_id
+
+    def receive(self, correlation_id: int) -> ProduceResult:
+        """The answer to the oldest request still in flight, which must be `correlation_id`."""
         (size,) = struct.unpack(">i", self._recv_exactly(4))
         results = decode_produce_response(self._recv_exactly(size), correlation_id)
         if len(results) != 1:

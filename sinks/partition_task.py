@@ -1,0 +1,154 @@
+"""The sink's work for the target partitions of one task: append, commit, publish, count (DESIGN §6).
+
+The stateful stage's output is hash-partitioned by target (topic, partition), so every decision of
+a target partition is in exactly one task. That task appends the partition's accepted batches in
+offset order, fsyncs and commits them (`partition_log.append_batches`), and only then publishes the
+produce responses and dead letters of all its rows — a response never goes out before its batch is
+durable (DESIGN §4.3) — and folds its rows into metric deltas (`batch_metrics`). What comes back to
+the driver is one small `TaskSummary`: one Spark job per micro-batch, no persist, no second shuffle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sinks.batch_metrics import aggregate_decisions
+from sinks.dead_letters import dead_letter
+from sinks.kafka_publisher import OutgoingMessage, publish_all
+from sinks.partition_log import AppendOutcome, append_batches, partition_dir, read_commit
+from sinks.responses import encode_response, response_from_row
+from validators.topic_config import TopicRegistry
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    bootstrap_servers: str
+    segments_root: Path
+    ingress_topic: str
+    response_topic: str
+    dlq_topic: str
+    max_message_bytes: int  # for dead letters: as large as the biggest ingress message
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What one task reports to the driver (a JSON string column: a few hundred bytes)."""
+
+    appended_batches: int = 0
+    appended_bytes: int = 0
+    partitions_appended: int = 0
+    replayed_partitions: int = 0
+    segments_rolled: int = 0
+    recovered_bytes: int = 0
+    responses: int = 0
+    dead_letters: int = 0
+    append_seconds: float = 0.0
+    publish_seconds: float = 0.0
+    metric_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(text: str) -> TaskSummary:
+        return TaskSummary(**json.loads(text))
+
+
+def append_partitions(
+    root: Path, batch_id: int, rows: Iterable[Any], registry: TopicRegistry
+) -> list[AppendOutcome]:
+    """Append the accepted, non-duplicate rows of each target partition in offset order, exactly once
+    per micro-batch. Idempotent duplicates are acknowledged with their original offsets and not stored."""
+    by_partition: dict[tuple[str, int], list[Any]] = {}
+    for row in rows:
+        if int(row.error_code) == 0 and not bool(row.duplicate):
+            by_partition.setdefault((str(row.topic), int(row.partition)), []).append(row)
+    outcomes = []
+    for (topic, partition), group in sorted(by_partition.items()):
+        group.sort(key=lambda r: int(r.base_offset))
+        batches = ((int(r.base_offset), int(r.last_offset), r.batch, int(r.append_time_ms)) for r in group)
+        # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
+        outcomes.append(append_batches(root, topic, partition, batch_id, batches, registry.get(topic)))
+    return outcomes
+
+
+def outgoing_messages(
+    rows: Iterable[Any], config: SinkConfig, topics: frozenset[str], log_starts: Mapping[tuple[str, int], int]
+) -> tuple[list[OutgoingMessage], list[OutgoingMessage]]:
+    """The produce responses (none for acks=0) and dead letters of `rows`."""
+    responses: list[OutgoingMessage] = []
+    letters: list[OutgoingMessage] = []
+    storage_starts = dict(log_starts)
+
+    def storage_log_start(topic: str, partition: int) -> int:
+        # Retention moves the log start offset on the driver (streaming.retention_schedule), where the
+        # stage's state cannot see it; the commit record has the current one. Kafka answers with the
+        # log start offset at the time of the response (ProduceResponse `LogStartOffset`, reference §5.6).
+        key = (topic, partition)
+        if key not in storage_starts:
+            commit = read_commit(partition_dir(config.segments_root, topic, partition))
+            storage_starts[key] = commit.log_start_offset if commit is not None else -1
+        return storage_starts[key]
+
+    for row in rows:
+        if int(row.acks) != 0:
+            response = response_from_row(row)
+            if response["log_start_offset"] >= 0 and response["topic"] in topics:
+                response["log_start_offset"] = max(
+                    response["log_start_offset"], storage_log_start(response["topic"], response["partition"])
+                )
+            responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response)))
+        if int(row.error_code) != 0:
+            letters.append(dead_letter(row, config.ingress_topic))
+    return responses, letters
+
+
+def run_partition_task(
+    config: SinkConfig, batch_id: int, rows: list[Any], registry: TopicRegistry, clock: Any
+) -> TaskSummary:
+    """Everything the sink does for one task's rows, in the order the guarantees need:
+    durable first (append + fsync + commit), then responses and dead letters, then metric deltas."""
+    if not rows:
+        return TaskSummary()
+    started = clock()
+    outcomes = append_partitions(config.segments_root, batch_id, rows, registry)
+    durable = clock()
+    log_starts = {(o.topic, o.partition): o.log_start_offset for o in outcomes}
+    responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
+    n_resp, n_dlq = publish_all(
+        config.bootstrap_servers, config.max_message_bytes,
+        [(config.response_topic, responses), (config.dlq_topic, letters)],
+    )
+    published = clock()
+    topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
+    return TaskSummary(
+        appended_batches=sum(o.batches for o in outcomes),
+        appended_bytes=sum(o.bytes_written for o in outcomes),
+        partitions_appended=sum(1 for o in outcomes if o.batches),
+        replayed_partitions=sum(1 for o in outcomes if o.skipped_replay),
+        segments_rolled=sum(o.segments_rolled for o in outcomes),
+        recovered_bytes=sum(o.recovered_bytes for o in outcomes),
+        responses=n_resp,
+        dead_letters=n_dlq,
+        append_seconds=durable - started,
+        publish_seconds=published - durable,
+        metric_rows=aggregate_decisions(rows, topics),
+    )
+
+
+def arrow_rows(batches: Iterable[Any]) -> list[Any]:
+    """The rows of a task's Arrow record batches as namedtuples named after the columns (None for
+    null: no pandas dtype coercion of nullable integers)."""
+    rows: list[Any] = []
+    row_type = None
+    for batch in batches:
+        if row_type is None:
+            row_type = namedtuple("DecisionRow", batch.schema.names)  # type: ignore[misc]
+        columns = batch.to_pydict()
+        rows.extend(row_type(*values) for values in zip(*columns.values(), strict=True))
+    return rows

@@ -1,0 +1,438 @@
+"""`make bench`, end to end on the real stack: the gateway beside its anchors, in one run.
+
+Anchors (same raw batches, same topic configs, same broker, same machine, same run):
+- Apache Kafka, sequential: one connection, one ProduceRequest at a time (Kafka's latency);
+- Apache Kafka, pipelined: several connections with several requests in flight each, acks=-1
+  (what a real producer does; Kafka's throughput);
+- Spark's floor (`tests.spark_floor`): the gateway's plan shape with a pass-through stage and a
+  counting sink, at the same trigger and load (the fixed cost of Spark itself).
+
+Reported, never asserted: records/s, MB/s, produce->response p50/p95/p99, micro-batch duration
+p50/p95, the ratios of the targets (issue 9), and the scaling of micro-batch duration with ingress
+batches per micro-batch and with target partitions touched (fixed and marginal cost).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from sinks.responses import decode_response
+from streaming.config import GatewayConfig
+from streaming.local_kafka import LocalKafka, create_topics
+from streaming.query import start_gateway, stop_gracefully, topic_specs
+from streaming.session import build_spark_session
+from tests.kafka_wire import ProduceConnection
+from tests.spark_floor import start_floor
+from validators.compression import CompressionType
+from validators.record_batch import build_record_batch
+
+KAFKA_VERSION = "Apache Kafka 4.2.1"
+BENCH_TOPIC = "bench"
+BENCH_PARTITIONS = 100  # the registry topic; a workload touches the first `partitions` of them
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    value_size: int = 100
+    codec: CompressionType = CompressionType.NONE
+    records: int = 100
+
+    def batches(self, count: int, partitions: int, now_ms: int) -> list[tuple[str, int, bytes]]:
+        value = b"v" * self.value_size
+        out = []
+        for i in range(count):
+            records = [(now_ms - 1000 + r, b"key-%d" % r, value) for r in range(self.records)]
+            out.append((BENCH_TOPIC, i % partitions, build_record_batch(records, compression=self.codec)))
+        return out
+
+
+@dataclass
+class Row:
+    name: str
+    records_per_s: float | None = None
+    mb_per_s: float | None = None
+    latency_ms: Sequence[float] = ()
+    micro_batch_s: Sequence[float] = ()
+    note: str = ""
+
+
+@dataclass
+class Drain:
+    """A query that drained a prepared ingress topic in several micro-batches (available-now)."""
+
+    durations_s: list[float]
+    rows: list[int]
+    phases: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def steady(self) -> tuple[list[float], list[int]]:
+        """Micro-batches after the first (query start, worker start, JIT are not steady state)."""
+        return (self.durations_s[1:], self.rows[1:]) if len(self.durations_s) > 1 else (self.durations_s, self.rows)
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
+
+
+class Stack:
+    """One broker and one Spark session for the whole run; fresh topics and checkpoints per query."""
+
+    def __init__(self, work: Path, master: str = "local[2]") -> None:
+        self.work = work
+        self.master = master
+        self.broker = LocalKafka(work / "kafka")
+        self.spark: SparkSession | None = None
+        self.topics_file = work / "topics.json"
+        self.topics_file.write_text(json.dumps({"topics": {BENCH_TOPIC: {
+            "partitions": BENCH_PARTITIONS, "configs": {"message.timestamp.type": "LogAppendTime"}}}}))
+        self.run = 0
+
+    def __enter__(self) -> Stack:
+        self.broker.start()
+        create_topics(self.broker.bootstrap_servers, [("kafka-anchor", BENCH_PARTITIONS, {"message.timestamp.type": "LogAppendTime"})])
+        self.spark = build_spark_session(self.config("start"), app_name="gateway-bench")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+        self.broker.stop()
+
+    def config(self, name: str, **overrides: Any) -> GatewayConfig:
+        """A fresh gateway config: its own ingress/response/DLQ topics, checkpoint and segments."""
+        self.run += 1
+        tag = f"{name}-{self.run}-{uuid.uuid4().hex[:4]}"
+        base = GatewayConfig(
+            bootstrap_servers=self.broker.bootstrap_servers,
+            ingress_topic=f"in-{tag}", ingress_partitions=4, response_topic=f"resp-{tag}", dlq_topic=f"dlq-{tag}",
+            topics_file=str(self.topics_file), segments_root=str(self.work / "segments" / tag),
+            checkpoint_root=str(self.work / "checkpoints"), query_name=f"bench_{tag}".replace("-", "_"),
+            spark_master=self.master, ui_enabled=False, max_offsets_per_trigger=100_000,
+        )
+        return base.with_overrides(**overrides)
+
+    # ---- Kafka anchors
+
+    def kafka_sequential(self, payloads: list[tuple[str, int, bytes]]) -> Row:
+        latencies = []
+        start = time.perf_counter()
+        with ProduceConnection(self.broker.bootstrap_servers) as conn:
+            for _, partition, batch in payloads:
+                t0 = time.perf_counter()
+                result = conn.produce("kafka-anchor", partition, batch)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                if result.error_code != 0:
+                    raise RuntimeError(f"Kafka rejected a bench batch: {result}")
+        return _throughput_row(f"{KAFKA_VERSION}, sequential", payloads, time.perf_counter() - start, latencies)
+
+    def kafka_pipelined(self, payloads: list[tuple[str, int, bytes]], connections: int = 4, in_flight: int = 5) -> Row:
+        """`connections` threads, each with its own connection and up to `in_flight` requests
+        outstanding (librdkafka's and the Java producer's default is 5), acks=-1."""
+        shares = [payloads[i::connections] for i in range(connections)]
+        latencies: list[float] = []
+        errors: list[str] = []
+
+        def run(share: list[tuple[str, int, bytes]]) -> None:
+            sent: list[tuple[int, float]] = []
+            with ProduceConnection(self.broker.bootstrap_servers) as conn:
+                for i, (_, partition, batch) in enumerate(share):
+                    sent.append((conn.send("kafka-anchor", partition, batch), time.perf_counter()))
+                    if len(sent) >= in_flight or i == len(share) - 1:
+                        while sent and (len(sent) >= in_flight or i == len(share) - 1):
+                            cid, t0 = sent.pop(0)
+                            result = conn.receive(cid)
+                            latencies.append((time.perf_counter() - t0) * 1000)
+                            if result.error_code != 0:
+                                errors.append(str(result))
+
+        threads = [threading.Thread(target=run, args=(s,)) for s in shares]
+        start = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise RuntimeError(f"Kafka rejected a bench batch: {errors[0]}")
+        return _throughput_row(f"{KAFKA_VERSION}, pipelined ({connections} conn x {in_flight} in flight)",
+                               payloads, time.perf_counter() - start, latencies)
+
+    # ---- queries
+
+    def _start(self, kind: str, config: GatewayConfig, available_now: bool) -> tuple[StreamingQuery, Any]:
+        assert self.spark is not None
+        if kind == "gateway":
+            return start_gateway(self.spark, config, available_now=available_now)
+        return start_floor(self.spark, config, available_now=available_now)
+
+    def drain(self, kind: str, payloads: list[tuple[str, int, bytes]], per_trigger: int, **overrides: Any) -> Drain:
+        """Queue `payloads` on a fresh ingress topic, then drain it `per_trigger` batches per micro-batch."""
+        config = self.config(kind, max_offsets_per_trigger=per_trigger, **overrides)
+        create_topics(config.bootstrap_servers, topic_specs(config))
+        produce_ingress(config, payloads)
+        query, _ = self._start(kind, config, available_now=True)
+        query.awaitTermination()
+        if query.exception() is not None:
+            raise RuntimeError(f"{kind} query failed: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        return Drain(
+            durations_s=[p["durationMs"]["triggerExecution"] / 1000 for p in progress],
+            rows=[p["numInputRows"] for p in progress],
+            phases=[{k: v / 1000 for k, v in p["durationMs"].items()} for p in progress],
+        )
+
+    def latency(self, kind: str, payloads: list[tuple[str, int, bytes]], count: int, per_second: float,
+                trigger: str) -> tuple[list[float], list[float]]:
+        """Produce `count` batches at `per_second` to a running query; produce->response latencies (ms)
+        and the micro-batch durations (s). The gateway's response is its real response, read by a
+        consumer; the floor's is the end of the micro-batch that held the batch (it has no responses)."""
+        config = self.config(f"{kind}-lat", trigger_interval=trigger)
+        create_topics(config.bootstrap_servers, topic_specs(config))
+        query, sink = self._start(kind, config, available_now=False)
+        consumer = None
+        if kind == "gateway":
+            consumer = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": uuid.uuid4().hex})
+            consumer.assign([TopicPartition(config.response_topic, p, 0) for p in range(config.ingress_partitions)])
+        producer = Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 0})
+        produced: dict[str, float] = {}
+        positions: dict[tuple[int, int], str] = {}
+
+        def delivered(rid: str) -> Callable[[object, Any], None]:
+            def report(err: object, msg: Any) -> None:
+                if err is None:
+                    positions[(msg.partition(), msg.offset())] = rid
+            return report
+
+        received: dict[str, float] = {}
+        next_send = time.monotonic()
+        for i in range(count):
+            topic, partition, batch = payloads[i % len(payloads)]
+            rid = uuid.uuid4().hex
+            produced[rid] = time.time()
+            producer.produce(config.ingress_topic, key=f"{topic}/{partition}".encode(), value=batch,
+                             headers=[("gw.topic", topic.encode()), ("gw.partition", str(partition).encode()),
+                                      ("gw.request.id", rid.encode())], on_delivery=delivered(rid))
+            producer.poll(0)
+            next_send += 1.0 / per_second
+            while time.monotonic() < next_send:  # the offered load (pacing), reading responses meanwhile
+                _read_responses(consumer, received, max(0.0, next_send - time.monotonic()))
+        producer.flush(30)
+        deadline = time.monotonic() + 120
+        if consumer is not None:
+            while len(received) < len(produced) and time.monotonic() < deadline:
+                _read_responses(consumer, received, 0.5)
+            consumer.close()
+        else:
+            while time.monotonic() < deadline and not _floor_done(query, positions):
+                time.sleep(0.2)  # polling the query's progress; there is no completion callback
+        stop_gracefully(query)
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
+        if consumer is None:
+            received = _floor_completions(progress, positions, sink.finished_at)
+        latencies = [(received[r] - produced[r]) * 1000 for r in produced if r in received]
+        return latencies, durations
+
+
+def _read_responses(consumer: Consumer | None, received: dict[str, float], timeout: float) -> None:
+    if consumer is None:
+        time.sleep(timeout)
+        return
+    m = consumer.poll(timeout)
+    if m is not None and m.error() is None:
+        received.setdefault(decode_response(m.value())["request_id"], time.time())
+
+
+def _end_offsets(progress: dict) -> dict[int, int]:
+    ends = json.loads(progress["sources"][0]["endOffset"]) if isinstance(progress["sources"][0]["endOffset"], str) \
+        else progress["sources"][0]["endOffset"]
+    return {int(p): int(o) for partitions in ends.values() for p, o in partitions.items()}
+
+
+def _floor_done(query: StreamingQuery, positions: dict[tuple[int, int], str]) -> bool:
+    last = query.lastProgress
+    if not last or not positions:
+        return False
+    ends = _end_offsets(last)
+    return all(ends.get(p, 0) > o for p, o in positions)
+
+
+def _floor_completions(progress: list[dict], positions: dict[tuple[int, int], str],
+                       finished_at: dict[int, float]) -> dict[str, float]:
+    """Request id -> end of the floor's micro-batch that held it (first batch whose end offset passes it)."""
+    out: dict[str, float] = {}
+    for p in sorted(progress, key=lambda p: p["batchId"]):
+        ends = _end_offsets(p)
+        for (partition, offset), rid in positions.items():
+            if rid not in out and ends.get(partition, 0) > offset and p["batchId"] in finished_at:
+                out[rid] = finished_at[p["batchId"]]
+    return out
+
+
+def produce_ingress(config: GatewayConfig, payloads: list[tuple[str, int, bytes]]) -> None:
+    p = Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 20, "enable.idempotence": True,
+                  "message.max.bytes": config.ingress_max_message_bytes + 65536})
+    for i, (topic, partition, batch) in enumerate(payloads):
+        while True:
+            try:
+                p.produce(config.ingress_topic, key=f"{topic}/{partition}".encode(), value=batch,
+                          headers=[("gw.topic", topic.encode()), ("gw.partition", str(partition).encode()),
+                                   ("gw.request.id", f"bench-{i}".encode())])
+                break
+            except BufferError:
+                p.poll(0.1)
+    if p.flush(120) != 0:
+        raise RuntimeError("could not queue the bench's ingress batches")
+
+
+def _throughput_row(name: str, payloads: list[tuple[str, int, bytes]], seconds: float, latencies: list[float]) -> Row:
+    records = sum(_records(b) for _, _, b in payloads)
+    size = sum(len(b) for _, _, b in payloads)
+    return Row(name, records / seconds, size / seconds / 1e6, latencies)
+
+
+def _records(batch: bytes) -> int:
+    return int.from_bytes(batch[57:61], "big")
+
+
+def drain_row(name: str, drain: Drain, payloads: list[tuple[str, int, bytes]]) -> Row:
+    durations, rows = drain.steady
+    seconds = sum(durations)
+    per_batch_records = _records(payloads[0][2])
+    per_batch_bytes = len(payloads[0][2])
+    return Row(name, sum(rows) * per_batch_records / seconds, sum(rows) * per_batch_bytes / seconds / 1e6,
+               (), durations, note=f"{len(durations)} micro-batches of {rows[0] if rows else 0} batches")
+
+
+# ---------------------------------------------------------------------------------- reporting
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: Sequence[Row]) -> None:
+    header = (f"{'':58} {'records/s':>11} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+              f"{'mb p50 s':>8} {'mb p95 s':>8}")
+    print(header)
+    for r in rows:
+        lat, mb = r.latency_ms, r.micro_batch_s
+        print(f"{r.name[:58]:58} {_fmt(r.records_per_s, ',.0f'):>11} {_fmt(r.mb_per_s, '.2f'):>7} "
+              f"{_fmt(quantile(lat, .5), '.1f'):>8} {_fmt(quantile(lat, .95), '.1f'):>8} "
+              f"{_fmt(quantile(lat, .99), '.1f'):>8} {_fmt(quantile(mb, .5), '.3f'):>8} "
+              f"{_fmt(quantile(mb, .95), '.3f'):>8}  {r.note}")
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+
+
+def target(label: str, value: str, goal: str, met: bool | None) -> None:
+    verdict = "n/a" if met is None else "met" if met else "MISSED"
+    print(f"  {label:62} {value:>10}  target {goal:12} {verdict}")
+
+
+def bench_end_to_end(quick: bool = False) -> None:
+    work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
+    batches = 600 if quick else 3000
+    latency_batches = 50 if quick else 200
+    now = int(time.time() * 1000)
+    small = Workload("100 x 100 B, none")
+    workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
+    print(f"\n== end to end: {batches} batches per throughput row, LogAppendTime topic, local[2], "
+          f"{KAFKA_VERSION} broker on loopback ==")
+    with Stack(work) as stack:
+        rows: list[Row] = []
+        figures: dict[str, Any] = {}
+        for w in workloads:
+            payloads = w.batches(batches, 4, now)
+            seq = stack.kafka_sequential(payloads)
+            pip = stack.kafka_pipelined(payloads)
+            gw = drain_row(f"gateway ({w.name})", stack.drain("gateway", payloads, per_trigger=batches // 4), payloads)
+            fl = drain_row(f"Spark floor ({w.name})", stack.drain("floor", payloads, per_trigger=batches // 4), payloads)
+            seq.name, pip.name = f"{seq.name} ({w.name})", f"{pip.name} ({w.name})"
+            rows += [seq, pip, gw, fl]
+            figures[w.name] = (seq, pip, gw, fl)
+
+        payloads = small.batches(latency_batches, 4, now)
+        lat_gw, mb_gw = stack.latency("gateway", payloads, latency_batches, 10.0, "1 second")
+        lat_fl, mb_fl = stack.latency("floor", payloads, latency_batches, 10.0, "1 second")
+        rows.append(Row(f"gateway produce->response, 10 batches/s, 1 s trigger ({len(lat_gw)}/{latency_batches})",
+                        latency_ms=lat_gw, micro_batch_s=mb_gw))
+        rows.append(Row(f"Spark floor produce->end of micro-batch, same load ({len(lat_fl)}/{latency_batches})",
+                        latency_ms=lat_fl, micro_batch_s=mb_fl))
+        print()
+        print_table(rows)
+
+        scaling = bench_scaling(stack, small, now, quick)
+
+    seq, pip, gw, fl = figures[small.name]
+    p50, p99 = quantile(lat_gw, .5), quantile(lat_gw, .99)
+    fl50 = quantile(lat_fl, .5)
+    print("\nratios and targets (issue 9):")
+    target("throughput gateway / Kafka sequential (100 x 100 B)", ratio(gw.records_per_s, seq.records_per_s), ">= 1.5",
+           gw.records_per_s / seq.records_per_s >= 1.5)
+    target("throughput gateway / Kafka pipelined", ratio(gw.records_per_s, pip.records_per_s), ">= 0.5",
+           gw.records_per_s / pip.records_per_s >= 0.5)
+    target("throughput gateway / Spark floor", ratio(gw.records_per_s, fl.records_per_s), "-", None)
+    target("produce->response p50 (s)", _fmt(p50 / 1000 if p50 else None, ".3f"), "<= 1.0", p50 is not None and p50 <= 1000)
+    target("produce->response p99 (s)", _fmt(p99 / 1000 if p99 else None, ".3f"), "<= 1.5", p99 is not None and p99 <= 1500)
+    target("latency p50 gateway / Spark floor", ratio(p50, fl50), "<= 1.3", p50 is not None and fl50 is not None and p50 / fl50 <= 1.3)
+    mb50 = quantile(mb_gw, .5)
+    target("micro-batch duration at 10 batches/s, p50 (s)", _fmt(mb50, ".3f"), "<= 1.0", mb50 is not None and mb50 <= 1.0)
+    if scaling:
+        (g_fixed, g_marginal), (f_fixed, _) = scaling
+        target("fixed cost per micro-batch gateway / Spark floor", ratio(g_fixed, f_fixed), "<= 1.2", g_fixed / f_fixed <= 1.2)
+        target("marginal cost per 100-record batch (us)", f"{g_marginal * 1e6:.0f}", "<= 100", g_marginal <= 100e-6)
+
+
+def _fit(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """Least-squares line through (batches per micro-batch, median duration): (fixed s, marginal s/batch)."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return my - slope * mx, slope
+
+
+def bench_scaling(stack: Stack, w: Workload, now: int, quick: bool) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """Median steady micro-batch duration by ingress batches per micro-batch (4 target partitions) and by
+    target partitions touched (1 000 batches per micro-batch); gateway and Spark floor."""
+    sizes = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    print(f"\n== scaling: median micro-batch duration (s), {w.name} batches, 3 steady micro-batches each ==")
+    print(f"{'batches/micro-batch':>20} {'gateway':>9} {'floor':>9} {'gateway-floor':>14}")
+    fits: dict[str, list[tuple[int, float]]] = {"gateway": [], "floor": []}
+    for n in sizes:
+        payloads = w.batches(4 * n, 4, now)
+        medians = {}
+        for kind in ("gateway", "floor"):
+            durations, _ = stack.drain(kind, payloads, per_trigger=n).steady
+            medians[kind] = statistics.median(durations)
+            fits[kind].append((n, medians[kind]))
+        print(f"{n:>20} {medians['gateway']:>9.3f} {medians['floor']:>9.3f} {medians['gateway'] - medians['floor']:>14.3f}")
+    gateway_fit, floor_fit = _fit(fits["gateway"]), _fit(fits["floor"])
+    print(f"fit: gateway fixed {gateway_fit[0]:.3f} s + {gateway_fit[1] * 1e6:.0f} us/batch; "
+          f"floor fixed {floor_fit[0]:.3f} s + {floor_fit[1] * 1e6:.0f} us/batch")
+    print(f"\n{'target partitions':>20} {'gateway':>9} {'floor':>9}   (1 000 batches per micro-batch)")
+    for partitions in (1, 10, 100):
+        payloads = w.batches(4000, partitions, now)
+        medians = {kind: statistics.median(stack.drain(kind, payloads, per_trigger=1000).steady[0])
+                   for kind in ("gateway", "floor")}
+        print(f"{partitions:>20} {medians['gateway']:>9.3f} {medians['floor']:>9.3f}")
+    return gateway_fit, floor_fit
+
