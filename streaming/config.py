@@ -28,7 +28,10 @@ class GatewayConfig:
     checkpoint_root: str = "checkpoints"
     query_name: str = "gateway"
     spark_master: str = "local[*]"
-    shuffle_partitions: int = 4
+    # Tasks of the stateful stage (and of the sink: the same tasks). One per executor core: each task has
+    # a fixed cost per micro-batch (a state store, two Python workers), so more tasks than cores only add
+    # latency. Fixed by the checkpoint once a query has run (Spark keeps its state partitioning).
+    shuffle_partitions: int = 2
     trigger_interval: str = "1 second"
     max_offsets_per_trigger: int = 20000
     metrics_address: str = "127.0.0.1:9108"

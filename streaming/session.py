@@ -33,6 +33,9 @@ def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        # Commit a micro-batch's state as a changelog, not a new RocksDB snapshot (snapshots are taken
+        # in the background): ~0.1 s less per micro-batch on a 2-core machine (make bench).
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         .config("spark.sql.streaming.checkpointLocation", str(config.path(config.checkpoint_root)))
         .config("spark.ui.enabled", str(config.ui_enabled).lower())
         .config("spark.ui.showConsoleProgress", "false")
