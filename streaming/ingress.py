@@ -40,6 +40,9 @@ def read_ingress(spark: SparkSession, config: GatewayConfig) -> DataFrame:
         # Large ingress messages (oversized batches are to be rejected by the gateway, not lost).
         .option("kafka.max.partition.fetch.bytes", str(config.ingress_max_message_bytes + 1024))
         .option("kafka.fetch.max.bytes", str(max(config.ingress_max_message_bytes + 1024, 52428800)))
+        # The task reads offsets the broker already has; a long-poll wait only delays a fetch that
+        # the cached consumer left in flight at the end of the previous micro-batch.
+        .option("kafka.fetch.max.wait.ms", "10")
         .load()
     )
     return decode_ingress(raw)
