@@ -12,6 +12,7 @@ import logging
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -65,15 +66,27 @@ def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[Ga
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
-    broker = None
-    if not config.bootstrap_servers:
-        port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
-        broker = LocalKafka(config.path(config.local_broker_dir), port=port)
-        broker.start()
-        config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
-        print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})", flush=True)
-    create_topics(config.bootstrap_servers, topic_specs(config))
-    spark = build_spark_session(config)
+    # Spark's JVM and the local broker's JVM start side by side (each takes seconds); the session
+    # needs nothing from the broker.
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        spark_start = pool.submit(build_spark_session, config)
+        broker = None
+        try:
+            if not config.bootstrap_servers:
+                port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
+                broker = LocalKafka(config.path(config.local_broker_dir), port=port)
+                broker.start()
+                config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
+                print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})",
+                      flush=True)
+            create_topics(config.bootstrap_servers, topic_specs(config))
+        except BaseException:
+            if not spark_start.cancel():
+                spark_start.result().stop()
+            if broker is not None:
+                broker.stop()
+            raise
+        spark = spark_start.result()
     metrics, metrics_server, listener = _start_observability(spark, config)
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
