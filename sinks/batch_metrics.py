@@ -22,7 +22,6 @@ NO_ERROR = "NONE"  # Kafka's name for error code 0
 OUTCOME_APPENDED = "appended"
 OUTCOME_DUPLICATE = "duplicate"  # idempotent retry: acknowledged with its original offsets, nothing stored
 OUTCOME_REJECTED = "rejected"
-OUTCOMES = (OUTCOME_APPENDED, OUTCOME_DUPLICATE, OUTCOME_REJECTED)
 
 # Ingress timestamp -> append time: a healthy gateway answers within a trigger interval or two.
 APPEND_LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
