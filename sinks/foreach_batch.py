@@ -26,8 +26,6 @@ log = logging.getLogger("gateway.sink")
 
 TASK_SUMMARY_SCHEMA = StructType([StructField("summary", StringType(), False)])
 
-__all__ = ["GatewaySink", "MicroBatchObserver", "MicroBatchSummary", "SinkConfig"]
-
 
 @dataclass(frozen=True)
 class MicroBatchSummary:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def outgoing_messages(
 
 
 def run_partition_task(
-    config: SinkConfig, batch_id: int, rows: list[Any], registry: TopicRegistry, clock: Any
+    config: SinkConfig, batch_id: int, rows: list[Any], registry: TopicRegistry, clock: Callable[[], float]
 ) -> TaskSummary:
     """Everything the sink does for one task's rows, in the order the guarantees need:
     durable first (append + fsync + commit), then responses and dead letters, then metric deltas."""
