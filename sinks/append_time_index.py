@@ -50,6 +50,7 @@ class AppendTimeIndex:
         for t, o in _ENTRY.iter_unpack(raw[:usable]):
             self._times.append(t)
             self._offsets.append(o)
+        self._written = len(self._offsets)  # entries already in the file (the rest: `write_pending`)
 
     @property
     def entries(self) -> int:
@@ -79,7 +80,6 @@ class AppendTimeIndex:
                 f"Attempt to append offset {last_offset} to the append-time index {self.path} after offset "
                 f"{self._offsets[-1]}"
             )
-        os.pwrite(self._fd, _ENTRY.pack(append_time, last_offset), self.size_in_bytes)
         self._times.append(append_time)
         self._offsets.append(last_offset)
 
@@ -99,10 +99,22 @@ class AppendTimeIndex:
     def truncate_to_entries(self, entries: int) -> None:
         del self._times[entries:]
         del self._offsets[entries:]
+        self._written = min(self._written, len(self._offsets))
         if self._fd is not None:
             os.ftruncate(self._fd, self.size_in_bytes)
 
+    def write_pending(self) -> None:
+        """Write the entries appended since the last call to the file, in one `pwrite` (no fsync)."""
+        if self._fd is not None and self._written < len(self._offsets):
+            data = b"".join(
+                _ENTRY.pack(t, o)
+                for t, o in zip(self._times[self._written :], self._offsets[self._written :], strict=True)
+            )
+            os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
+            self._written = len(self._offsets)
+
     def trim_to_valid_size(self) -> None:
+        self.write_pending()
         if self._fd is not None and os.fstat(self._fd).st_size != self.size_in_bytes:
             os.ftruncate(self._fd, self.size_in_bytes)
 
@@ -116,6 +128,7 @@ class AppendTimeIndex:
                 raise CorruptIndexError(f"Append-time index {self.path.name} has offsets out of order at entry {i}")
 
     def flush(self) -> None:
+        self.write_pending()
         if self._fd is not None:
             os.fdatasync(self._fd)
 
@@ -126,5 +139,6 @@ class AppendTimeIndex:
             self._fd = None
 
     def delete(self) -> None:
+        self._written = len(self._offsets)  # nothing left to write to a file about to go
         self.close()
         self.path.unlink(missing_ok=True)

@@ -7,8 +7,9 @@ Reference §5.3 (`AbstractIndex.java`, `OffsetIndex.java`):
 - a pre-existing file is taken as valid up to its length rounded down to the entry size (Kafka assumes
   a pre-existing index is valid); `sanity_check` is the check that decides a rebuild at load.
 
-Not memory-mapped: the valid entries live in a `bytearray` mirror (lookups) and are written to the file
-with `os.pwrite` (appends), which is all one writer task and lock-free readers need.
+Not memory-mapped: the valid entries live in a `bytearray` mirror (lookups). New entries are written
+to the file behind the mirror, in one `pwrite` per `write_pending` (the segment calls it before a
+commit, a flush or a close): readers only trust what a commit record covers.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class AbstractIndex:
         else:
             self._data = bytearray()
         self._entries = valid // self.entry_size
+        self._written = len(self._data)  # bytes of `_data` already in the file
         self._dirty = False  # written since the last flush
 
     # ------------------------------------------------------------------ size
@@ -138,20 +140,30 @@ class AbstractIndex:
         if self.writable:
             self.resize(self.size_in_bytes)
 
+    def write_pending(self) -> None:
+        """Write the entries appended since the last call to the file (no fsync)."""
+        if self._fd is not None and self._written < len(self._data):
+            os.pwrite(self._fd, self._data[self._written :], self._written)
+            self._written = len(self._data)
+            self._dirty = True
+
     def flush(self) -> None:
         """fsync, when anything was written since the last flush."""
+        self.write_pending()
         if self._fd is not None and self._dirty:
             os.fdatasync(self._fd)
             self._dirty = False
 
     def close(self, trim: bool = True) -> None:
         if self._fd is not None:
+            self.write_pending()
             if trim:
                 self.trim_to_valid_size()
             os.close(self._fd)
             self._fd = None
 
     def delete(self) -> None:
+        self._written = len(self._data)  # nothing left to write to a file about to go
         self.close(trim=False)
         self.path.unlink(missing_ok=True)
 
@@ -166,6 +178,7 @@ class AbstractIndex:
             return
         self._entries = entries
         del self._data[entries * self.entry_size :]
+        self._written = min(self._written, len(self._data))
         if self._fd is not None:
             # Clear the dropped slots on disk too, keeping the preallocated length.
             os.ftruncate(self._fd, self.size_in_bytes)
@@ -201,8 +214,6 @@ class AbstractIndex:
         if position + self.entry_size > self._length:
             # A trimmed (inactive) index written again: grow it by one entry.
             self._length = position + self.entry_size
-        os.pwrite(self._fd, entry, position)  # type: ignore[arg-type]
-        self._dirty = True
         self._data += entry
         self._entries += 1
 

@@ -408,6 +408,8 @@ class PartitionLog:
         cleanly shut down broker leaves; fsync data, then the commit record (atomic)."""
         if self.active is not None:
             self.active.on_become_inactive()
+            self.active.write_pending()
+            crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
         if self._new_files:  # segment files created since the last commit: make their names durable
             fsync_dir(self.directory)

@@ -52,6 +52,7 @@ TIME_INDEX_FILE_SUFFIX = ".timeindex"
 SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)
 
 RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest legal size field (§4.7)
+PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
 HEADER_SIZE_UP_TO_MAGIC = 17  # FileLogInputStream: offset + size + leader epoch + magic
 _SIZE = struct.Struct(">i")
 
@@ -248,6 +249,12 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
         # (valid bytes, CRC-32 of them) per index, extended incrementally; reset whenever entries are dropped
         self._index_crcs: dict[str, tuple[int, int]] = {}
+        # Appended bytes not yet in the file, from file position `_pending_at`: one `pwrite` per commit
+        # (or per PENDING_LIMIT bytes) instead of one per batch. Nothing reads the file past the last
+        # commit record, and every read in this class writes them first.
+        self._pending: list[bytes] = []
+        self._pending_at = 0
+        self._pending_bytes = 0
 
     # ------------------------------------------------------------------ state
 
@@ -321,9 +328,11 @@ class LogSegment:
     # ------------------------------------------------------------------ reading
 
     def batches_from(self, position: int = 0) -> Iterator[BatchInfo]:
+        self.write_pending()
         return iter_file_batches(self._fd, position, self._size, self.log_path.name)
 
     def read_bytes(self, position: int, size: int) -> bytes:
+        self.write_pending()
         return os.pread(self._fd, size, position)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchInfo | None:
@@ -348,7 +357,10 @@ class LogSegment:
         largest_offset = max(h.last_offset for _p, h in batches)
         self._ensure_offset_in_range(largest_offset)
         physical_position = self._size
-        os.pwrite(self._fd, records, physical_position)
+        if not self._pending:
+            self._pending_at = physical_position
+        self._pending.append(bytes(records))
+        self._pending_bytes += len(records)
         max_ts = self.max_timestamp_and_offset_so_far
         bytes_since = self.bytes_since_last_index_entry
         for _pos, header in batches:
@@ -363,6 +375,23 @@ class LogSegment:
             bytes_since += header.size_in_bytes
             self.append_time_index.append(append_time_ms, header.last_offset)
         self._size = physical_position
+        if self._pending_bytes >= PENDING_LIMIT:
+            self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the appended bytes not yet in the files (log and indexes), without fsync."""
+        if self._pending:
+            data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+            self._pending.clear()
+            self._pending_bytes = 0
+            view, position = memoryview(data), self._pending_at
+            while view:  # a regular file may take a write in parts
+                written = os.pwrite(self._fd, view, position)
+                view, position = view[written:], position + written
+        if self.writable:
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
+            self.append_time_index.write_pending()
 
     def _ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
@@ -440,6 +469,7 @@ class LogSegment:
         """fsync the segment. `indexes=False` (a commit) syncs only what recovery cannot rebuild: the
         `.log` and the `.appendtimeindex` (module docstring; reference §5.8)."""
         if self.writable:
+            self.write_pending()
             os.fdatasync(self._fd)  # data and the size: what reading the file back needs
             if indexes:
                 self.offset_index.flush()
@@ -451,6 +481,8 @@ class LogSegment:
         closes the files as they are (recovery, which has just cut them to a commit)."""
         if self._fd < 0:
             return
+        if self.writable:
+            self.write_pending()
         if self.writable and finalize:
             self.on_become_inactive()
         self.offset_index.close(trim=self.writable and finalize)
@@ -461,6 +493,8 @@ class LogSegment:
 
     def delete(self) -> None:
         """Remove every file of the segment."""
+        self._pending.clear()
+        self._pending_bytes = 0
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -500,6 +534,7 @@ class LogSegment:
         """Cut every file back to a committed size (the gateway's commit record). Returns log bytes cut."""
         self._require_writable()
         self._index_crcs.clear()
+        self.write_pending()
         truncated = self._size - log_size
         os.ftruncate(self._fd, log_size)
         self._size = log_size

@@ -170,6 +170,30 @@ def _output_row(
     return row
 
 
+def _ingress_batches(frame: pd.DataFrame) -> Iterator[IngressBatch]:
+    """The frame's rows, read column by column (`tolist`: plain Python values, far cheaper than
+    `itertuples` with a null check per cell)."""
+    columns = [
+        frame[name].tolist()
+        for name in ("ingress_partition", "ingress_offset", "ingress_timestamp_ms", "batch", "request_id",
+                     "client_id", "acks", "partition_header", "replay_of")
+    ]
+    for ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, replay_of in zip(
+        *columns, strict=True
+    ):
+        yield IngressBatch(
+            ingress_partition=int(ingress_partition), ingress_offset=int(ingress_offset),
+            ingress_timestamp_ms=int(ts), batch=bytes(batch), request_id=str(request_id),
+            client_id=_opt_str(client_id), acks=int(acks), partition_header=_opt_str(header),
+            replay_of=_opt_str(replay_of),
+        )
+
+
+def _opt_str(value: Any) -> str | None:
+    """None for Arrow nulls as pandas hands them over (None, NaN or pd.NA)."""
+    return None if value is None or value is pd.NA or value != value else str(value)
+
+
 def _state_from_spark(state: GroupState) -> PartitionState:
     if not state.exists:
         return PartitionState()
@@ -190,17 +214,7 @@ def stage_function(
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
-        items = [
-            IngressBatch(
-                ingress_partition=int(r.ingress_partition), ingress_offset=int(r.ingress_offset),
-                ingress_timestamp_ms=int(r.ingress_timestamp_ms), batch=bytes(r.batch),
-                request_id=str(r.request_id), client_id=None if pd.isna(r.client_id) else str(r.client_id),
-                acks=int(r.acks), partition_header=None if pd.isna(r.partition_header) else str(r.partition_header),
-                replay_of=None if pd.isna(r.replay_of) else str(r.replay_of),
-            )
-            for frame in frames
-            for r in frame.itertuples(index=False)
-        ]
+        items = [item for frame in frames for item in _ingress_batches(frame)]
         now_ms = state.getCurrentProcessingTimeMs()
         old_state = _state_from_spark(state)
         # The registry file is re-read when it changed: a reload applies from the next group decided

@@ -68,8 +68,10 @@ def reference(tmp_path_factory) -> dict[str, bytes]:
 @pytest.mark.parametrize(
     "crash_at",
     [
-        "batch-written:1",  # torn first micro-batch, no commit record yet
-        "batch-written:8",  # in the middle of micro-batch 2
+        "batch-written:1",  # first micro-batch handed to the segment, nothing written yet
+        "batch-written:8",  # in the middle of micro-batch 2 (after a roll wrote the old segment out)
+        "data-written:1",  # torn first micro-batch: bytes in the files, no commit record yet
+        "data-written:3",  # micro-batch 3's bytes written, not fsynced, not committed
         "rolled:1",  # right after a roll created a new segment
         "rolled:2",
         "data-fsynced:3",  # data durable, commit record not written
@@ -87,7 +89,7 @@ def test_crash_then_replay_is_byte_identical(tmp_path, reference, crash_at):
     outcomes = json.loads(resumed.stdout)
     committed_before = before.batch_id if before else -1
     assert [o[0] for o in outcomes] == [mb <= committed_before for mb in range(MICRO_BATCHES)]
-    if crash_at.startswith(("batch-written", "data-fsynced")):
+    if crash_at.startswith(("data-written", "data-fsynced")):
         assert sum(o[2] for o in outcomes) > 0, "the uncommitted bytes were truncated before the replay"
     assert snapshot(tmp_path) == reference
 
