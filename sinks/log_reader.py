@@ -176,10 +176,11 @@ def _fallback_decompress(codec: int, area: bytes) -> bytes:  # pragma: no cover
 class _SegmentView:
     """A committed segment, opened (read-only) only when its records or indexes are needed."""
 
-    def __init__(self, directory: Path, state: SegmentState | None, base_offset: int) -> None:
+    def __init__(self, directory: Path, state: SegmentState | None, base_offset: int, active: bool = False) -> None:
         self.directory = directory
         self.state = state
         self.base_offset = base_offset
+        self.active = active  # the last segment: its time index may lack the final entry
         self._segment: LogSegment | None = None
         self._max_ts: tuple[int, int] | None = None
 
@@ -193,8 +194,14 @@ class _SegmentView:
         return self._segment
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """The time index's last entry — after a commit (a Kafka close) the segment's max timestamp —
-        read with one pread instead of loading the index."""
+        """maxTimestampAndOffsetSoFar: as committed; for an older commit record, a rolled segment's last
+        time-index entry (one pread) or, for the active segment (no final entry before a roll or close),
+        loaded from its files like Kafka's `loadLargestTimestamp`."""
+        if self._max_ts is None and self.state is not None and self.state.max_timestamp is not None:
+            self._max_ts = (self.state.max_timestamp, int(self.state.max_timestamp_offset or self.base_offset))
+        if self._max_ts is None and self.active:
+            max_ts = self.segment.largest_timestamp_and_offset()
+            self._max_ts = (max_ts.timestamp, max_ts.offset)
         if self._max_ts is None:
             path = self.directory / segment_file_name(self.base_offset, TIME_INDEX_FILE_SUFFIX)
             size = self.state.time_index_size if self.state else (path.stat().st_size if path.exists() else 0)
@@ -232,10 +239,14 @@ class PartitionReader:
         self.commit: CommitRecord | None = read_commit(self.directory)
         if self.commit is not None and self.commit.version >= 2:
             self.segments = [_SegmentView(self.directory, s, s.base_offset) for s in self.commit.segments]
+            if self.segments:
+                self.segments[-1].active = True
             self.log_start_offset = self.commit.log_start_offset
             self.log_end_offset = self.commit.log_end_offset
         else:
             self.segments = [_SegmentView(self.directory, None, b) for b in segment_bases(self.directory)]
+            if self.segments:
+                self.segments[-1].active = True
             self.log_start_offset = self.segments[0].base_offset if self.segments else 0
             self.log_end_offset = self.segments[-1].segment.read_next_offset() if self.segments else 0
 
@@ -493,7 +504,10 @@ def verify_partition(
                     problems.append(f"{seg.time_index.path.name}: timestamp {entry.timestamp} out of order")
                 previous = entry.timestamp
             last = seg.time_index.last_entry
-            if max_ts[0] >= 0 and (last.timestamp, last.offset) != max_ts:
+            # A rolled segment ends with its max timestamp (the roll's final entry); the active one gets it
+            # only when the log is closed (reference §5.3, §5.4).
+            active = i == len(reader.segments) - 1
+            if max_ts[0] >= 0 and (last.timestamp, last.offset) != max_ts and not (active and last.timestamp < max_ts[0]):
                 problems.append(f"{seg.time_index.path.name}: last entry ({last.timestamp}, {last.offset}) is not the "
                                 f"segment's max timestamp {max_ts}")
             # append-time index

@@ -10,7 +10,14 @@
   active segment's `.index`/`.timeindex` (a rolled segment's are fsynced at the roll). When the active
   segment is next opened for appending, index bytes that differ from the recorded CRCs (pages lost with
   the page cache) are rebuilt from the log (`PartitionLog._open_active`);
-- `gateway.lock`, an `flock` that serialises the one writer task and the retention task.
+- `gateway.lock`, an `flock` that serialises the one writer task and the retention task. It stays after
+  a clean stop on purpose: an `flock` lives with the open descriptor, not the file, so an empty file
+  left behind locks nothing, and deleting it would race with a writer that has just opened it.
+
+A micro-batch commit leaves the active segment active, as an uninterrupted Kafka broker does: its
+time index gets the final `(maxTimestampSoFar, offset)` entry only when the segment rolls or the log
+is closed (`close_logs` at a clean stop: Kafka's `LogManager.shutdown`); until then the commit record
+keeps the segment's max timestamp, as Kafka keeps it in memory (reference §5.2-§5.4).
 
 Exactly-once (DESIGN §5): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
 beyond the commit record (a torn tail, index entries, whole segments rolled after it) is truncated or
@@ -37,7 +44,7 @@ from sinks.segment import (
     segment_file_name,
 )
 from validators.record_batch import parse_header
-from validators.topic_config import TopicConfig
+from validators.topic_config import TopicConfig, TopicRegistry
 
 __all__ = [
     "COMMIT_FILE",
@@ -84,6 +91,10 @@ class SegmentState:
     # CRC-32 of the valid bytes of `.index` / `.timeindex` (None: unknown, e.g. a record written before them)
     index_crc: int | None = None
     time_index_crc: int | None = None
+    # maxTimestampAndOffsetSoFar (reference §5.2): Kafka keeps it in memory for the active segment, whose
+    # time index lacks the final entry until a roll or close. None: unknown (an older record), scanned.
+    max_timestamp: int | None = None
+    max_timestamp_offset: int | None = None
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
@@ -261,6 +272,8 @@ class PartitionLog:
             try:
                 if not segment.indexes_match(last.index_crc, last.time_index_crc):
                     self._rebuild_active_indexes(segment)
+                else:
+                    segment.restore_max_timestamp(last.max_timestamp, last.max_timestamp_offset)
             except BaseException:
                 segment.close(finalize=False)
                 raise
@@ -403,11 +416,12 @@ class PartitionLog:
         return states
 
     def commit(self, batch_id: int) -> CommitRecord:
-        """Make everything appended durable, then record it: the active segment is closed the way Kafka
-        closes it (final time-index entry, trimmed indexes) so the files on disk are exactly what a
-        cleanly shut down broker leaves; fsync data, then the commit record (atomic)."""
+        """Make everything appended durable, then record it (atomic). The active segment stays active:
+        its indexes are trimmed to their valid entries, so Kafka's tools read the committed files as
+        they are, but it gets no final time-index entry — Kafka writes that only when a segment rolls or
+        the log is closed (reference §5.3, §5.4; `close_cleanly`)."""
         if self.active is not None:
-            self.active.on_become_inactive()
+            self.active.trim_indexes()
             self.active.write_pending()
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
@@ -454,12 +468,26 @@ class PartitionLog:
         self.log_end_offset = self.active.read_next_offset()
         return self.commit(self.committed_batch_id if batch_id is None else batch_id)
 
+    def close_cleanly(self) -> CommitRecord | None:
+        """Kafka's `UnifiedLog.close` at a clean shutdown: the active segment gets its final time-index
+        entry and trimmed, fsynced indexes (`onBecomeInactiveSegment`, reference §5.3), recorded under the
+        committed micro-batch. Only for a log with nothing uncommitted (the query has stopped)."""
+        if self.log_end_offset != (self.commit_record.log_end_offset if self.commit_record else 0):
+            raise ValueError(f"{self.topic}-{self.partition}: uncommitted appends; commit before closing")
+        if self._open_active() is None:
+            return self.commit_record
+        self.active.on_become_inactive()
+        self.active.flush()
+        return self.commit(self.committed_batch_id)
+
     def close(self) -> None:
         """Release the lock; the active segment is closed without committing (uncommitted appends stay on
         disk past the commit record and are truncated by the next open)."""
         try:
             if self.active is not None:
-                self.active.close()
+                if self.log_end_offset == (self.commit_record.log_end_offset if self.commit_record else 0):
+                    self.active.trim_indexes()  # nothing uncommitted: the files as the commit left them
+                self.active.close(finalize=False)
                 self.active = None
         finally:
             if self._lock is not None:
@@ -476,8 +504,9 @@ class PartitionLog:
 def _state_of(segment: LogSegment) -> SegmentState:
     log_size, index_size, time_size, append_size = segment.sizes()
     index_crc, time_index_crc = segment.index_checksums()
+    max_ts = segment.max_timestamp_and_offset_so_far
     return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms,
-                        index_crc, time_index_crc)
+                        index_crc, time_index_crc, max_ts.timestamp, max_ts.offset)
 
 
 def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
@@ -529,6 +558,21 @@ def append_batches(
         plog.commit(batch_id)
         return AppendOutcome(topic, partition, batch_id, False, count, written, plog.log_end_offset,
                              plog.log_start_offset, rolled, plog.recovered_bytes)
+
+
+def close_logs(root: Path, registry: TopicRegistry) -> int:
+    """`LogManager.shutdown`: close every partition log of the registry's topics the way a clean broker
+    shutdown does (`PartitionLog.close_cleanly`). Call it once the query has stopped. Returns the number
+    of partitions closed."""
+    closed = 0
+    for name, config in sorted(registry.topics.items()):
+        for partition in range(int(config.partitions)):
+            if not partition_dir(root, name, partition).is_dir():
+                continue
+            with PartitionLog.open(root, name, partition, config) as plog:
+                plog.close_cleanly()
+            closed += 1
+    return closed
 
 
 def repair_indexes(

@@ -451,6 +451,10 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """Roll/close: final time-index entry (skipping the full check), indexes trimmed (§5.3, §5.4)."""
         self._append_final_time_index_entry()
+        self.trim_indexes()
+
+    def trim_indexes(self) -> None:
+        """Index files cut to their valid entries (preallocated again by the next append)."""
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.append_time_index.trim_to_valid_size()
@@ -547,6 +551,19 @@ class LogSegment:
         self._max_ts_and_offset = None
         self._rolling_based_timestamp = None
         return truncated
+
+    def restore_max_timestamp(self, timestamp: int | None, offset: int | None) -> None:
+        """maxTimestampAndOffsetSoFar of a reopened active segment: as committed, or, when unknown, loaded
+        from the files (`loadLargestTimestamp`)."""
+        if timestamp is None or offset is None:
+            self._load_largest_timestamp()
+        else:
+            self._max_ts_and_offset = TimestampOffset(timestamp, offset)
+
+    def largest_timestamp_and_offset(self) -> TimestampOffset:
+        """The max timestamp and its offset, loaded from the files (`loadLargestTimestamp`)."""
+        self._load_largest_timestamp()
+        return self.max_timestamp_and_offset_so_far
 
     def _load_largest_timestamp(self) -> None:
         """`loadLargestTimestamp`: time index's last entry, then any larger batch after it."""

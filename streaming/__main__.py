@@ -25,6 +25,7 @@ from sinks.metrics import (
     parse_address,
     serve_metrics,
 )
+from sinks.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
 from streaming.local_kafka import LocalKafka, create_topics, free_port
@@ -33,6 +34,8 @@ from streaming.session import build_spark_session
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
 from validators.topic_config import RegistryWatcher, TopicRegistry
+
+log = logging.getLogger("gateway")
 
 
 def _port_free(port: int) -> bool:
@@ -61,6 +64,16 @@ def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[Ga
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)
     return metrics, server, listener
+
+
+def _close_logs(config: GatewayConfig, registry: RegistryWatcher) -> None:
+    """Close the partition logs as a cleanly stopped Kafka broker does (final time-index entries)."""
+    try:
+        closed = close_logs(config.path(config.segments_root), registry.current())
+    except (OSError, ValueError) as e:  # the next append recovers; the stop must go on
+        log.error("closing the partition logs failed: %s", e)
+        return
+    log.info("closed %d partition log(s) cleanly", closed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
             if t is not None:
                 t.stop()
         stop_gracefully(query)
+        _close_logs(config, registry)
         spark.streams.removeListener(listener)
         metrics_server.stop()
         spark.stop()

@@ -122,7 +122,7 @@ def test_active_preallocated_index_vs_trimmed_on_close(tmp_path):
     segment). DumpLogSegments stops at the first zero entry, so dump and verification pass; Kafka's own
     sanity check rejects such a time index (the zero tail is 'smaller than the first timestamp') — which
     is why a broker rebuilds the active segment's indexes after an unclean shutdown, and why the gateway
-    trims on every commit (a Kafka close). After the commit everything passes."""
+    trims the index files to their valid entries on every commit. After the commit everything passes."""
     plog = PartitionLog.open(tmp_path, "t", 0, CFG)
     try:
         for i in range(0, 40, 4):
