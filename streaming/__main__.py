@@ -29,6 +29,7 @@ from sinks.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
 from streaming.local_kafka import LocalKafka, create_topics, free_port
+from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
 from streaming.status import add_arguments as add_status_arguments
@@ -60,7 +61,7 @@ def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[Ga
     except OSError as e:
         host, _ = parse_address(config.metrics_address)
         server = serve_metrics(metrics, f"{host}:0")
-        print(f"[gateway] metrics address {config.metrics_address} unavailable ({e}); using {server.url}", flush=True)
+        log.warning("metrics address %s unavailable (%s); using %s", config.metrics_address, e, server.url)
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)
     return metrics, server, listener
@@ -90,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
                 broker = LocalKafka(config.path(config.local_broker_dir), port=port)
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
-                print(f"[gateway] local Apache Kafka broker on {broker.bootstrap_servers} (log: {broker.log_path})",
-                      flush=True)
+                log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
             create_topics(config.bootstrap_servers, topic_specs(config))
         except BaseException:
             if not spark_start.cancel():
@@ -104,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
     query, _sink = start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)])
-    print(f"[gateway] query '{config.query_name}' running; checkpoint {config.checkpoint_location}; "
-          f"segments {config.path(config.segments_root)}; responses on '{config.response_topic}', "
-          f"dead letters on '{config.dlq_topic}'. Ctrl-C stops.", flush=True)
-    print(f"[gateway] metrics on {metrics_server.url}; Grafana dashboard {GRAFANA_DASHBOARD} "
-          f"(provisioning {GRAFANA_PROVISIONING}); `python -m streaming status` for a terminal view", flush=True)
+    log.info("query '%s' running; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
+             config.query_name, config.checkpoint_location, config.path(config.segments_root), config.response_topic,
+             config.dlq_topic)
+    log.info("metrics on %s; Grafana dashboard %s (provisioning %s); `python -m streaming status` for a terminal view",
+             metrics_server.url, GRAFANA_DASHBOARD, GRAFANA_PROVISIONING)
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -123,18 +123,17 @@ def run(args: argparse.Namespace) -> int:
         demo = DemoTraffic(config)
         demo.start()
         threading.Thread(
-            target=lambda: first.wait() and print(
-                f"[gateway] first response {time.monotonic() - started:.1f} s after start", flush=True),
+            target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),
             daemon=True,
         ).start()
     try:
         while not stop.is_set() and query.isActive:
             stop.wait(1.0)
         if query.exception() is not None:
-            print(f"[gateway] query failed: {query.exception()}", flush=True)
+            log.error("query failed: %s", query.exception())
             return 1
     finally:
-        print("[gateway] stopping ...", flush=True)
+        log.info("stopping ...")
         for t in (demo, summary):
             if t is not None:
                 t.stop()
@@ -145,13 +144,12 @@ def run(args: argparse.Namespace) -> int:
         spark.stop()
         if broker is not None:
             broker.stop()
-        print("[gateway] stopped.", flush=True)
+        log.info("stopped.")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    configure_logging()
     parser = argparse.ArgumentParser(prog="python -m streaming")
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the gateway query")

@@ -3,6 +3,7 @@ gateway must reject) and a live summary of responses and segment files in the te
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -15,6 +16,8 @@ from confluent_kafka import Consumer, Producer
 from sinks.responses import decode_response
 from streaming.config import GatewayConfig
 from validators.record_batch import build_record_batch
+
+log = logging.getLogger("gateway.demo")
 
 
 def demo_batch(rng: random.Random, now_ms: int) -> tuple[str, int, bytes]:
@@ -85,7 +88,7 @@ class LiveSummary(threading.Thread):
                 self.outcomes[r["error_name"] or "OK"] += 1
                 self.first_response.set()
             if time.monotonic() >= next_print:
-                print(self.line(), flush=True)
+                log.info(self.line())
                 next_print += self.every_s
         c.close()
 
@@ -94,7 +97,7 @@ class LiveSummary(threading.Thread):
         logs = list(Path(root).glob("*/*.log")) if root.exists() else []
         size = sum(f.stat().st_size for f in logs)
         outcomes = ", ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items())) or "none yet"
-        return f"[gateway] responses: {outcomes} | segments: {len(logs)} files, {size / 1024:.1f} KiB under {root}"
+        return f"responses: {outcomes} | segments: {len(logs)} files, {size / 1024:.1f} KiB under {root}"
 
     def stop(self) -> None:
         self.stopped.set()

@@ -29,12 +29,20 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streaming.logs import ThrottledWarning, configure_logging
 from validators.errors import Errors
 from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
+from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import RegistryWatcher, TopicRegistry
 
 log = logging.getLogger("gateway.stage")
+# KIP-937: Kafka warns about accepted records far ahead of its clock. Per batch, a producer with a
+# wrong clock would flood the log: one line per partition, then a summary per minute (the metric
+# gateway_future_timestamps_total counts every record).
+future_timestamps = ThrottledWarning(
+    logging.getLogger("gateway.future_timestamps"), f"with a timestamp more than {FUTURE_TIMESTAMP_WARN_MS} ms ahead"
+)
 
 STATE_SCHEMA = StructType(
     [
@@ -126,6 +134,13 @@ def decide_group(
         result = decide(topic, partition, item, registry, state, now_ms)
         if isinstance(result, Accepted):
             state = result.state
+            if result.future_timestamp_count:
+                future_timestamps.warn(
+                    f"{topic}-{partition}", result.future_timestamp_count,
+                    f"{topic}-{partition}: accepted {result.future_timestamp_count} record(s) with a timestamp more "
+                    f"than {FUTURE_TIMESTAMP_WARN_MS} ms ahead of the broker time {now_ms} (max timestamp "
+                    f"{result.producer_max_timestamp}), KIP-937",
+                )
         rows.append(_output_row(topic, partition, item, result, state, now_ms))
     return rows, state
 
@@ -212,6 +227,7 @@ def stage_function(
     registry: RegistryWatcher,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+        configure_logging()  # a Python worker starts with logging unconfigured
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
         items = [item for frame in frames for item in _ingress_batches(frame)]

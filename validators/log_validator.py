@@ -485,12 +485,6 @@ def _decide_v2(
             BatchMetadata(base_sequence, last_seq, first_offset, last_offset, max_ts), append_time,
         )
 
-    if checked.future_count:
-        log.warning(
-            "%s: accepted %d record(s) with a timestamp more than %d ms ahead of the broker time %d "
-            "(max timestamp %d), KIP-937",
-            tp, checked.future_count, FUTURE_TIMESTAMP_WARN_MS, now_ms, max_ts,
-        )
     return Accepted(
         records=stored,
         base_offset=first_offset,
@@ -1214,11 +1208,6 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
     producers = state.producers
     if producers:
         producers = producer_state.expire(producers, now_ms, config.producer_id_expiration_ms)
-    if future:
-        log.warning(
-            "%s: accepted %d record(s) with a timestamp more than %d ms ahead of the broker time %d, KIP-937",
-            tp, future, FUTURE_TIMESTAMP_WARN_MS, now_ms,
-        )
     return Accepted(
         records=stored,
         base_offset=first_offset,

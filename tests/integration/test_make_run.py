@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from sinks.partition_log import read_commit
 from streaming.config import REPO_ROOT
 from streaming.local_kafka import free_port
 
@@ -43,10 +46,10 @@ def test_run_demo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:  # blocks on the child's output; the deadline bounds the wait
             lines.append(line)
-            if "[gateway] responses:" in line and "OK=" in line or time.monotonic() > deadline:
+            if "gateway.demo responses:" in line and "OK=" in line or time.monotonic() > deadline:
                 break
         assert any("first response" in line for line in lines), "".join(lines[-40:])
-        assert any("[gateway] responses:" in line and "OK=" in line for line in lines), "".join(lines[-40:])
+        assert any("gateway.demo responses:" in line and "OK=" in line for line in lines), "".join(lines[-40:])
         assert _java_processes_under(tmp_path / "kafka"), "the local broker should be running"
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=120)
@@ -57,7 +60,14 @@ def test_run_demo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
             proc.wait()
     output = "".join(lines)
     assert proc.returncode == 0, output[-4000:]
-    assert "[gateway] stopped." in output
+    assert " INFO gateway stopped." in output
+    assert re.search(r"closed [1-9][0-9]* partition log\(s\) cleanly", output), output[-4000:]
     assert not _java_processes_under(tmp_path / "kafka"), "orphan broker JVM after Ctrl-C"
     logs = list((tmp_path / "segments").glob("demo.*/*.log"))
     assert logs and all(f.stat().st_size > 0 for f in logs)
+    # a clean stop closes each log as Kafka does: the active segment's time index ends with its max timestamp
+    for directory in {f.parent for f in logs}:
+        active = read_commit(directory).segments[-1]
+        entries = (directory / f"{active.base_offset:020d}.timeindex").read_bytes()
+        if active.max_timestamp is not None and active.max_timestamp >= 0:
+            assert struct.unpack(">qi", entries[-12:]) == (active.max_timestamp, active.max_timestamp_offset - active.base_offset)

@@ -1,0 +1,69 @@
+"""Logging for the driver and the Spark Python workers: one format, and warnings that cannot flood.
+
+Python workers start with logging unconfigured, where a warning falls through to `logging.lastResort`:
+a bare line without time or level. `configure_logging` gives every process the same format
+(idempotent, so a worker can call it per task). `ThrottledWarning` keeps a per-key warning that may fire
+for every batch (a misconfigured producer) to one line at the first occurrence, then at most one summary
+line per interval with the counts of what it held back.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """The gateway's log format on stderr, unless this process has configured logging already."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        root.addHandler(handler)
+        root.setLevel(level)
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@dataclass
+class _Window:
+    started: float
+    held_back: int = 0  # occurrences not logged since `started`
+    records: int = 0  # records of those occurrences
+
+
+class ThrottledWarning:
+    """WARN once per key, then at most one summary per `interval_s` (logged by the first occurrence after
+    the interval; the counts of a burst that ends are in the metrics, not lost from them)."""
+
+    def __init__(
+        self, logger: logging.Logger, what: str, interval_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.logger = logger
+        self.what = what  # e.g. "with a timestamp more than 1 h ahead": completes "N record(s) ..."
+        self.interval_s = interval_s
+        self.clock = clock
+        self._windows: dict[str, _Window] = {}
+
+    def warn(self, key: str, records: int, message: str) -> bool:
+        """Note one occurrence (`records` records) for `key`; returns whether a line was logged."""
+        now = self.clock()
+        window = self._windows.get(key)
+        if window is None:
+            self._windows[key] = _Window(started=now)
+            self.logger.warning("%s (further occurrences for %s: one summary per %.0f s)", message, key, self.interval_s)
+            return True
+        window.held_back += 1
+        window.records += records
+        if now - window.started < self.interval_s:
+            return False
+        self.logger.warning(
+            "%s: %d more batch(es), %d record(s) %s in the last %.0f s; latest: %s",
+            key, window.held_back, window.records, self.what, now - window.started, message,
+        )
+        self._windows[key] = _Window(started=now)
+        return True
