@@ -31,6 +31,7 @@ from sinks.log_reader import (
     verify_partition,
 )
 from sinks.partition_log import PartitionLog, partition_dir
+from sinks.storage_error import KafkaStorageError
 
 _SPECIAL = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 
@@ -93,12 +94,15 @@ def _dump(args: argparse.Namespace) -> int:
                 batches.append(row)
             seg_doc = {
                 "file": seg.log_path.name, "base_offset": seg.base_offset, "size": seg.size,
+                "problems": list(view.problems),  # damaged indexes, shown as rebuilt from the log
                 "batches": batches,
                 "offset_index": [asdict(e) for e in seg.offset_index.all_entries()],
                 "time_index": [asdict(e) for e in seg.time_index.all_entries()],
                 "append_time_index": [asdict(e) for e in seg.append_time_index.all_entries()],
             }
             doc["segments"].append(seg_doc)
+            if view.problems:
+                tables.append(("problems (indexes shown rebuilt from the log)", [{"problem": p} for p in view.problems]))
             tables.append((f"{seg.log_path.name} ({seg.size} bytes)",
                            [{k: v for k, v in r.items() if k != "records"} for r in batches]))
             tables.append((f"{seg.offset_index.path.name}", seg_doc["offset_index"]))
@@ -204,7 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return dlq_main(argv[1:])
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (KafkaStorageError, OSError, ValueError) as e:
+        # damaged or missing files, bad offsets: one line naming the file and what is wrong, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

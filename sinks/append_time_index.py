@@ -12,6 +12,8 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +33,17 @@ class AppendTimeEntry:
 class AppendTimeIndex:
     """Dense, append-only; the whole valid content is mirrored in memory (16 bytes per batch)."""
 
-    def __init__(self, path: Path, writable: bool = True, valid_size: int | None = None) -> None:
+    def __init__(
+        self, path: Path, writable: bool = True, valid_size: int | None = None,
+        entries: Iterable[AppendTimeEntry] | None = None,
+    ) -> None:
+        """`entries`: an index held in memory only, never written (a reader's rebuilt view of a damaged
+        file)."""
         self.path = Path(path)
         self._fd: int | None = None
-        if writable:
+        if entries is not None:
+            raw = b"".join(_ENTRY.pack(e.append_time, e.last_offset) for e in entries)
+        elif writable:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             length = os.fstat(self._fd).st_size
             raw = os.pread(self._fd, length if valid_size is None else min(length, valid_size), 0)
@@ -51,6 +60,7 @@ class AppendTimeIndex:
             self._times.append(t)
             self._offsets.append(o)
         self._written = len(self._offsets)  # entries already in the file (the rest: `write_pending`)
+        self._crc = zlib.crc32(raw[:usable])  # of the entries written so far (the commit record keeps it)
 
     @property
     def entries(self) -> int:
@@ -97,9 +107,13 @@ class AppendTimeIndex:
         self.truncate_to_entries(keep)
 
     def truncate_to_entries(self, entries: int) -> None:
-        del self._times[entries:]
-        del self._offsets[entries:]
-        self._written = min(self._written, len(self._offsets))
+        if entries < len(self._offsets):
+            del self._times[entries:]
+            del self._offsets[entries:]
+            if entries < self._written:
+                self._written = entries
+                self._crc = zlib.crc32(b"".join(
+                    _ENTRY.pack(t, o) for t, o in zip(self._times[:entries], self._offsets[:entries], strict=True)))
         if self._fd is not None:
             os.ftruncate(self._fd, self.size_in_bytes)
 
@@ -112,6 +126,13 @@ class AppendTimeIndex:
             )
             os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
             self._written = len(self._offsets)
+            self._crc = zlib.crc32(data, self._crc)
+
+    def checksum(self) -> int:
+        """CRC-32 of the valid entries (after `write_pending`, as a commit calls it)."""
+        if self._written < len(self._offsets):
+            self.write_pending()
+        return self._crc
 
     def trim_to_valid_size(self) -> None:
         self.write_pending()

@@ -23,24 +23,22 @@ from pathlib import Path
 
 from sinks.partition_log import CommitRecord, SegmentState, partition_dir, read_commit
 from sinks.segment import (
-    TIME_INDEX_FILE_SUFFIX,
     BatchInfo,
+    CorruptRecordError,
     LogSegment,
     SegmentConfig,
     segment_bases,
     segment_file_name,
 )
-from validators.record_batch import TimestampType
+from sinks.segment_reader import open_for_reading
+from sinks.storage_error import KafkaStorageError
+from validators.compression import CorruptCompressedDataError
+from validators.record_batch import TimestampType, decode_record_batch, is_valid
+from validators.records import InvalidRecordError
 
 LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
-
-try:  # the codec engineer's decoder (validators), when it has landed
-    from validators.record_batch import decode_record_batch as _decode_record_batch
-except ImportError:  # pragma: no cover - exercised only on a tree without it
-    _decode_record_batch = None
-
 
 class OffsetOutOfRangeError(ValueError):
     """Kafka's OFFSET_OUT_OF_RANGE: the fetch offset is below the log start or above the log end."""
@@ -92,82 +90,21 @@ class _Rec:
 
 def batch_records(data: bytes) -> list[_Rec]:
     """Every record of one stored v2 batch (decompressed), with the timestamp a consumer sees."""
-    if _decode_record_batch is not None:
-        decoded = _decode_record_batch(data)
-        return [_Rec(r.offset, r.timestamp, r.create_time, r.key, r.value, r.headers) for r in decoded.records]
-    return _fallback_batch_records(data)
+    decoded = decode_record_batch(data)
+    return [_Rec(r.offset, r.timestamp, r.create_time, r.key, r.value, r.headers) for r in decoded.records]
 
 
-def _fallback_batch_records(data: bytes) -> list[_Rec]:  # pragma: no cover - see the import above
-    from validators.record_batch import RECORD_BATCH_OVERHEAD, parse_header
-
-    header = parse_header(data)
-    area = bytes(data[RECORD_BATCH_OVERHEAD : header.size_in_bytes])
-    area = _fallback_decompress(header.compression_id, area)
-
-    def varint(pos: int) -> tuple[int, int]:
-        shift = value = 0
-        while True:
-            b = area[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                return (value >> 1) ^ -(value & 1), pos
-            shift += 7
-
-    lat = header.timestamp_type == TimestampType.LOG_APPEND_TIME
-    out, pos = [], 0
-    for _ in range(header.records_count):
-        _size, pos = varint(pos)
-        ts_delta, pos = varint(pos + 1)
-        off_delta, pos = varint(pos)
-        fields: list[bytes | None] = []
-        for _f in range(2):
-            n, pos = varint(pos)
-            fields.append(area[pos : pos + n] if n >= 0 else None)
-            pos += max(n, 0)
-        count, pos = varint(pos)
-        headers = []
-        for _h in range(count):
-            n, pos = varint(pos)
-            hk = area[pos : pos + n].decode("utf-8", "replace")
-            pos += n
-            n, pos = varint(pos)
-            headers.append((hk, area[pos : pos + n] if n >= 0 else None))
-            pos += max(n, 0)
-        create = header.base_timestamp + ts_delta
-        out.append(_Rec(header.base_offset + off_delta, header.max_timestamp if lat else create, create,
-                        fields[0], fields[1], tuple(headers)))
-    return out
-
-
-def _fallback_decompress(codec: int, area: bytes) -> bytes:  # pragma: no cover
-    if codec == 0:
-        return area
-    if codec == 1:
-        import gzip
-
-        return gzip.decompress(area)
-    if codec == 2:  # snappy-java's framed stream: 16-byte header, then (int32 length, raw block)*
-        import cramjam
-
-        out, pos = bytearray(), 16 if area.startswith(b"\x82SNAPPY\x00") else 0
-        if pos == 0:
-            return bytes(cramjam.snappy.decompress_raw(area))
-        while pos < len(area):
-            (n,) = struct.unpack_from(">i", area, pos)
-            out += bytes(cramjam.snappy.decompress_raw(area[pos + 4 : pos + 4 + n]))
-            pos += 4 + n
-        return bytes(out)
-    if codec == 3:
-        import lz4.frame
-
-        return lz4.frame.decompress(area)
-    if codec == 4:
-        import zstandard
-
-        return zstandard.ZstdDecompressor().decompressobj().decompress(area)
-    raise ValueError(f"Unknown compression type id: {codec}")
+def read_batch(segment: LogSegment, batch: BatchInfo) -> list[_Rec]:
+    """The records of `batch`, after the checks a Kafka consumer makes (`check.crcs`): whole and CRC-valid;
+    a batch that fails them, or does not decode, is a `CorruptRecordError` naming the file."""
+    data = segment.read_bytes(batch.position, batch.size)
+    where = f"{segment.log_path}: batch at position {batch.position} (offsets {batch.base_offset}-{batch.last_offset})"
+    if len(data) != batch.size or not is_valid(data):
+        raise CorruptRecordError(f"{where} fails its CRC")
+    try:
+        return batch_records(data)
+    except (ValueError, KeyError, IndexError, struct.error, OSError, CorruptCompressedDataError, InvalidRecordError) as e:
+        raise CorruptRecordError(f"{where} does not decode: {type(e).__name__}: {e}") from None
 
 
 # --------------------------------------------------------------------------------------------- views
@@ -181,37 +118,30 @@ class _SegmentView:
         self.state = state
         self.base_offset = base_offset
         self.active = active  # the last segment: its time index may lack the final entry
+        self.problems: tuple[str, ...] = ()  # damage found when the segment was opened (segment_reader)
         self._segment: LogSegment | None = None
         self._max_ts: tuple[int, int] | None = None
 
     @property
     def segment(self) -> LogSegment:
+        """The segment, checked against its commit record, damaged indexes rebuilt in memory
+        (`segment_reader`)."""
         if self._segment is None:
-            self._segment = LogSegment(
-                self.directory, self.base_offset, SegmentConfig(), writable=False,
-                valid_sizes=self.state.sizes if self.state else None,
-            )
+            checked = open_for_reading(self.directory, self.base_offset, self.state)
+            self._segment, self.problems = checked.segment, checked.problems
         return self._segment
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """maxTimestampAndOffsetSoFar: as committed; for an older commit record, a rolled segment's last
-        time-index entry (one pread) or, for the active segment (no final entry before a roll or close),
-        loaded from its files like Kafka's `loadLargestTimestamp`."""
-        if self._max_ts is None and self.state is not None and self.state.max_timestamp is not None:
-            self._max_ts = (self.state.max_timestamp, int(self.state.max_timestamp_offset or self.base_offset))
-        if self._max_ts is None and self.active:
-            max_ts = self.segment.largest_timestamp_and_offset()
-            self._max_ts = (max_ts.timestamp, max_ts.offset)
+        """maxTimestampAndOffsetSoFar: as committed; for an older commit record or a foreign directory, a
+        rolled segment's last time-index entry or, for the active segment (no final entry before a roll
+        or close), loaded from its files like Kafka's `loadLargestTimestamp`."""
         if self._max_ts is None:
-            path = self.directory / segment_file_name(self.base_offset, TIME_INDEX_FILE_SUFFIX)
-            size = self.state.time_index_size if self.state else (path.stat().st_size if path.exists() else 0)
-            size -= size % 12
-            self._max_ts = (-1, self.base_offset)
-            if size >= 12:
-                with open(path, "rb") as f:
-                    f.seek(size - 12)
-                    ts, rel = struct.unpack(">qi", f.read(12))
-                self._max_ts = (ts, self.base_offset + rel)
+            if self.state is not None and self.state.max_timestamp is not None:
+                self._max_ts = (self.state.max_timestamp, int(self.state.max_timestamp_offset or self.base_offset))
+            else:
+                max_ts = (self.segment.largest_timestamp_and_offset() if self.active
+                          else self.segment.time_index.last_entry)
+                self._max_ts = (max_ts.timestamp, max_ts.offset)
         return self._max_ts
 
     def largest_timestamp(self) -> int:
@@ -304,7 +234,7 @@ class PartitionReader:
             found = segment.append_time_index.lookup(header.last_offset)
             append_time = -1 if found is None else found
         type_name = header.timestamp_type.kafka_name
-        for r in batch_records(segment.read_bytes(batch.position, batch.size)):
+        for r in read_batch(segment, batch):
             yield ConsumerRecord(
                 topic=self.topic, partition=self.partition, offset=r.offset, timestamp=r.timestamp,
                 timestamp_type=type_name, key=r.key, value=r.value, headers=r.headers,
@@ -341,8 +271,7 @@ class PartitionReader:
         position = segment.offset_index.lookup(shallow_offset).position
         for batch in segment.batches_from(position):
             if batch.max_timestamp == max_ts:
-                data = segment.read_bytes(batch.position, batch.size)
-                for r in batch_records(data):  # RecordBatch.offsetOfMaxTimestamp()
+                for r in read_batch(segment, batch):  # RecordBatch.offsetOfMaxTimestamp()
                     if r.timestamp == max_ts:
                         return ListOffsetsResult(max_ts, r.offset, _epoch(batch))
                 return NOT_FOUND
@@ -375,7 +304,7 @@ def find_offset_by_timestamp(segment: LogSegment, timestamp: int, starting_offse
     position = segment.offset_index.lookup(max(floor.offset, starting_offset)).position
     for batch in segment.batches_from(position):
         if batch.max_timestamp >= timestamp:
-            for r in batch_records(segment.read_bytes(batch.position, batch.size)):
+            for r in read_batch(segment, batch):
                 if r.timestamp >= timestamp and r.offset >= starting_offset:
                     return ListOffsetsResult(r.timestamp, r.offset, _epoch(batch))
     return None
@@ -422,6 +351,14 @@ class VerifyReport:
         return not self.problems
 
 
+def _size(path: Path) -> int:
+    """File size, -1 for a missing file."""
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return -1
+
+
 def verify_partition(
     root: Path, topic: str, partition: int, index_interval_bytes: int | None = None
 ) -> VerifyReport:
@@ -431,11 +368,13 @@ def verify_partition(
     strictly increasing, the last time-index entry equal to the segment's max timestamp, one
     append-time entry per batch, the files equal to the commit record. The index-interval rule is
     checked when `index_interval_bytes` (the topic's `index.interval.bytes`) is given."""
-    from validators.record_batch import is_valid
-
     problems: list[str] = []
     summaries: list[SegmentSummary] = []
-    with PartitionReader(root, topic, partition) as reader:
+    try:
+        opened = PartitionReader(root, topic, partition)
+    except KafkaStorageError as e:  # an unreadable commit record: nothing else can be checked against it
+        return VerifyReport(topic, partition, -1, -1, (), (str(e),))
+    with opened as reader:
         on_disk = segment_bases(reader.directory)
         listed = [v.base_offset for v in reader.segments]
         if reader.commit is None:
@@ -444,11 +383,18 @@ def verify_partition(
             problems.append(f"segments on disk {on_disk} differ from the commit record {listed}")
         expected_next = reader.segments[0].base_offset if reader.segments else reader.log_start_offset
         for i, view in enumerate(reader.segments):
-            seg = view.segment
+            try:
+                seg = view.segment
+            except (KafkaStorageError, FileNotFoundError) as e:
+                problems.append(str(e))
+                expected_next = (reader.segments[i + 1].base_offset if i + 1 < len(reader.segments)
+                                 else reader.log_end_offset)
+                continue
+            problems.extend(view.problems)  # damaged indexes (the checks below see their rebuilt view)
             name = seg.log_path.name
             if view.state is not None:
-                disk = (os.path.getsize(seg.log_path), seg.offset_index.path.stat().st_size,
-                        seg.time_index.path.stat().st_size, seg.append_time_index.path.stat().st_size)
+                disk = tuple(_size(p) for p in (seg.log_path, seg.offset_index.path, seg.time_index.path,
+                                                 seg.append_time_index.path))
                 if disk != view.state.sizes:
                     problems.append(f"{name}: file sizes {disk} differ from the commit record {view.state.sizes}")
             if seg.base_offset != expected_next:
@@ -476,8 +422,11 @@ def verify_partition(
                 problems.append(f"{name}: unreadable at byte {position_end}: {e}")
             if position_end != seg.size:
                 problems.append(f"{name}: {seg.size - position_end} trailing bytes after the last valid batch")
+            # the index files as they are on disk (the reader's view may be rebuilt in memory)
+            raw = LogSegment(reader.directory, seg.base_offset, SegmentConfig(), writable=False,
+                             valid_sizes=view.state.sizes if view.state else None)
             # offset index: each entry names the batch at its position
-            entries = seg.offset_index.all_entries()
+            entries = raw.offset_index.all_entries()
             for entry in entries:
                 batch = by_last_offset.get(entry.offset)
                 if batch is None or batch.position != entry.position:
@@ -493,7 +442,7 @@ def verify_partition(
                 problems.append(f"{seg.offset_index.path.name}: entries differ from the index.interval.bytes rule")
             # time index
             previous = -2
-            for entry in seg.time_index.all_entries():
+            for entry in raw.time_index.all_entries():
                 batch = by_last_offset.get(entry.offset)
                 if batch is None:
                     problems.append(f"{seg.time_index.path.name}: indexed offset {entry.offset} is not a batch's last offset")
@@ -503,7 +452,7 @@ def verify_partition(
                 if entry.timestamp <= previous:
                     problems.append(f"{seg.time_index.path.name}: timestamp {entry.timestamp} out of order")
                 previous = entry.timestamp
-            last = seg.time_index.last_entry
+            last = raw.time_index.last_entry
             # A rolled segment ends with its max timestamp (the roll's final entry); the active one gets it
             # only when the log is closed (reference §5.3, §5.4).
             active = i == len(reader.segments) - 1
@@ -511,7 +460,7 @@ def verify_partition(
                 problems.append(f"{seg.time_index.path.name}: last entry ({last.timestamp}, {last.offset}) is not the "
                                 f"segment's max timestamp {max_ts}")
             # append-time index
-            ats = seg.append_time_index.all_entries()
+            ats = raw.append_time_index.all_entries()
             if [e.last_offset for e in ats] != sorted(by_last_offset):
                 problems.append(f"{seg.append_time_index.path.name}: {len(ats)} entries for {batches} batches, or "
                                 "offsets that do not match the batches")
@@ -519,7 +468,8 @@ def verify_partition(
                 problems.append(f"{seg.append_time_index.path.name}: append time goes backwards")
             next_offset = reader.segments[i + 1].base_offset if i + 1 < len(reader.segments) else expected_next
             summaries.append(SegmentSummary(seg.base_offset, next_offset, seg.size, batches, len(entries),
-                                            seg.time_index.entries, len(ats), max_ts[0]))
+                                            raw.time_index.entries, len(ats), max_ts[0]))
+            raw.close()
         if reader.segments and expected_next != reader.log_end_offset:
             problems.append(f"log end offset {reader.log_end_offset} in the commit record, {expected_next} in the files")
         return VerifyReport(topic, partition, reader.log_start_offset, reader.log_end_offset, tuple(summaries),

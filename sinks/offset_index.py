@@ -19,12 +19,14 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from sinks.storage_error import KafkaStorageError
+
 INT32_MAX = 2**31 - 1
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 
 
-class CorruptIndexError(Exception):
+class CorruptIndexError(KafkaStorageError):
     """Kafka's `CorruptIndexException`: the sanity check failed, the index must be rebuilt."""
 
 
@@ -63,13 +65,23 @@ class AbstractIndex:
         max_index_size: int = -1,
         writable: bool = True,
         valid_size: int | None = None,
+        in_memory: bool = False,
     ) -> None:
+        """`in_memory`: an empty index that never touches its file (a reader's rebuilt view of a damaged
+        index, `LogSegment.rebuild_indexes_in_memory`)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
+        self.in_memory = in_memory
         self._fd: int | None = None
         newly_created = False
+        if in_memory:
+            self._length = round_down_to_exact_multiple(max(max_index_size, 0), self.entry_size)
+            self._data = bytearray()
+            self._entries = self._written = 0
+            self._dirty = False
+            return
         if writable:
             newly_created = not self.path.exists()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -130,7 +142,8 @@ class AbstractIndex:
         if rounded == self._length:
             return False
         self._require_writable()
-        os.ftruncate(self._fd, rounded)  # type: ignore[arg-type]
+        if self._fd is not None:
+            os.ftruncate(self._fd, rounded)
         self._length = rounded
         self._dirty = True
         return True
@@ -199,7 +212,7 @@ class AbstractIndex:
     # ------------------------------------------------------------------ helpers for subclasses
 
     def _require_writable(self) -> None:
-        if self._fd is None:
+        if self._fd is None and not self.in_memory:
             raise ValueError(f"{self.index_kind} {self.path} is not open for writing")
 
     def _relative(self, offset: int) -> int:

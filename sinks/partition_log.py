@@ -43,6 +43,7 @@ from sinks.segment import (
     roll_jitter_ms,
     segment_file_name,
 )
+from sinks.storage_error import KafkaStorageError
 from validators.record_batch import parse_header
 from validators.topic_config import TopicConfig, TopicRegistry
 
@@ -95,6 +96,7 @@ class SegmentState:
     # time index lacks the final entry until a roll or close. None: unknown (an older record), scanned.
     max_timestamp: int | None = None
     max_timestamp_offset: int | None = None
+    append_time_index_crc: int | None = None  # CRC-32 of the valid `.appendtimeindex` bytes (readers check it)
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
@@ -129,11 +131,14 @@ class CommitRecord:
 
 
 def read_commit(directory: Path) -> CommitRecord | None:
+    """The partition's commit record; None when there is none (a new or foreign directory)."""
     path = Path(directory) / COMMIT_FILE
     try:
         return CommitRecord.from_json(path.read_text())
     except FileNotFoundError:
         return None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
+        raise KafkaStorageError(f"{path}: not a valid commit record ({type(e).__name__}: {e})") from None
 
 
 def fsync_dir(directory: Path) -> None:
@@ -506,7 +511,8 @@ def _state_of(segment: LogSegment) -> SegmentState:
     index_crc, time_index_crc = segment.index_checksums()
     max_ts = segment.max_timestamp_and_offset_so_far
     return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms,
-                        index_crc, time_index_crc, max_ts.timestamp, max_ts.offset)
+                        index_crc, time_index_crc, max_ts.timestamp, max_ts.offset,
+                        segment.append_time_index.checksum())
 
 
 def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from sinks.append_time_index import APPEND_TIME_INDEX_SUFFIX, AppendTimeEntry, AppendTimeIndex
 from sinks.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
+from sinks.storage_error import KafkaStorageError
 from sinks.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.record_batch import (
     LOG_OVERHEAD,
@@ -66,7 +67,7 @@ def offset_from_file_name(name: str) -> int:
     return int(name.split(".", 1)[0])
 
 
-class CorruptRecordError(Exception):
+class CorruptRecordError(KafkaStorageError):
     """Kafka's `CorruptRecordException` / `InvalidRecordException` met while scanning a segment."""
 
 
@@ -604,6 +605,28 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
             return valid_bytes
         return last_index_entry
+
+    def rebuild_indexes_in_memory(self, append_times: bool) -> None:
+        """A reader's view of damaged indexes: `.index` and `.timeindex` (and, with `append_times`, the
+        `.appendtimeindex`) rebuilt from the log the way `recover` does (§5.8), in memory only — the files
+        are left as they are for the writer's recovery. Rebuilt append times are the batch's LogAppendTime
+        or -1 (unknown), as in `recover`."""
+        size = self.config.segment_index_bytes
+        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset, size, in_memory=True)
+        self.time_index = TimeIndex(self.time_index.path, self.base_offset, size, in_memory=True)
+        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        entries = []
+        valid_bytes = last_index_entry = 0
+        for batch in self.batches_from(0):
+            last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
+            valid_bytes += batch.size
+            lat = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+            entries.append(AppendTimeEntry(batch.max_timestamp if lat else -1, batch.last_offset))
+        max_ts = self._max_ts_and_offset
+        if max_ts.timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        if append_times:
+            self.append_time_index = AppendTimeIndex(self.append_time_index.path, writable=False, entries=entries)
 
     def rebuild_indexes(self) -> None:
         """Recreate `.index` and `.timeindex` from the log, the way `recover` does (§5.8), for index pages

@@ -1,0 +1,114 @@
+"""Opening a committed segment for reading, checked against its commit record (issue 10).
+
+A reader takes no lock and never writes, so it cannot repair files; it must neither crash on them nor
+return wrong answers from them. What it finds, file by file (`SegmentState` holds the committed sizes
+and checksums; a directory without a commit record gets the sanity checks only):
+
+- `.log` shorter than committed: `KafkaStorageError` naming the file — records are gone, nothing can
+  stand in for them. Bytes beyond the committed size (an append in progress, a torn tail) are ignored.
+  A batch that fails its CRC or cannot be parsed is reported when it is read (`CorruptRecordError`).
+- `.index` / `.timeindex` short, not matching the committed checksum, or failing Kafka's sanity check:
+  rebuilt from the log in memory, as Kafka's recovery rebuilds them (reference §5.8), with a warning.
+- `.appendtimeindex` short, not matching its checksum or insane: rebuilt in memory the way `recover`
+  does (the batch's LogAppendTime, else -1 unknown), with a warning.
+
+The problems found are kept (`CheckedSegment.problems`) for `segments verify` and `segments dump`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sinks.offset_index import CorruptIndexError
+from sinks.partition_log import SegmentState
+from sinks.segment import LogSegment, SegmentConfig
+from sinks.storage_error import KafkaStorageError
+
+log = logging.getLogger("gateway.segments.reader")
+
+
+@dataclass(frozen=True)
+class CheckedSegment:
+    segment: LogSegment
+    problems: tuple[str, ...]  # each names the file and what is wrong with it
+
+
+def open_for_reading(directory: Path, base_offset: int, state: SegmentState | None) -> CheckedSegment:
+    """Open segment `base_offset` read-only within its committed sizes (`state`; None: no commit record),
+    with damaged indexes rebuilt in memory. A missing `.log` raises FileNotFoundError (retention may have
+    deleted it since the commit record was read: readers treat that as data loss)."""
+    sizes = state.sizes if state is not None else None
+    segment = LogSegment(directory, base_offset, SegmentConfig(), writable=False, valid_sizes=sizes)
+    try:
+        problems = _check(segment, state)
+    except BaseException:
+        segment.close()
+        raise
+    return CheckedSegment(segment, problems)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return -1
+
+
+def _check(segment: LogSegment, state: SegmentState | None) -> tuple[str, ...]:
+    if state is not None:
+        committed = state.log_size
+        actual = _file_size(segment.log_path)
+        if actual < committed:
+            raise KafkaStorageError(
+                f"{segment.log_path}: {actual} bytes, shorter than the {committed} bytes the commit record lists "
+                "(the file was truncated: committed records are missing)"
+            )
+    index_problems = []
+    checksums = dict(zip(("index", "timeindex"), segment.index_checksums(), strict=True))
+    for kind, index, size_field, crc_field in (
+        ("index", segment.offset_index, *_committed(state, "index")),
+        ("timeindex", segment.time_index, *_committed(state, "time_index")),
+    ):
+        problem = _index_problem(index.path, size_field, crc_field, checksums[kind], index.sanity_check)
+        if problem:
+            index_problems.append(problem)
+    append_index = segment.append_time_index
+    append_problem = _index_problem(
+        append_index.path, *_committed(state, "append_time_index"), append_index.checksum(),
+        append_index.sanity_check,
+    )
+    problems = [*index_problems, *([append_problem] if append_problem else [])]
+    if problems:
+        for problem in problems:
+            log.warning("%s; reading with an index rebuilt from the log in memory", problem)
+        segment.rebuild_indexes_in_memory(append_times=append_problem is not None)
+    return tuple(problems)
+
+
+def _committed(state: SegmentState | None, kind: str) -> tuple[int | None, int | None]:
+    """(committed size, committed CRC) of an index kind: `index`, `time_index` or `append_time_index`."""
+    if state is None:
+        return None, None
+    return getattr(state, f"{kind}_size"), getattr(state, f"{kind}_crc")
+
+
+def _index_problem(
+    path: Path, committed: int | None, expected_crc: int | None, actual_crc: int, sanity_check: Callable[[], None]
+) -> str | None:
+    """What is wrong with one index file (committed size and checksum from the commit record, when known)."""
+    if committed is not None and committed > 0:
+        actual = _file_size(path)
+        if actual < committed:
+            what = "missing" if actual < 0 else f"{actual} bytes, shorter than the {committed} bytes committed"
+            return f"{path}: {what}"
+    if expected_crc is not None and committed is not None and committed >= 0 and expected_crc != actual_crc:
+        return f"{path}: its {committed} committed bytes do not match the commit record's checksum"
+    try:
+        sanity_check()
+    except CorruptIndexError as e:
+        return f"{path}: {e}"
+    return None
