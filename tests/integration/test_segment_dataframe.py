@@ -5,6 +5,8 @@ LogAppendTime topics, every codec, headers, null keys and values, a topic name w
 from __future__ import annotations
 
 import random
+import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from pyspark.errors import PythonException
 
 from sinks.log_reader import offsets_for_times, read
-from sinks.partition_log import append_batches
+from sinks.partition_log import append_batches, partition_dir
 from sinks.retention import enforce_retention
-from sinks.segment import SegmentConfig
+from sinks.segment import SegmentConfig, segment_bases, segment_file_name
 from sinks.segment_dataframe import SEGMENT_SCHEMA, list_partitions, plan_segments, read_segments
+from sinks.storage_error import KafkaStorageError
 from validators.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig
 
@@ -175,3 +178,20 @@ def test_segments_deleted_by_retention_after_planning(spark, tmp_path):
         strict.collect()
     rows = collect(lenient)
     assert rows == [as_tuple(r) for r in before if r.offset >= report.log_start_offset]
+
+
+def test_damaged_files(spark, storage, tmp_path):
+    """Issue 10: a damaged index is rebuilt from the log (same rows); a truncated `.log` fails the read
+    with an error naming the file."""
+    root = tmp_path / "copy"
+    shutil.copytree(storage, root)
+    directory = partition_dir(root, "ct", 0)
+    first, last = segment_bases(directory)[0], segment_bases(directory)[-1]
+    for suffix in (".index", ".timeindex"):  # the page cache lost them: zeros
+        path = directory / segment_file_name(first, suffix)
+        path.write_bytes(bytes(path.stat().st_size))
+    assert collect(read_segments(spark, root)) == expected(storage, full_ranges(storage))
+    log_file = directory / segment_file_name(last, ".log")
+    log_file.write_bytes(log_file.read_bytes()[:-10])
+    with pytest.raises((KafkaStorageError, PythonException), match=re.escape(str(log_file))):
+        read_segments(spark, root).collect()  # planning on the driver, or the task that reads it
