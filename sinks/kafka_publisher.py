@@ -3,10 +3,13 @@ publish that fails loudly — a delivery error fails the micro-batch, which Spar
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException, Producer
+
+KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 
 _producers: dict[tuple[str, int], Producer] = {}
 
@@ -30,6 +33,7 @@ def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
                 "linger.ms": 1,  # a task flushes right after producing: lingering only delays it
                 "message.max.bytes": max_message_bytes,
                 "compression.type": "lz4",
+                "logger": KAFKA_CLIENT_LOG,  # librdkafka's own lines through logging, not bare on stderr
             }
         )
     return _producers[key]

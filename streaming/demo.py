@@ -13,6 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
+from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.responses import decode_response
 from streaming.config import GatewayConfig
 from validators.record_batch import build_record_batch
@@ -49,7 +50,8 @@ class DemoTraffic(threading.Thread):
         self.sent = 0
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5})
+        p = Producer({"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5,
+                      "logger": KAFKA_CLIENT_LOG})
         while not self.stopped.wait(self.interval):
             topic, partition, batch = demo_batch(self.rng, int(time.time() * 1000))
             p.produce(
@@ -78,6 +80,7 @@ class LiveSummary(threading.Thread):
 
     def run(self) -> None:
         c = Consumer({"bootstrap.servers": self.config.bootstrap_servers, "group.id": f"demo-summary-{uuid.uuid4().hex}",
+                      "logger": KAFKA_CLIENT_LOG,
                       "auto.offset.reset": "latest", "enable.auto.commit": False})
         c.subscribe([self.config.response_topic])
         next_print = time.monotonic() + self.every_s
