@@ -1,203 +1,23 @@
-"""`python -m sinks segments ...`: inspect and check segment storage (DESIGN §4.5);
-`python -m sinks dlq ...`: the dead-letter topic (stats, list, show, replay; see dlq_command.py).
+"""`python -m sinks`: the command groups of the sinks packages.
 
-    python -m sinks segments dump ROOT TOPIC PARTITION [--deep]          batches and index entries
-    python -m sinks segments verify ROOT [TOPIC PARTITION] [--index-interval-bytes N]
-    python -m sinks segments read ROOT TOPIC PARTITION [--offset N] [--max N]
-    python -m sinks segments offsets-for-times ROOT TOPIC PARTITION TIMESTAMP|latest|earliest|max-timestamp
-    python -m sinks segments truncate ROOT TOPIC PARTITION --to OFFSET   operator repair (see recovery.py)
-
-Every command prints a table, or JSON with `--json`. `verify` exits 1 when it finds a problem.
+    python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (sinks/storage/cli.py)
+    python -m sinks dlq stats|list|show|replay ...                             (sinks/dlq_command.py)
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
-from pathlib import Path
-from typing import Any
 
-from sinks.log_reader import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    PartitionReader,
-    batch_records,
-    offsets_for_times,
-    verify_partition,
-)
-from sinks.partition_log import PartitionLog, partition_dir
-from sinks.storage_error import KafkaStorageError
-
-_SPECIAL = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
-
-
-def _bytes(value: bytes | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(value).decode()
-
-
-def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "(none)"
-    cols = list(rows[0])
-    widths = {c: max(len(c), *(len(str(r.get(c))) for r in rows)) for c in cols}
-    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
-    lines += ["  ".join(str(r.get(c)).ljust(widths[c]) for c in cols) for r in rows]
-    return "\n".join(lines)
-
-
-def _emit(args: argparse.Namespace, doc: Any, tables: list[tuple[str, list[dict[str, Any]]]]) -> None:
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-        return
-    for title, rows in tables:
-        if title:
-            print(f"== {title}")
-        print(_table(rows))
-
-
-def _dump(args: argparse.Namespace) -> int:
-    with PartitionReader(Path(args.root), args.topic, args.partition) as reader:
-        doc: dict[str, Any] = {
-            "topic": args.topic, "partition": args.partition, "log_start_offset": reader.log_start_offset,
-            "log_end_offset": reader.log_end_offset,
-            "commit": json.loads(reader.commit.to_json()) if reader.commit else None, "segments": [],
-        }
-        tables = [("partition", [{k: doc[k] for k in ("topic", "partition", "log_start_offset", "log_end_offset")}])]
-        for view in reader.segments:
-            seg = view.segment
-            batches = []
-            for b in seg.batches_from(0):
-                h = b.header
-                row = {
-                    "baseOffset": h.base_offset, "lastOffset": h.last_offset, "count": h.records_count,
-                    "position": b.position, "size": b.size, "timestampType": h.timestamp_type.kafka_name,
-                    "maxTimestamp": h.max_timestamp, "baseTimestamp": h.base_timestamp,
-                    "compresscodec": h.compression_id, "partitionLeaderEpoch": h.partition_leader_epoch,
-                    "crc": h.crc, "appendTime": seg.append_time_index.lookup(h.last_offset),
-                }
-                if args.deep:
-                    row["records"] = [
-                        {"offset": r.offset, "timestamp": r.timestamp, "createTime": r.create_time,
-                         "key": _bytes(r.key), "value": _bytes(r.value)}
-                        for r in batch_records(seg.read_bytes(b.position, b.size))
-                    ]
-                batches.append(row)
-            seg_doc = {
-                "file": seg.log_path.name, "base_offset": seg.base_offset, "size": seg.size,
-                "problems": list(view.problems),  # damaged indexes, shown as rebuilt from the log
-                "batches": batches,
-                "offset_index": [asdict(e) for e in seg.offset_index.all_entries()],
-                "time_index": [asdict(e) for e in seg.time_index.all_entries()],
-                "append_time_index": [asdict(e) for e in seg.append_time_index.all_entries()],
-            }
-            doc["segments"].append(seg_doc)
-            if view.problems:
-                tables.append(("problems (indexes shown rebuilt from the log)", [{"problem": p} for p in view.problems]))
-            tables.append((f"{seg.log_path.name} ({seg.size} bytes)",
-                           [{k: v for k, v in r.items() if k != "records"} for r in batches]))
-            tables.append((f"{seg.offset_index.path.name}", seg_doc["offset_index"]))
-            tables.append((f"{seg.time_index.path.name}", seg_doc["time_index"]))
-    _emit(args, doc, tables)
-    return 0
-
-
-def _verify(args: argparse.Namespace) -> int:
-    root = Path(args.root)
-    if args.topic is not None:
-        targets = [(args.topic, args.partition)]
-    else:
-        targets = []
-        for d in sorted(p for p in root.iterdir() if p.is_dir()):
-            topic, _, part = d.name.rpartition("-")
-            if topic and part.isdigit():
-                targets.append((topic, int(part)))
-    reports = [verify_partition(root, t, p, args.index_interval_bytes) for t, p in targets]
-    rows = [{"partition": f"{r.topic}-{r.partition}", "segments": len(r.segments), "log_start_offset": r.log_start_offset,
-             "log_end_offset": r.log_end_offset, "ok": r.ok, "problems": "; ".join(r.problems)} for r in reports]
-    _emit(args, [asdict(r) for r in reports], [("", rows)])
-    return 0 if all(r.ok for r in reports) else 1
-
-
-def _read(args: argparse.Namespace) -> int:
-    with PartitionReader(Path(args.root), args.topic, args.partition) as reader:
-        records = list(reader.read(args.offset, args.max))
-    rows = [{"offset": r.offset, "timestamp": r.timestamp, "timestampType": r.timestamp_type,
-             "createTime": r.create_time, "logAppendTime": r.log_append_time, "key": _bytes(r.key),
-             "value": _bytes(r.value), "headers": [(k, _bytes(v)) for k, v in r.headers]} for r in records]
-    _emit(args, rows, [("", rows)])
-    return 0
-
-
-def _offsets_for_times(args: argparse.Namespace) -> int:
-    target = _SPECIAL.get(args.timestamp)
-    if target is None:
-        target = int(args.timestamp)
-    result = offsets_for_times(Path(args.root), args.topic, args.partition, target)
-    doc = {"target": target, **asdict(result)}
-    _emit(args, doc, [("", [doc])])
-    return 0
-
-
-def _truncate(args: argparse.Namespace) -> int:
-    directory = partition_dir(Path(args.root), args.topic, args.partition)
-    if not directory.is_dir():
-        print(f"no partition directory {directory}", file=sys.stderr)
-        return 2
-    with PartitionLog.open(Path(args.root), args.topic, args.partition) as plog:
-        commit = plog.truncate_to(args.to)
-    doc = {"log_end_offset": commit.log_end_offset, "segments": len(commit.segments), "batch_id": commit.batch_id}
-    _emit(args, doc, [("", [doc])])
-    return 0
+from sinks.storage import cli as storage_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m sinks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (python -m sinks dlq --help)")
-    seg = sub.add_parser("segments", help="inspect segment storage")
-    cmds = seg.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser, partition_required: bool = True) -> None:
-        p.add_argument("root")
-        if partition_required:
-            p.add_argument("topic")
-            p.add_argument("partition", type=int)
-        p.add_argument("--json", action="store_true", help="JSON instead of a table")
-
-    p = cmds.add_parser("dump", help="batches and index entries of every segment")
-    common(p)
-    p.add_argument("--deep", action="store_true", help="also every record (JSON output)")
-    p.set_defaults(func=_dump)
-    p = cmds.add_parser("verify", help="check files, indexes and commit record; exit 1 on a problem")
-    common(p, partition_required=False)
-    p.add_argument("topic", nargs="?")
-    p.add_argument("partition", nargs="?", type=int)
-    p.add_argument("--index-interval-bytes", type=int, default=None,
-                   help="also check the offset index against the index.interval.bytes rule")
-    p.set_defaults(func=_verify)
-    p = cmds.add_parser("read", help="records as a consumer sees them, with create and append time")
-    common(p)
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--max", type=int, default=20)
-    p.set_defaults(func=_read)
-    p = cmds.add_parser("offsets-for-times", help="ListOffsets for a timestamp (or latest/earliest/max-timestamp)")
-    common(p)
-    p.add_argument("timestamp")
-    p.set_defaults(func=_offsets_for_times)
-    p = cmds.add_parser("truncate", help="drop every batch at or after an offset, and commit")
-    common(p)
-    p.add_argument("--to", type=int, required=True)
-    p.set_defaults(func=_truncate)
+    storage_cli.register(sub)
     return parser
 
 
@@ -207,13 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sinks.dlq_command import main as dlq_main
 
         return dlq_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (KafkaStorageError, OSError, ValueError) as e:
-        # damaged or missing files, bad offsets: one line naming the file and what is wrong, no traceback
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return storage_cli.run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ from sinks.batch_metrics import (
     OUTCOME_REJECTED,
     TIMESTAMP_SKEW_BUCKETS_S,
 )
+from sinks.storage.file_names import parse_partition_dir
 
 if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
     from sinks.foreach_batch import MicroBatchSummary
@@ -149,10 +150,11 @@ class StorageCollector(Collector):
         except (FileNotFoundError, NotADirectoryError):
             return totals
         for d in directories:
-            topic, sep, partition = d.name.rpartition("-")
-            if not sep or not partition.isdigit():
+            parsed = parse_partition_dir(d.name)
+            if parsed is None:
                 continue  # not a partition directory
-            label = topic if topic in self.topics and int(partition) < self.topics[topic] else OTHER_TOPIC
+            topic, partition = parsed
+            label = topic if topic in self.topics and partition < self.topics[topic] else OTHER_TOPIC
             segments, size = totals.get(label, (0, 0))
             for f in d.glob("*.log"):
                 try:

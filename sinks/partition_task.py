@@ -20,8 +20,10 @@ from typing import Any
 from sinks.batch_metrics import aggregate_decisions
 from sinks.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish_all
-from sinks.partition_log import AppendOutcome, append_batches, partition_dir, read_commit
 from sinks.responses import encode_response, response_from_row
+from sinks.storage.commit_record import read_commit
+from sinks.storage.file_names import partition_dir
+from sinks.storage.partition_log import AppendOutcome, append_batches
 from validators.topic_config import TopicRegistry
 
 

@@ -2,7 +2,7 @@
 
     df = read_segments(spark, "var/segments", topics=["orders"], start_time=t0, end_time=t1)
 
-One row per record, as a Kafka consumer sees it (`sinks.log_reader`), plus both clocks (DESIGN §4.2):
+One row per record, as a Kafka consumer sees it (`sinks.storage.log_reader`), plus both clocks (DESIGN §4.2):
 
 | column | type | |
 |---|---|---|
@@ -56,7 +56,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sinks.log_reader import ConsumerRecord, OffsetOutOfRangeError, PartitionReader
+from sinks.storage.file_names import list_partitions
+from sinks.storage.log_reader import ConsumerRecord, OffsetOutOfRangeError, PartitionReader
 
 log = logging.getLogger("gateway.segments.dataframe")
 
@@ -113,19 +114,6 @@ class SegmentSlice:
 
 
 # ----------------------------------------------------------------------------------------- planning
-
-
-def list_partitions(root: Path) -> list[tuple[str, int]]:
-    """(topic, partition) of every `<topic>-<partition>` directory under `root`, sorted."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for entry in root.iterdir():
-        topic, sep, number = entry.name.rpartition("-")
-        if sep and topic and number.isdigit() and entry.is_dir():
-            found.append((topic, int(number)))
-    return sorted(found)
 
 
 def _offset_for(spec: OffsetSpec, topic: str, partition: int) -> int | None:
@@ -353,7 +341,6 @@ __all__ = [
     "SEGMENT_SCHEMA",
     "DataLossError",
     "SegmentSlice",
-    "list_partitions",
     "plan_segments",
     "read_segments",
     "read_slice",

@@ -25,7 +25,7 @@ from sinks.metrics import (
     parse_address,
     serve_metrics,
 )
-from sinks.partition_log import close_logs
+from sinks.storage.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
 from streaming.local_kafka import LocalKafka, create_topics, free_port

@@ -42,8 +42,9 @@ from pyspark.sql.streaming.listener import (
 )
 
 from sinks.metrics import record_log_start_offset, record_retention_deletion
-from sinks.partition_log import partition_dir, repair_indexes
-from sinks.retention import RetentionReport, enforce_retention_all
+from sinks.storage.file_names import partition_dir
+from sinks.storage.partition_log import repair_indexes
+from sinks.storage.retention import RetentionReport, enforce_retention_all
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.retention")
@@ -146,7 +147,7 @@ class RetentionSchedule:
 
     @property
     def deleted_segments(self) -> dict[tuple[str, str], int]:
-        """Segments deleted so far, by (topic, reason) — reasons as `sinks.retention` names them."""
+        """Segments deleted so far, by (topic, reason) — reasons as `sinks.storage.retention` names them."""
         with self._changed:
             return dict(self._counts.deleted_segments)
 

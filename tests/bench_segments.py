@@ -22,8 +22,8 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.log_reader import PartitionReader, offsets_for_times
-from sinks.partition_log import append_batches
+from sinks.storage.log_reader import PartitionReader, offsets_for_times
+from sinks.storage.partition_log import append_batches
 from validators.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig
 

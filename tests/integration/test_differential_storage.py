@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.partition_log import append_batches, partition_dir
-from sinks.segment import segment_bases
+from sinks.storage.file_names import partition_dir, segment_bases
+from sinks.storage.partition_log import append_batches
 from streaming.local_kafka import LocalKafka
 from tests.kafka_wire import ProduceConnection
 from validators.log_validator import Accepted, PartitionState, validate_and_assign

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.log_reader import read
-from sinks.partition_log import PartitionLog, append_batches, partition_dir
-from sinks.segment import SegmentConfig, segment_bases
+from sinks.storage.file_names import partition_dir, segment_bases
+from sinks.storage.log_reader import read
+from sinks.storage.partition_log import PartitionLog, append_batches
+from sinks.storage.segment import SegmentConfig
 from streaming.local_kafka import run_kafka_tool
 from validators.record_batch import TimestampType, assign_offsets_and_timestamp
 
@@ -105,8 +106,8 @@ def test_index_files_verify_and_dump(storage, topic):
     out = dump(indexes)
     printed_offsets = [tuple(map(int, m.groups())) for m in re.finditer(r"^offset: (\d+) position: (\d+)$", out, re.M)]
     printed_times = [tuple(map(int, m.groups())) for m in re.finditer(r"^timestamp: (-?\d+) offset: (\d+)$", out, re.M)]
-    from sinks.offset_index import OffsetIndex
-    from sinks.time_index import TimeIndex
+    from sinks.storage.offset_index import OffsetIndex
+    from sinks.storage.time_index import TimeIndex
 
     ours_offsets = [(e.offset, e.position) for b in bases
                     for e in OffsetIndex(d / f"{b:020d}.index", b, writable=False).all_entries()]

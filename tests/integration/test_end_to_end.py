@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from sinks.partition_log import partition_dir, segment_file_name
+from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
 from tests.integration.gateway_io import (
     SentBatch,

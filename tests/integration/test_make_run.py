@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sinks.partition_log import read_commit
+from sinks.storage.commit_record import read_commit
 from streaming.config import REPO_ROOT
 from streaming.local_kafka import free_port
 

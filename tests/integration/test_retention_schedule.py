@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
-from sinks.partition_log import partition_dir, read_commit
-from sinks.retention import REASON_RETENTION_MS
-from sinks.segment import segment_bases
 from sinks.segment_dataframe import read_segments
+from sinks.storage.commit_record import read_commit
+from sinks.storage.file_names import partition_dir, segment_bases
+from sinks.storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
+from sinks.storage.retention import REASON_RETENTION_MS
 from streaming.query import start_gateway
 from streaming.retention_schedule import RetentionSchedule
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_responses

@@ -20,7 +20,7 @@ from clients.producer import (
     murmur2,
     partition_for_key,
 )
-from sinks.partition_log import append_batches
+from sinks.storage.partition_log import append_batches
 from validators.compression import CompressionType
 from validators.log_validator import Accepted, PartitionState, validate_and_assign
 from validators.record_batch import TimestampType, build_record_batch, decode_record_batch

@@ -27,17 +27,19 @@ from hypothesis import strategies as st
 
 from clients.consumer import GatewayConsumer, TopicPartition
 from sinks.__main__ import main
-from sinks.log_reader import (
+from sinks.storage.commit_record import COMMIT_FILE, read_commit
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
+from sinks.storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     offsets_for_times,
     read,
-    verify_partition,
 )
-from sinks.partition_log import COMMIT_FILE, append_batches, partition_dir, read_commit
-from sinks.segment import SegmentConfig, segment_bases, segment_file_name
-from sinks.storage_error import KafkaStorageError
+from sinks.storage.partition_log import append_batches
+from sinks.storage.segment import SegmentConfig
+from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

@@ -11,17 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sinks.log_reader import offsets_for_times, read, verify_partition
-from sinks.partition_log import (
-    CommitRecord,
-    PartitionLog,
-    append_batches,
-    partition_dir,
-    read_commit,
-    repair_indexes,
-    write_commit,
-)
-from sinks.segment import SegmentConfig, segment_file_name
+from sinks.storage.commit_record import CommitRecord, read_commit, write_commit
+from sinks.storage.file_names import partition_dir, segment_file_name
+from sinks.storage.log_reader import offsets_for_times, read
+from sinks.storage.partition_log import PartitionLog, append_batches, repair_indexes
+from sinks.storage.segment import SegmentConfig
+from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sinks.__main__ import main
-from sinks.log_reader import (
+from sinks.storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -16,10 +16,10 @@ from sinks.log_reader import (
     PartitionReader,
     offsets_for_times,
     read,
-    verify_partition,
 )
-from sinks.partition_log import PartitionLog, append_batches
-from sinks.segment import SegmentConfig
+from sinks.storage.partition_log import PartitionLog, append_batches
+from sinks.storage.segment import SegmentConfig
+from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=700, index_interval_bytes=150)

@@ -6,10 +6,13 @@ import json
 
 import pytest
 
-from sinks.log_reader import read, verify_partition
-from sinks.partition_log import COMMIT_FILE, PartitionLog, append_batches, partition_dir, read_commit
-from sinks.recovery import LogStateMismatchError, StorageCorruptionError, check_partition
-from sinks.segment import SegmentConfig, segment_bases, segment_file_name
+from sinks.storage.commit_record import COMMIT_FILE, read_commit
+from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
+from sinks.storage.log_reader import read
+from sinks.storage.partition_log import PartitionLog, append_batches
+from sinks.storage.recovery import LogStateMismatchError, StorageCorruptionError, check_partition
+from sinks.storage.segment import SegmentConfig
+from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=600, index_interval_bytes=100, segment_index_bytes=400)

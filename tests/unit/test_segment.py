@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.log_reader import find_offset_by_timestamp
-from sinks.segment import LogSegment, SegmentConfig, segment_file_name
+from sinks.storage.file_names import segment_file_name
+from sinks.storage.log_reader import find_offset_by_timestamp
+from sinks.storage.segment import LogSegment, SegmentConfig
 from validators.record_batch import TimestampType, assign_offsets_and_timestamp
 
 T0 = 1_700_000_000_000
@@ -218,7 +219,7 @@ def test_reopened_segment_continues_index_interval(tmp_path):
 
 
 def test_offset_overflow_is_refused(tmp_path):
-    from sinks.segment import LogSegmentOffsetOverflowError
+    from sinks.storage.segment import LogSegmentOffsetOverflowError
 
     seg = segment(tmp_path, 0, 4096)
     with pytest.raises(LogSegmentOffsetOverflowError):

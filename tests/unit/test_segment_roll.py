@@ -3,8 +3,9 @@ is the batches' append time, exactly what the gateway passes."""
 
 from __future__ import annotations
 
-from sinks.partition_log import PartitionLog, partition_dir
-from sinks.segment import SegmentConfig, roll_jitter_ms, segment_bases
+from sinks.storage.file_names import partition_dir, segment_bases
+from sinks.storage.partition_log import PartitionLog
+from sinks.storage.segment import SegmentConfig, roll_jitter_ms
 from tests.unit.test_segment import T0, make_batch
 from validators.topic_config import TopicConfig
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.offset_index import CorruptIndexError, IndexFullError, InvalidOffsetError
-from sinks.time_index import TimeIndex, TimestampOffset, TimestampOrderError
+from sinks.storage.index import CorruptIndexError, IndexFullError, InvalidOffsetError
+from sinks.storage.time_index import TimeIndex, TimestampOffset, TimestampOrderError
 
 BASE = 45
 MAX_ENTRIES = 30

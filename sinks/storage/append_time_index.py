@@ -17,11 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.offset_index import CorruptIndexError, InvalidOffsetError
+from sinks.storage.index import CorruptIndexError, InvalidOffsetError
 
 ENTRY_SIZE = 16
 _ENTRY = struct.Struct(">qq")
-APPEND_TIME_INDEX_SUFFIX = ".appendtimeindex"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,21 +23,25 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.offset_index import CorruptIndexError
-from sinks.partition_log import CommitRecord, SegmentState, read_commit, write_commit
-from sinks.segment import (
+from sinks.storage.commit_record import CommitRecord, SegmentState, read_commit, write_commit
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.file_names import (
     LOG_FILE_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
-    LogSegment,
-    SegmentConfig,
+    delete_segment_files,
+    is_segment_file,
+    partition_dir,
     segment_bases,
     segment_file_name,
+    segment_paths,
 )
+from sinks.storage.index import CorruptIndexError
+from sinks.storage.segment import LogSegment, SegmentConfig
 
 log = logging.getLogger("gateway.segments")
 
 
-class StorageCorruptionError(RuntimeError):
+class StorageCorruptionError(KafkaStorageError):
     """Committed (fsynced) data is missing: the files are shorter than the commit record says."""
 
 
@@ -59,22 +63,13 @@ class RecoveryResult:
         return bool(self.truncated_bytes or self.deleted_segments or self.rebuilt_segments or self.deleted_files)
 
 
-def _segment_paths(directory: Path, base: int) -> list[Path]:
-    return [directory / segment_file_name(base, suffix) for suffix in SEGMENT_FILE_SUFFIXES]
-
-
-def _delete_segment_files(directory: Path, base: int) -> None:
-    for path in _segment_paths(directory, base):
-        path.unlink(missing_ok=True)
-
-
 def _delete_orphan_indexes(directory: Path) -> list[str]:
     """Index files with no `.log` beside them (Kafka: "Found an orphaned index file ...", deleted)."""
     removed = []
     for path in sorted(directory.iterdir()):
         name = path.name
         for suffix in SEGMENT_FILE_SUFFIXES[1:]:
-            if name.endswith(suffix) and name[:20].isdigit() and len(name) == 20 + len(suffix):
+            if is_segment_file(name, suffix):
                 if not (directory / (name[:20] + LOG_FILE_SUFFIX)).exists():
                     log.warning("Found an orphaned index file %s, with no corresponding log file.", path)
                     path.unlink()
@@ -105,7 +100,7 @@ def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRec
     for base in segment_bases(directory):
         if base not in committed:
             truncated += max(_file_size(directory / segment_file_name(base)), 0)
-            _delete_segment_files(directory, base)
+            delete_segment_files(directory, base)
             deleted.append(base)
             actions.append(f"deleted uncommitted segment {segment_file_name(base)}")
     orphans = _delete_orphan_indexes(directory)
@@ -121,7 +116,7 @@ def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRec
                 "file was edited). Restore the partition directory from a backup, or remove it and reset the "
                 "Spark checkpoint to rebuild the partition from the ingress topic."
             )
-        paths = _segment_paths(directory, state.base_offset)[1:]
+        paths = segment_paths(directory, state.base_offset)[1:]
         index_sizes = [_file_size(p) for p in paths]
         committed_index_sizes = [state.index_size, state.time_index_size, state.append_time_index_size]
         needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
@@ -216,7 +211,7 @@ def _recover_without_commit(directory: Path, config: SegmentConfig, commit: Comm
             segment.close(finalize=False)
         if cut > 0 and not is_last:
             for later in bases[i + 1 :]:
-                _delete_segment_files(directory, later)
+                delete_segment_files(directory, later)
                 deleted.append(later)
             actions.append(f"Corruption found in segment {base}, truncating to offset {log_end_offset}")
             break
@@ -263,17 +258,7 @@ def check_log_end_offset(
 
 def check_partition(root: Path, topic: str, partition: int, expected_log_end_offset: int, batch_id: int) -> None:
     """`check_log_end_offset` for a partition on disk (reads its commit record)."""
-    from sinks.partition_log import partition_dir
-
     directory = partition_dir(root, topic, partition)
     check_log_end_offset(directory, read_commit(directory), expected_log_end_offset, batch_id)
 
 
-__all__ = [
-    "LogStateMismatchError",
-    "RecoveryResult",
-    "StorageCorruptionError",
-    "check_log_end_offset",
-    "check_partition",
-    "recover_partition",
-]

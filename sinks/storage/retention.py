@@ -29,16 +29,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sinks.partition_log import (
-    PartitionLock,
-    SegmentState,
-    crash_point,
+from sinks.storage.commit_record import SegmentState, read_commit, write_commit
+from sinks.storage.crash_point import crash_point
+from sinks.storage.file_names import (
+    delete_segment_files,
     partition_dir,
-    read_commit,
-    write_commit,
+    segment_file_name,
 )
-from sinks.recovery import recover_partition
-from sinks.segment import SEGMENT_FILE_SUFFIXES, LogSegment, SegmentConfig, segment_file_name
+from sinks.storage.log_reader import batch_records
+from sinks.storage.partition_lock import PartitionLock
+from sinks.storage.recovery import recover_partition
+from sinks.storage.segment import LogSegment, SegmentConfig
 from validators.record_batch import TimestampType
 from validators.topic_config import TopicConfig, TopicRegistry
 
@@ -79,8 +80,6 @@ class RetentionReport:
 def _segment_max_event_time(directory: Path, state: SegmentState) -> int:
     """Largest CreateTime of the segment's records: header maxTimestamp for CreateTime batches; for
     LogAppendTime batches `baseTimestamp + max(timestampDelta)` from the records (decompressed)."""
-    from sinks.log_reader import batch_records
-
     segment = LogSegment(directory, state.base_offset, SegmentConfig(), writable=False, valid_sizes=state.sizes)
     try:
         best = -1
@@ -184,8 +183,7 @@ def enforce_retention(
         write_commit(directory, replace(commit, segments=tuple(segments), log_start_offset=new_start))
         crash_point("retention-committed")
         for d in deleted:
-            for suffix in SEGMENT_FILE_SUFFIXES:
-                (directory / segment_file_name(d.base_offset, suffix)).unlink(missing_ok=True)
+            delete_segment_files(directory, d.base_offset)
         return RetentionReport(topic, partition, tuple(deleted), new_start, commit.log_end_offset, tuple(warnings))
     finally:
         lock.release()

@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.offset_index import CorruptIndexError
-from sinks.partition_log import SegmentState
-from sinks.segment import LogSegment, SegmentConfig
-from sinks.storage_error import KafkaStorageError
+from sinks.storage.commit_record import SegmentState
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.index import CorruptIndexError
+from sinks.storage.segment import LogSegment, SegmentConfig
 
 log = logging.getLogger("gateway.segments.reader")
 

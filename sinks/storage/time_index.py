@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from sinks.offset_index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
+from sinks.storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _TIME_ENTRY = struct.Struct(">qi")
 

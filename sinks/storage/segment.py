@@ -31,10 +31,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.append_time_index import APPEND_TIME_INDEX_SUFFIX, AppendTimeEntry, AppendTimeIndex
-from sinks.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
-from sinks.storage_error import KafkaStorageError
-from sinks.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from sinks.storage.append_time_index import AppendTimeEntry, AppendTimeIndex
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.file_names import (
+    APPEND_TIME_INDEX_SUFFIX,
+    INDEX_FILE_SUFFIX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
+    segment_file_name,
+)
+from sinks.storage.index import INT32_MAX, CorruptIndexError
+from sinks.storage.offset_index import OffsetIndex
+from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -47,24 +55,11 @@ from validators.topic_config import TopicConfig
 
 log = logging.getLogger("gateway.segments")
 
-LOG_FILE_SUFFIX = ".log"
-INDEX_FILE_SUFFIX = ".index"
-TIME_INDEX_FILE_SUFFIX = ".timeindex"
-SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)
 
 RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest legal size field (§4.7)
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
 HEADER_SIZE_UP_TO_MAGIC = 17  # FileLogInputStream: offset + size + leader epoch + magic
 _SIZE = struct.Struct(">i")
-
-
-def segment_file_name(base_offset: int, suffix: str = LOG_FILE_SUFFIX) -> str:
-    """`<20-digit zero-padded base offset><suffix>` (reference §5.1)."""
-    return f"{base_offset:020d}{suffix}"
-
-
-def offset_from_file_name(name: str) -> int:
-    return int(name.split(".", 1)[0])
 
 
 class CorruptRecordError(KafkaStorageError):
@@ -691,12 +686,3 @@ class LogSegment:
         return truncated
 
 
-def segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the `.log` files in a partition directory, ascending."""
-    if not directory.exists():
-        return []
-    return sorted(
-        offset_from_file_name(p.name)
-        for p in directory.iterdir()
-        if p.name.endswith(LOG_FILE_SUFFIX) and p.name[:20].isdigit() and len(p.name) == 20 + len(LOG_FILE_SUFFIX)
-    )

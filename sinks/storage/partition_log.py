@@ -1,18 +1,12 @@
-"""A target partition's log directory in Kafka's format, made idempotent per micro-batch (DESIGN §4.5).
+"""A target partition's log in Kafka's format, made idempotent per micro-batch (DESIGN §4.5, §5).
 
-`<root>/<topic>-<partition>/` holds Kafka's segment files (`segment.py`) and two gateway files:
-- `gateway-commit.json`, the per-partition commit record: last applied micro-batch id, log start and log
-  end offset, and the valid size of every file of every live segment (plus each segment's creation time,
-  the wall clock its time-based roll is measured from, and CRC-32s of its `.index`/`.timeindex`). It is
-  replaced atomically (write, fsync, rename, fsync dir) only after the data is fsynced, so it always
-  describes durable bytes. "Data" is the `.log` and the `.appendtimeindex`: like Kafka, which rebuilds
-  indexes from the log at recovery rather than syncing them (reference §5.8), a commit does not fsync the
-  active segment's `.index`/`.timeindex` (a rolled segment's are fsynced at the roll). When the active
-  segment is next opened for appending, index bytes that differ from the recorded CRCs (pages lost with
-  the page cache) are rebuilt from the log (`PartitionLog._open_active`);
-- `gateway.lock`, an `flock` that serialises the one writer task and the retention task. It stays after
-  a clean stop on purpose: an `flock` lives with the open descriptor, not the file, so an empty file
-  left behind locks nothing, and deleting it would race with a writer that has just opened it.
+`PartitionLog` is the one writer's view of `<root>/<topic>-<partition>/` under its lock
+(`partition_lock`): committed segments by state (`commit_record`), the active segment open for
+appending. Opening it recovers the directory to its commit record (`recovery`, Kafka's `LogLoader`).
+A commit makes the `.log` and `.appendtimeindex` durable and then replaces the commit record; like
+Kafka, which rebuilds indexes from the log rather than syncing them (reference §5.8), it does not fsync
+the active segment's `.index`/`.timeindex` — when the active segment is next opened, index bytes that
+differ from the recorded CRCs (pages lost with the page cache) are rebuilt from the log.
 
 A micro-batch commit leaves the active segment active, as an uninterrupted Kafka broker does: its
 time index gets the final `(maxTimestampSoFar, offset)` entry only when the segment rolls or the log
@@ -21,204 +15,30 @@ keeps the segment's max timestamp, as Kafka keeps it in memory (reference §5.2-
 
 Exactly-once (DESIGN §5): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
 beyond the commit record (a torn tail, index entries, whole segments rolled after it) is truncated or
-deleted before appending (`recovery.recover_partition`), so the replay writes the same bytes again.
-The only clock is the batches' append time (the micro-batch clock), never the host's.
+deleted before appending, so the replay writes the same bytes again. The only clock is the batches'
+append time (the micro-batch clock), never the host's.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import logging
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.segment import (
-    SEGMENT_FILE_SUFFIXES,
-    LogSegment,
-    RollParams,
-    SegmentConfig,
-    roll_jitter_ms,
-    segment_file_name,
+from sinks.storage.commit_record import CommitRecord, SegmentState, fsync_dir, read_commit, write_commit
+from sinks.storage.crash_point import crash_point
+from sinks.storage.file_names import (
+    delete_segment_files,
+    partition_dir,
 )
-from sinks.storage_error import KafkaStorageError
+from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
+from sinks.storage.recovery import check_log_end_offset, recover_partition
+from sinks.storage.segment import LogSegment, RollParams, SegmentConfig, roll_jitter_ms, split_batches
 from validators.record_batch import parse_header
 from validators.topic_config import TopicConfig, TopicRegistry
 
-__all__ = [
-    "COMMIT_FILE",
-    "LOCK_FILE",
-    "AppendOutcome",
-    "CommitRecord",
-    "PartitionBusyError",
-    "PartitionLock",
-    "PartitionLog",
-    "SegmentState",
-    "append_batches",
-    "partition_dir",
-    "read_commit",
-    "repair_indexes",
-    "segment_file_name",
-    "write_commit",
-]
-
 log = logging.getLogger("gateway.segments")
-
-COMMIT_FILE = "gateway-commit.json"
-LOCK_FILE = "gateway.lock"
-COMMIT_FORMAT_VERSION = 2
-CRASH_ENV = "GATEWAY_SEGMENTS_CRASH_AT"  # test hook: "<step>" or "<step>:<n>" -> os._exit(86) there
-
-
-def partition_dir(root: Path, topic: str, partition: int) -> Path:
-    return Path(root) / f"{topic}-{partition}"
-
-
-# ---------------------------------------------------------------------------------------- commit record
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentState:
-    """Committed valid sizes of one segment's files."""
-
-    base_offset: int
-    log_size: int
-    index_size: int
-    time_index_size: int
-    append_time_index_size: int
-    created_ms: int = -1
-    # CRC-32 of the valid bytes of `.index` / `.timeindex` (None: unknown, e.g. a record written before them)
-    index_crc: int | None = None
-    time_index_crc: int | None = None
-    # maxTimestampAndOffsetSoFar (reference §5.2): Kafka keeps it in memory for the active segment, whose
-    # time index lacks the final entry until a roll or close. None: unknown (an older record), scanned.
-    max_timestamp: int | None = None
-    max_timestamp_offset: int | None = None
-    append_time_index_crc: int | None = None  # CRC-32 of the valid `.appendtimeindex` bytes (readers check it)
-
-    @property
-    def sizes(self) -> tuple[int, int, int, int]:
-        return (self.log_size, self.index_size, self.time_index_size, self.append_time_index_size)
-
-
-@dataclass(frozen=True, slots=True)
-class CommitRecord:
-    batch_id: int
-    log_end_offset: int
-    log_start_offset: int = 0
-    segments: tuple[SegmentState, ...] = ()
-    version: int = COMMIT_FORMAT_VERSION
-
-    @property
-    def log_size(self) -> int:
-        return sum(s.log_size for s in self.segments)
-
-    def to_json(self) -> str:
-        doc = asdict(self)
-        doc["segments"] = [asdict(s) for s in self.segments]
-        return json.dumps(doc, sort_keys=True)
-
-    @staticmethod
-    def from_json(text: str) -> CommitRecord:
-        doc = json.loads(text)
-        if "segments" not in doc:  # walking-skeleton record: one segment, sizes of its index files unknown
-            legacy = SegmentState(0, int(doc.get("log_size", 0)), -1, -1, -1)
-            return CommitRecord(doc["batch_id"], doc["log_end_offset"], 0, (legacy,), version=1)
-        segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
-        return CommitRecord(segments=segments, **doc)
-
-
-def read_commit(directory: Path) -> CommitRecord | None:
-    """The partition's commit record; None when there is none (a new or foreign directory)."""
-    path = Path(directory) / COMMIT_FILE
-    try:
-        return CommitRecord.from_json(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
-        raise KafkaStorageError(f"{path}: not a valid commit record ({type(e).__name__}: {e})") from None
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_commit(directory: Path, commit: CommitRecord) -> None:
-    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
-    directory = Path(directory)
-    tmp = directory / (COMMIT_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(commit.to_json())
-        f.flush()
-        os.fsync(f.fileno())
-    crash_point("commit-tmp-written")
-    os.replace(tmp, directory / COMMIT_FILE)
-    fsync_dir(directory)
-
-
-_crash_counts: dict[str, int] = {}
-
-
-def crash_point(step: str) -> None:
-    """Kill the process at a named step when `GATEWAY_SEGMENTS_CRASH_AT` asks for it (crash tests run a
-    writer subprocess with it set; unset in production it costs one dict lookup)."""
-    spec = os.environ.get(CRASH_ENV)
-    if not spec:
-        return
-    name, _, count = spec.partition(":")
-    if name != step:
-        return
-    _crash_counts[step] = _crash_counts.get(step, 0) + 1
-    if _crash_counts[step] >= int(count or 1):
-        os._exit(86)
-
-
-# ---------------------------------------------------------------------------------------- lock
-
-
-class PartitionLock:
-    """Exclusive `flock` on `<dir>/gateway.lock`: one appender or retention pass at a time. Readers take
-    no lock; they read only the committed prefix of each file."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / LOCK_FILE
-        self._fd: int | None = None
-
-    def acquire(self, blocking: bool = True) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._fd = fd
-        return True
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def __enter__(self) -> PartitionLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-class PartitionBusyError(BlockingIOError):
-    """The partition lock is held (by an append or a retention pass) and the caller would not wait."""
-
-
-# ---------------------------------------------------------------------------------------- the log
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +137,6 @@ class PartitionLog:
         """Lock the partition and recover it to its commit record (reference §5.8; `recovery.py`).
         `now_ms` is the creation time of a first segment; by default the first batch's append time.
         With `blocking=False` a partition locked by someone else raises `PartitionBusyError`."""
-        from sinks.recovery import recover_partition
-
         seg_config = _segment_config(config)
         directory = partition_dir(root, topic, partition)
         directory.mkdir(parents=True, exist_ok=True)
@@ -361,8 +179,6 @@ class PartitionLog:
         last_offset = header.last_offset
         max_timestamp = header.max_timestamp
         if len(records) > header.size_in_bytes:  # several batches in one append
-            from sinks.segment import split_batches
-
             batches = split_batches(records)
             last_offset = max(h.last_offset for _p, h in batches)
             max_timestamp = max(h.max_timestamp for _p, h in batches)
@@ -459,8 +275,7 @@ class PartitionLog:
             self.active.close(finalize=False)
             self.active = None
         for base in dropped:
-            for suffix in SEGMENT_FILE_SUFFIXES:
-                (self.directory / segment_file_name(base, suffix)).unlink(missing_ok=True)
+            delete_segment_files(self.directory, base)
         if self.active is None:
             last = keep.pop()
             self.active = LogSegment(
@@ -537,8 +352,6 @@ def append_batches(
     out: -1, unknown). Replays of a committed micro-batch write nothing; a torn write of an earlier
     attempt is truncated first. The first batch must continue the committed log end offset, else
     `recovery.LogStateMismatchError` explains the disagreement with the Spark state."""
-    from sinks.recovery import check_log_end_offset
-
     with PartitionLog.open(root, topic, partition, config) as plog:
         if plog.commit_record is not None and batch_id <= plog.commit_record.batch_id:
             return AppendOutcome(topic, partition, batch_id, True, 0, 0, plog.log_end_offset,
@@ -602,10 +415,3 @@ def repair_indexes(
         return plog.rebuilt_indexes
 
 
-def committed_segments(directory: Path) -> tuple[CommitRecord | None, list[SegmentState]]:
-    commit = read_commit(directory)
-    return commit, list(commit.segments) if commit else []
-
-
-def with_segments(commit: CommitRecord, segments: Sequence[SegmentState], log_start_offset: int) -> CommitRecord:
-    return replace(commit, segments=tuple(segments), log_start_offset=log_start_offset)

@@ -1,0 +1,10 @@
+"""Segment storage in Apache Kafka's format, shaped like Kafka's storage module (DESIGN §4.5).
+
+- `file_names` (Kafka's `LogFileUtils`), `errors` (`KafkaStorageError`);
+- `index` (`AbstractIndex`), `offset_index`, `time_index`, and the gateway's `append_time_index`;
+- `segment` (`LogSegment`), `commit_record` (the per-partition commit), `partition_lock`, `crash_point`;
+- `recovery` (Kafka's `LogLoader`: it opens the files, the log never calls back), `partition_log`
+  (`UnifiedLog` for one target partition: append, roll, commit, close), `retention`;
+- `segment_reader` (a committed segment, checked), `log_reader` (records and ListOffsets), `verify`,
+  and the `segments` command (`cli`).
+"""

@@ -1,0 +1,113 @@
+"""The per-partition commit record `gateway-commit.json` (DESIGN §4.5, §5): the last applied micro-batch,
+log start and end offset, and per live segment its committed file sizes, checksums and max timestamp.
+Replaced atomically (write, fsync, rename, fsync the directory) only after the data it describes is
+durable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from sinks.storage.crash_point import crash_point
+from sinks.storage.errors import KafkaStorageError
+
+COMMIT_FILE = "gateway-commit.json"
+
+
+COMMIT_FORMAT_VERSION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """Committed valid sizes of one segment's files."""
+
+    base_offset: int
+    log_size: int
+    index_size: int
+    time_index_size: int
+    append_time_index_size: int
+    created_ms: int = -1
+    # CRC-32 of the valid bytes of `.index` / `.timeindex` (None: unknown, e.g. a record written before them)
+    index_crc: int | None = None
+    time_index_crc: int | None = None
+    # maxTimestampAndOffsetSoFar (reference §5.2): Kafka keeps it in memory for the active segment, whose
+    # time index lacks the final entry until a roll or close. None: unknown (an older record), scanned.
+    max_timestamp: int | None = None
+    max_timestamp_offset: int | None = None
+    append_time_index_crc: int | None = None  # CRC-32 of the valid `.appendtimeindex` bytes (readers check it)
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        return (self.log_size, self.index_size, self.time_index_size, self.append_time_index_size)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    batch_id: int
+    log_end_offset: int
+    log_start_offset: int = 0
+    segments: tuple[SegmentState, ...] = ()
+    version: int = COMMIT_FORMAT_VERSION
+
+    @property
+    def log_size(self) -> int:
+        return sum(s.log_size for s in self.segments)
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        doc["segments"] = [asdict(s) for s in self.segments]
+        return json.dumps(doc, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> CommitRecord:
+        doc = json.loads(text)
+        if "segments" not in doc:  # walking-skeleton record: one segment, sizes of its index files unknown
+            legacy = SegmentState(0, int(doc.get("log_size", 0)), -1, -1, -1)
+            return CommitRecord(doc["batch_id"], doc["log_end_offset"], 0, (legacy,), version=1)
+        segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
+        return CommitRecord(segments=segments, **doc)
+
+
+def read_commit(directory: Path) -> CommitRecord | None:
+    """The partition's commit record; None when there is none (a new or foreign directory)."""
+    path = Path(directory) / COMMIT_FILE
+    try:
+        return CommitRecord.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
+        raise KafkaStorageError(f"{path}: not a valid commit record ({type(e).__name__}: {e})") from None
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_commit(directory: Path, commit: CommitRecord) -> None:
+    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
+    directory = Path(directory)
+    tmp = directory / (COMMIT_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(commit.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    crash_point("commit-tmp-written")
+    os.replace(tmp, directory / COMMIT_FILE)
+    fsync_dir(directory)
+
+
+def committed_segments(directory: Path) -> tuple[CommitRecord | None, list[SegmentState]]:
+    commit = read_commit(directory)
+    return commit, list(commit.segments) if commit else []
+
+
+def with_segments(commit: CommitRecord, segments: Sequence[SegmentState], log_start_offset: int) -> CommitRecord:
+    return replace(commit, segments=tuple(segments), log_start_offset=log_start_offset)
