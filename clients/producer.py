@@ -51,6 +51,8 @@ from clients.errors import (
     TransportError,
     error_for_record,
 )
+from contract.ingress import ingress_headers, ingress_key
+from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from sinks.responses import decode_response
 from validators.compression import CompressionType
 from validators.record_batch import (
@@ -79,8 +81,8 @@ _SHORT_MAX = (1 << 15) - 1
 @dataclass(frozen=True)
 class ProducerConfig:
     bootstrap_servers: str
-    ingress_topic: str = "gateway.ingress"
-    response_topic: str = "gateway.responses"
+    ingress_topic: str = DEFAULT_INGRESS_TOPIC
+    response_topic: str = DEFAULT_RESPONSE_TOPIC
     client_id: str = "gateway-producer"
     acks: int | str = -1  # "all"/-1 or 1: a response per batch; 0: none (fire and forget)
     linger_ms: int = 5
@@ -236,7 +238,7 @@ class ProducerBatch:
 
     @property
     def key(self) -> bytes:
-        return f"{self.topic}/{self.partition}".encode()
+        return ingress_key(self.topic, self.partition)
 
 
 class IdempotenceState:
@@ -601,13 +603,7 @@ class GatewayProducer:
 
     def _produce(self, b: ProducerBatch) -> None:
         c = self.config
-        headers = [
-            ("gw.topic", b.topic.encode()),
-            ("gw.partition", str(b.partition).encode()),
-            ("gw.request.id", b.request_id.encode()),
-            ("gw.client.id", c.client_id.encode()),
-            ("gw.acks", str(c.acks_value).encode()),
-        ]
+        headers = ingress_headers(b.topic, b.partition, b.request_id, client_id=c.client_id, acks=c.acks_value)
 
         def delivered(err: Any, msg: Any) -> None:
             if err is not None:

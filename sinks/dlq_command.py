@@ -48,16 +48,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from contract.ingress import HEADER_REPLAY_OF, ingress_headers, ingress_key
+from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC
 from sinks.dead_letters import HEADER_PREFIX
 from validators.batch_dump import dump
 from validators.errors import Errors
 
-DEFAULT_DLQ_TOPIC = "gateway.dlq"
-DEFAULT_INGRESS_TOPIC = "gateway.ingress"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "GATEWAY_BOOTSTRAP_SERVERS"
 
-REPLAY_HEADER = "gw.replay.of"
 REPLAY_REQUEST_PREFIX = "replay:"
 
 EXIT_OK = 0
@@ -212,7 +211,7 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
     ingress_partition = required_int("ingress.partition")
     ingress_offset = required_int("ingress.offset")
     request_id = opt("request.id")
-    replay_of = extra.get(REPLAY_HEADER) or h.get("replay.of") or None
+    replay_of = extra.get(HEADER_REPLAY_OF) or h.get("replay.of") or None
     if replay_of is None and request_id is not None and request_id.startswith(REPLAY_REQUEST_PREFIX):
         replay_of = _replay_position_from_request_id(request_id)
     return DeadLetter(
@@ -546,19 +545,14 @@ class ReplayPlan:
 
     @property
     def key(self) -> bytes:
-        return f"{self.target_topic}/{self.target_partition}".encode()
+        return ingress_key(self.target_topic or "", self.target_partition)
 
     def headers(self, dlq_topic: str) -> list[tuple[str, bytes]]:
         dl = self.dead_letter
-        out = [
-            ("gw.topic", (self.target_topic or "").encode()),
-            ("gw.partition", str(self.target_partition).encode()),
-            ("gw.request.id", (self.request_id or "").encode()),
-            (REPLAY_HEADER, f"{dlq_topic}:{dl.message.partition}:{dl.message.offset}".encode()),
-        ]
-        if dl.client_id is not None:
-            out.append(("gw.client.id", dl.client_id.encode()))
-        return out
+        return ingress_headers(
+            self.target_topic or "", self.target_partition, self.request_id or "", client_id=dl.client_id,
+            replay_of=f"{dlq_topic}:{dl.message.partition}:{dl.message.offset}",
+        )
 
 
 def plan_replay(

@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 
@@ -16,13 +18,13 @@ class GatewayConfig:
     bootstrap_servers: str | None = None  # None: start a local broker
     local_broker_port: int = 9092
     local_broker_dir: str = "var/kafka"
-    ingress_topic: str = "gateway.ingress"
+    ingress_topic: str = DEFAULT_INGRESS_TOPIC
     ingress_partitions: int = 3
     # Larger than any target topic's max.message.bytes, so an oversized batch reaches the
     # gateway and is rejected there with MESSAGE_TOO_LARGE rather than by the ingress broker.
     ingress_max_message_bytes: int = 16 * 1024 * 1024
-    response_topic: str = "gateway.responses"
-    dlq_topic: str = "gateway.dlq"
+    response_topic: str = DEFAULT_RESPONSE_TOPIC
+    dlq_topic: str = DEFAULT_DLQ_TOPIC
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 
+from contract.ingress import ingress_headers, ingress_key
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.responses import decode_response
 from streaming.config import GatewayConfig
@@ -55,9 +56,8 @@ class DemoTraffic(threading.Thread):
         while not self.stopped.wait(self.interval):
             topic, partition, batch = demo_batch(self.rng, int(time.time() * 1000))
             p.produce(
-                self.config.ingress_topic, key=f"{topic}/{partition}".encode(), value=batch,
-                headers=[("gw.topic", topic.encode()), ("gw.partition", str(partition).encode()),
-                         ("gw.request.id", uuid.uuid4().hex.encode()), ("gw.client.id", b"demo")],
+                self.config.ingress_topic, key=ingress_key(topic, partition), value=batch,
+                headers=ingress_headers(topic, partition, uuid.uuid4().hex, client_id="demo"),
             )
             p.poll(0)
             self.sent += 1

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from contract.ingress import (
+    HEADER_ACKS,
+    HEADER_CLIENT_ID,
+    HEADER_PARTITION,
+    HEADER_REPLAY_OF,
+    HEADER_REQUEST_ID,
+    HEADER_TOPIC,
+)
 from streaming.config import GatewayConfig
-
-HEADER_TOPIC = "gw.topic"
-HEADER_PARTITION = "gw.partition"
-HEADER_REQUEST_ID = "gw.request.id"
-HEADER_CLIENT_ID = "gw.client.id"
-HEADER_ACKS = "gw.acks"
-HEADER_REPLAY_OF = "gw.replay.of"  # set by `python -m sinks dlq replay`: the dead letter it re-submits
 
 
 def _header_sql(name: str) -> str:

@@ -47,7 +47,7 @@ def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if not config.spark_master.startswith("local"):
-        # Executors on other hosts need the project's code: ship the three import roots.
+        # Executors on other hosts need the project's code: ship the import roots.
         spark.sparkContext.addPyFile(str(_package_zip()))
     return spark
 
@@ -58,7 +58,7 @@ def _package_zip() -> Path:
 
     target = Path(tempfile.mkdtemp(prefix="gateway-pyfiles-")) / "gateway.zip"
     with zipfile.ZipFile(target, "w") as zf:
-        for package in ("validators", "sinks", "streaming"):
+        for package in ("contract", "validators", "sinks", "streaming"):
             for f in (REPO_ROOT / package).rglob("*.py"):
                 zf.write(f, f.relative_to(REPO_ROOT))
         # the native record walk built by `pip install -e .`: zipimport cannot load it, so

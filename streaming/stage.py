@@ -29,6 +29,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from streaming.logs import ThrottledWarning, configure_logging
 from validators.errors import Errors
 from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
@@ -111,11 +112,11 @@ def decide(
     Any unexpected exception becomes UNKNOWN_SERVER_ERROR for this batch only: bad input must
     never stop the query."""
     if topic is None:
-        return Rejected(Errors.INVALID_TOPIC_EXCEPTION, "Missing required header gw.topic (the target topic)")
+        return Rejected(Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)")
     if partition is None:
         return Rejected(
             Errors.UNKNOWN_TOPIC_OR_PARTITION,
-            f"Missing or malformed header gw.partition: {item.partition_header!r} is not a decimal partition number",
+            f"Missing or malformed header {HEADER_PARTITION}: {item.partition_header!r} is not a decimal partition number",
         )
     try:
         return validate_and_assign(item.batch, topic, partition, registry.get(topic), state, now_ms)

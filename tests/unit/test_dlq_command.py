@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from contract.ingress import HEADER_REPLAY_OF
 from sinks.dead_letters import dead_letter
 from sinks.dlq_command import (
     EXIT_USAGE,
-    REPLAY_HEADER,
     DlqMessage,
     Filter,
     compute_stats,
@@ -186,7 +186,7 @@ def test_replay_plan_keeps_value_retargets_and_tags() -> None:
     assert plan.request_id == "replay:gateway.dlq:0:7:req-1"
     headers = dict(plan.headers("gateway.dlq"))
     assert headers == {"gw.topic": b"ct", "gw.partition": b"0", "gw.request.id": b"replay:gateway.dlq:0:7:req-1",
-                       REPLAY_HEADER: b"gateway.dlq:0:7", "gw.client.id": b"client-a"}
+                       HEADER_REPLAY_OF: b"gateway.dlq:0:7", "gw.client.id": b"client-a"}
     moved = plan_replay(dl, "gateway.dlq", ingress_topic="other.ingress", to_topic="ct", to_partition=1)
     assert (moved.ingress_topic, moved.target_partition, moved.key) == ("other.ingress", 1, b"ct/1")
 
@@ -198,7 +198,7 @@ def test_replay_refuses_replays_foreign_and_targetless_dead_letters() -> None:
     assert "already a replay" in plan_replay(again, "gateway.dlq").refused
     # ... or a replay tag header, should the gateway copy it
     tagged = as_dlq_message(row(), 0, 9)
-    tagged = DlqMessage(0, 9, tagged.timestamp_ms, tagged.key, tagged.value, tagged.headers + ((REPLAY_HEADER, b"x:0:1"),))
+    tagged = DlqMessage(0, 9, tagged.timestamp_ms, tagged.key, tagged.value, tagged.headers + ((HEADER_REPLAY_OF, b"x:0:1"),))
     assert "already a replay" in plan_replay(parse_dead_letter(tagged), "gateway.dlq").refused
     foreign = parse_dead_letter(DlqMessage(0, 1, NOW, None, b"x", ()))
     assert "not a dead letter" in plan_replay(foreign, "gateway.dlq").refused

@@ -1,0 +1,42 @@
+"""An ingress message (DESIGN §4.1): one raw Kafka record batch as the value, the target in headers.
+
+- `gw.topic`, `gw.partition` (required): the target topic-partition, UTF-8 text;
+- `gw.request.id` (optional, default `<ingress partition>:<ingress offset>`): the key of the response;
+- `gw.client.id`, `gw.acks` (optional, acks default -1; 0 means no response);
+- `gw.replay.of` (set by `python -m sinks dlq replay`): the dead letter it re-submits, `<dlq>:<p>:<o>`.
+
+The message key is `<topic>/<partition>`, so one target partition's batches stay in order within one
+ingress partition.
+"""
+
+from __future__ import annotations
+
+HEADER_TOPIC = "gw.topic"
+HEADER_PARTITION = "gw.partition"
+HEADER_REQUEST_ID = "gw.request.id"
+HEADER_CLIENT_ID = "gw.client.id"
+HEADER_ACKS = "gw.acks"
+HEADER_REPLAY_OF = "gw.replay.of"
+
+
+def ingress_key(topic: str, partition: int | None) -> bytes:
+    return f"{topic}/{partition}".encode()
+
+
+def ingress_headers(
+    topic: str, partition: int | None, request_id: str, *, client_id: str | None = None, acks: int | None = None,
+    replay_of: str | None = None,
+) -> list[tuple[str, bytes]]:
+    """The headers of one ingress message, in the order producers write them."""
+    headers = [
+        (HEADER_TOPIC, topic.encode()),
+        (HEADER_PARTITION, str(partition).encode()),
+        (HEADER_REQUEST_ID, request_id.encode()),
+    ]
+    if client_id is not None:
+        headers.append((HEADER_CLIENT_ID, client_id.encode()))
+    if acks is not None:
+        headers.append((HEADER_ACKS, str(acks).encode()))
+    if replay_of is not None:
+        headers.append((HEADER_REPLAY_OF, replay_of.encode()))
+    return headers
