@@ -12,9 +12,11 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from sinks.metrics import (
@@ -65,6 +67,15 @@ def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[Ga
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)
     return metrics, server, listener
+
+
+def _in_jvm(what: str, call: Callable[[], object]) -> None:
+    """A shutdown step that talks to Spark's JVM. A SIGTERM sent to the whole process group (timeout,
+    systemd, a container stop) reaches the JVM too, which may be gone already: say so, go on stopping."""
+    try:
+        call()
+    except Py4JError as e:
+        log.warning("%s: Spark's JVM is gone (%s)", what, type(e).__name__)
 
 
 def _close_logs(config: GatewayConfig, registry: RegistryWatcher) -> None:
@@ -132,16 +143,20 @@ def run(args: argparse.Namespace) -> int:
         if query.exception() is not None:
             log.error("query failed: %s", query.exception())
             return 1
+    except Py4JError as e:
+        log.error("Spark's JVM is gone (%s): a signal to the whole process group stops it with the driver",
+                  type(e).__name__)
+        return 1
     finally:
         log.info("stopping ...")
         for t in (demo, summary):
             if t is not None:
                 t.stop()
-        stop_gracefully(query)
+        _in_jvm("stopping the query", lambda: stop_gracefully(query))
         _close_logs(config, registry)
-        spark.streams.removeListener(listener)
+        _in_jvm("removing the listener", lambda: spark.streams.removeListener(listener))
         metrics_server.stop()
-        spark.stop()
+        _in_jvm("stopping Spark", spark.stop)
         if broker is not None:
             broker.stop()
         log.info("stopped.")
