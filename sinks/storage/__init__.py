@@ -2,7 +2,7 @@
 
 - `file_names` (Kafka's `LogFileUtils`), `errors` (`KafkaStorageError`);
 - `index` (`AbstractIndex`), `offset_index`, `time_index`, and the gateway's `append_time_index`;
-- `segment` (`LogSegment`), `commit_record` (the per-partition commit), `partition_lock`, `crash_point`;
+- `log_config` (segment settings), `file_records` (batches in a `.log`), `segment` (`LogSegment`), `commit_record` (the per-partition commit), `partition_lock`, `crash_point`;
 - `recovery` (Kafka's `LogLoader`: it opens the files, the log never calls back), `partition_log`
   (`UnifiedLog` for one target partition: append, roll, commit, close), `retention`;
 - `segment_reader` (a committed segment, checked), `log_reader` (records and ListOffsets), `verify`,

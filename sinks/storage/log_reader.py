@@ -23,7 +23,8 @@ from pathlib import Path
 
 from sinks.storage.commit_record import CommitRecord, SegmentState, read_commit
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
-from sinks.storage.segment import BatchInfo, CorruptRecordError, LogSegment
+from sinks.storage.file_records import BatchInfo, CorruptRecordError
+from sinks.storage.segment import LogSegment
 from sinks.storage.segment_reader import open_for_reading
 from validators.compression import CorruptCompressedDataError
 from validators.record_batch import TimestampType, decode_record_batch, is_valid

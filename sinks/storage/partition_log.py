@@ -32,9 +32,11 @@ from sinks.storage.file_names import (
     delete_segment_files,
     partition_dir,
 )
+from sinks.storage.file_records import split_batches
+from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
 from sinks.storage.recovery import check_log_end_offset, recover_partition
-from sinks.storage.segment import LogSegment, RollParams, SegmentConfig, roll_jitter_ms, split_batches
+from sinks.storage.segment import LogSegment, RollParams
 from validators.record_batch import parse_header
 from validators.topic_config import TopicConfig, TopicRegistry
 

@@ -36,7 +36,8 @@ from sinks.storage.file_names import (
     segment_paths,
 )
 from sinks.storage.index import CorruptIndexError
-from sinks.storage.segment import LogSegment, SegmentConfig
+from sinks.storage.log_config import SegmentConfig
+from sinks.storage.segment import LogSegment
 
 log = logging.getLogger("gateway.segments")
 

@@ -36,10 +36,11 @@ from sinks.storage.file_names import (
     partition_dir,
     segment_file_name,
 )
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import batch_records
 from sinks.storage.partition_lock import PartitionLock
 from sinks.storage.recovery import recover_partition
-from sinks.storage.segment import LogSegment, SegmentConfig
+from sinks.storage.segment import LogSegment
 from validators.record_batch import TimestampType
 from validators.topic_config import TopicConfig, TopicRegistry
 

@@ -22,17 +22,14 @@ micro-batch rolls and indexes exactly as the first run did.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from sinks.storage.append_time_index import AppendTimeEntry, AppendTimeIndex
-from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import (
     APPEND_TIME_INDEX_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -40,71 +37,24 @@ from sinks.storage.file_names import (
     TIME_INDEX_FILE_SUFFIX,
     segment_file_name,
 )
+from sinks.storage.file_records import BatchInfo, CorruptRecordError, iter_file_batches, split_batches
 from sinks.storage.index import INT32_MAX, CorruptIndexError
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
 from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.record_batch import (
-    LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    RecordBatchHeader,
     TimestampType,
     is_valid,
-    parse_header,
 )
-from validators.topic_config import TopicConfig
 
 log = logging.getLogger("gateway.segments")
 
 
-RECORD_OVERHEAD_V0 = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest legal size field (§4.7)
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
-HEADER_SIZE_UP_TO_MAGIC = 17  # FileLogInputStream: offset + size + leader epoch + magic
-_SIZE = struct.Struct(">i")
-
-
-class CorruptRecordError(KafkaStorageError):
-    """Kafka's `CorruptRecordException` / `InvalidRecordException` met while scanning a segment."""
 
 
 class LogSegmentOffsetOverflowError(ValueError):
     """Kafka's `LogSegmentOffsetOverflowException`: last offset - base does not fit an int32."""
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentConfig:
-    """The topic configs a segment obeys (Kafka names in comments)."""
-
-    segment_bytes: int = 1073741824  # segment.bytes
-    segment_ms: int = 604800000  # segment.ms
-    segment_jitter_ms: int = 0  # segment.jitter.ms
-    segment_index_bytes: int = 10485760  # segment.index.bytes
-    index_interval_bytes: int = 4096  # index.interval.bytes
-
-    @staticmethod
-    def from_topic(config: TopicConfig) -> SegmentConfig:
-        return SegmentConfig(
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-            segment_jitter_ms=config.segment_jitter_ms,
-            segment_index_bytes=config.segment_index_bytes,
-            index_interval_bytes=config.index_interval_bytes,
-        )
-
-    @property
-    def max_segment_ms(self) -> int:
-        # LogConfig.maxSegmentMs(): min(max.compaction.lag.ms, segment.ms) only for compacted topics with a
-        # finite lag; the gateway's topics are delete-policy (and TopicConfig has no compaction lag).
-        return self.segment_ms
-
-
-def roll_jitter_ms(topic: str, partition: int, base_offset: int, config: SegmentConfig) -> int:
-    """Kafka draws `abs(random) % min(segment.jitter.ms, segment.ms)` per segment (§5.4). Replays must roll
-    identically, so the gateway derives it from a hash of (topic, partition, base offset): stable across
-    processes and restarts, and still spread over partitions."""
-    if config.segment_jitter_ms <= 0:
-        return 0
-    digest = hashlib.blake2b(f"{topic}-{partition}@{base_offset}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % min(config.segment_jitter_ms, config.segment_ms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,79 +67,6 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchInfo:
-    """A batch in a segment file: where it is and its header (`FileChannelRecordBatch`)."""
-
-    position: int
-    header: RecordBatchHeader
-
-    @property
-    def size(self) -> int:
-        return self.header.size_in_bytes
-
-    @property
-    def base_offset(self) -> int:
-        return self.header.base_offset
-
-    @property
-    def last_offset(self) -> int:
-        return self.header.last_offset
-
-    @property
-    def max_timestamp(self) -> int:
-        return self.header.max_timestamp
-
-    @property
-    def timestamp_type(self) -> TimestampType:
-        return self.header.timestamp_type
-
-    @property
-    def next_position(self) -> int:
-        return self.position + self.header.size_in_bytes
-
-
-def iter_file_batches(fd: int, start: int, end: int, file_name: str = "") -> Iterator[BatchInfo]:
-    """Batches of a segment file between byte positions [start, end) (`FileLogInputStream`):
-    stops quietly at a trailing partial batch; a size field below 14 is a `CorruptRecordError`."""
-    position = start
-    while position + HEADER_SIZE_UP_TO_MAGIC < end:
-        head = os.pread(fd, RECORD_BATCH_OVERHEAD, position)
-        if len(head) < HEADER_SIZE_UP_TO_MAGIC:
-            return
-        size = _SIZE.unpack_from(head, 8)[0]
-        if size < RECORD_OVERHEAD_V0:
-            raise CorruptRecordError(
-                f"Found record size {size} smaller than minimum record overhead ({RECORD_OVERHEAD_V0}) in file "
-                f"{file_name}."
-            )
-        if position > end - LOG_OVERHEAD - size:
-            return
-        magic = head[16]
-        if magic != 2 or len(head) < RECORD_BATCH_OVERHEAD or size + LOG_OVERHEAD < RECORD_BATCH_OVERHEAD:
-            raise CorruptRecordError(
-                f"Unsupported batch at position {position} in {file_name}: magic {magic}, size {size + LOG_OVERHEAD} "
-                "(the gateway stores record batch v2 only)"
-            )
-        yield BatchInfo(position, parse_header(head))
-        position += size + LOG_OVERHEAD
-
-
-def split_batches(records: bytes | memoryview) -> list[tuple[int, RecordBatchHeader]]:
-    """(start, header) of each v2 batch in an in-memory buffer of back-to-back batches."""
-    view = memoryview(records)
-    out = []
-    pos = 0
-    while pos < len(view):
-        header = parse_header(view[pos : pos + RECORD_BATCH_OVERHEAD])
-        size = header.size_in_bytes
-        if size < RECORD_BATCH_OVERHEAD or pos + size > len(view):
-            raise CorruptRecordError(f"Batch at position {pos} declares {size} bytes; buffer has {len(view) - pos}")
-        out.append((pos, header))
-        pos += size
-    return out
 
 
 class LogSegment:

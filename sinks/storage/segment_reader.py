@@ -26,7 +26,8 @@ from pathlib import Path
 from sinks.storage.commit_record import SegmentState
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.index import CorruptIndexError
-from sinks.storage.segment import LogSegment, SegmentConfig
+from sinks.storage.log_config import SegmentConfig
+from sinks.storage.segment import LogSegment
 
 log = logging.getLogger("gateway.segments.reader")
 

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import segment_bases
+from sinks.storage.file_records import BatchInfo
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import PartitionReader
-from sinks.storage.segment import BatchInfo, LogSegment, SegmentConfig
+from sinks.storage.segment import LogSegment
 from validators.record_batch import is_valid
 
 

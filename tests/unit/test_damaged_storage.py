@@ -30,6 +30,7 @@ from sinks.__main__ import main
 from sinks.storage.commit_record import COMMIT_FILE, read_commit
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -38,7 +39,6 @@ from sinks.storage.log_reader import (
     read,
 )
 from sinks.storage.partition_log import append_batches
-from sinks.storage.segment import SegmentConfig
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sinks.__main__ import main
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -18,7 +19,6 @@ from sinks.storage.log_reader import (
     read,
 )
 from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.segment import SegmentConfig
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

@@ -8,10 +8,10 @@ import pytest
 
 from sinks.storage.commit_record import COMMIT_FILE, read_commit
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import read
 from sinks.storage.partition_log import PartitionLog, append_batches
 from sinks.storage.recovery import LogStateMismatchError, StorageCorruptionError, check_partition
-from sinks.storage.segment import SegmentConfig
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
