@@ -787,11 +787,6 @@ class ReplaySender:
         return out
 
 
-def send_replays(bootstrap_servers: str, dlq_topic: str, plans: Sequence[ReplayPlan], timeout_s: float) -> list[ReplayOutcome]:
-    """Produce the accepted plans to their ingress topic; wait for every delivery report."""
-    return ReplaySender(bootstrap_servers, dlq_topic, timeout_s).send(plans)
-
-
 # ============================================================================ output
 
 

@@ -298,6 +298,7 @@ _LZ4_BLOCK_SIZE = 64 * 1024
 _LZ4_INCOMPRESSIBLE = 0x80000000
 _LZ4_DEFAULT_LEVEL = 9  # CompressionType.LZ4.defaultLevel(): uses lz4-java's fast compressor
 
+
 def xxh32(data: bytes | bytearray | memoryview, seed: int = 0) -> int:
     """XXH32 (the LZ4 frame checksum), from the maintained native `xxhash` package."""
     return xxhash.xxh32_intdigest(bytes(data), seed)

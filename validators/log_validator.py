@@ -113,7 +113,6 @@ from validators.topic_config import INTERNAL_TOPICS, RecordValidation, TopicConf
 log = logging.getLogger(__name__)
 
 
-
 def _load_native() -> ModuleType | None:
     """`validators._record_walk` (the C record walk), or None: the pure-Python reference walk is then
     used, with one warning. Spark cluster mode ships the package as a zip (streaming/session.py) and

@@ -97,9 +97,6 @@ class AppendTimeIndex:
         i = bisect.bisect_left(self._offsets, offset)
         return self._times[i] if i < len(self._offsets) else None
 
-    def max_append_time(self) -> int:
-        return max(self._times) if self._times else -1
-
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of batches whose last offset is >= `offset`."""
         keep = bisect.bisect_left(self._offsets, offset)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sinks.storage.crash_point import crash_point
@@ -103,11 +102,3 @@ def write_commit(directory: Path, commit: CommitRecord) -> None:
     os.replace(tmp, directory / COMMIT_FILE)
     fsync_dir(directory)
 
-
-def committed_segments(directory: Path) -> tuple[CommitRecord | None, list[SegmentState]]:
-    commit = read_commit(directory)
-    return commit, list(commit.segments) if commit else []
-
-
-def with_segments(commit: CommitRecord, segments: Sequence[SegmentState], log_start_offset: int) -> CommitRecord:
-    return replace(commit, segments=tuple(segments), log_start_offset=log_start_offset)

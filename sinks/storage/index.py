@@ -237,20 +237,6 @@ class AbstractIndex:
                 hi = mid - 1
         return lo
 
-    def _smallest_upper_bound_slot(self, target: int, by_key: bool) -> int:
-        """Smallest slot whose key is >= target; -1 when none."""
-        get = self._key if by_key else self._relative_offset
-        lo, hi = 0, self._entries - 1
-        if hi < 0 or get(hi) < target:
-            return -1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if get(mid) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
     def __enter__(self) -> AbstractIndex:
         return self
 

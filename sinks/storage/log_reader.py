@@ -34,6 +34,7 @@ LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP
 MAX_TIMESTAMP = -3  # ListOffsetsRequest.MAX_TIMESTAMP (KIP-734)
 
+
 class OffsetOutOfRangeError(ValueError):
     """Kafka's OFFSET_OUT_OF_RANGE: the fetch offset is below the log start or above the log end."""
 

@@ -59,10 +59,6 @@ class RecoveryResult:
     deleted_files: tuple[str, ...] = ()
     actions: tuple[str, ...] = field(default=())
 
-    @property
-    def changed(self) -> bool:
-        return bool(self.truncated_bytes or self.deleted_segments or self.rebuilt_segments or self.deleted_files)
-
 
 def _delete_orphan_indexes(directory: Path) -> list[str]:
     """Index files with no `.log` beside them (Kafka: "Found an orphaned index file ...", deleted)."""
