@@ -20,7 +20,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sinks.partition_task import SinkConfig, TaskSummary, arrow_rows, run_partition_task
-from validators.topic_config import RegistryWatcher, TopicRegistry
+from sinks.registry_watcher import RegistryWatcher
+from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.sink")
 

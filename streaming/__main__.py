@@ -27,6 +27,7 @@ from sinks.metrics import (
     parse_address,
     serve_metrics,
 )
+from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
@@ -36,7 +37,7 @@ from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
-from validators.topic_config import RegistryWatcher, TopicRegistry
+from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway")
 

@@ -10,11 +10,11 @@ from pyspark.sql.streaming import StreamingQuery
 
 from sinks.foreach_batch import GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
+from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.retention_schedule import RetentionSchedule
 from streaming.stage import apply_stage
-from validators.topic_config import RegistryWatcher
 
 log = logging.getLogger("gateway.query")
 

@@ -30,12 +30,13 @@ from pyspark.sql.types import (
 )
 
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
+from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from validators.errors import Errors
 from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
-from validators.topic_config import RegistryWatcher, TopicRegistry
+from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.stage")
 # KIP-937: Kafka warns about accepted records far ahead of its clock. Per batch, a producer with a

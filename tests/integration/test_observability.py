@@ -22,12 +22,13 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sinks.metrics import GatewayMetrics, MetricsObserver, serve_metrics
+from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT
 from streaming.listener import GatewayListener
 from streaming.query import start_gateway
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from tests.integration.prometheus_server import PrometheusServer, free_port
-from validators.topic_config import RegistryWatcher, TopicRegistry
+from validators.topic_config import TopicRegistry
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from sinks.registry_watcher import RegistryWatcher
 from validators.record_batch import TimestampType
 from validators.topic_config import (
     LONG_MAX,
     ConfigError,
     RecordValidation,
-    RegistryWatcher,
     TopicConfig,
     TopicRegistry,
     topic_config,
@@ -297,7 +297,7 @@ def test_watcher_reloads_on_change_and_keeps_the_old_registry_on_a_bad_reload(
     second = watcher.current()
     assert second is not first and "b" in second and watcher.generation == 1
 
-    with caplog.at_level(logging.WARNING, logger="validators.topic_config"):
+    with caplog.at_level(logging.WARNING, logger="gateway.registry"):
         write(path, registry_doc(a={"message.timestamp.type": "Whenever"}), 1_000_000_002_000_000_000)
         assert watcher.current() is second
         assert watcher.current() is second  # logged once per file version
