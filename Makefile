@@ -48,7 +48,7 @@ bench: setup
 	$(PY) -m tests.bench
 
 lint: venv
-	$(VENV)/bin/ruff check contract validators streaming sinks clients tests
+	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients tests
 
 clean:
 	rm -rf var checkpoints/*/ .pytest_cache

@@ -19,6 +19,7 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
+from embedded.local_kafka import LocalKafka, create_topics, free_port
 from sinks.metrics import (
     GatewayMetrics,
     MetricsObserver,
@@ -31,7 +32,6 @@ from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
-from streaming.local_kafka import LocalKafka, create_topics, free_port
 from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
@@ -127,12 +127,13 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     demo = summary = None
     if args.demo:
-        from streaming.demo import DemoTraffic, LiveSummary
+        from embedded.demo import DemoTraffic, LiveSummary
 
         first = threading.Event()
-        summary = LiveSummary(config, first_response=first)
+        summary = LiveSummary(config.bootstrap_servers, config.response_topic, config.path(config.segments_root),
+                              first_response=first)
         summary.start()
-        demo = DemoTraffic(config)
+        demo = DemoTraffic(config.bootstrap_servers, config.ingress_topic)
         demo.start()
         threading.Thread(
             target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),

@@ -12,7 +12,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from streaming.local_kafka import LocalKafka
+from embedded.local_kafka import LocalKafka
 
 _BROKER_KEY = pytest.StashKey[LocalKafka]()
 _LOG_TAIL_LINES = 40

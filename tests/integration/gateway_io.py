@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from embedded.local_kafka import create_topics
 from sinks.responses import decode_response
 from streaming.config import GatewayConfig
-from streaming.local_kafka import create_topics
 from streaming.query import topic_specs
 
 

@@ -29,11 +29,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from embedded.local_kafka import create_topics
 from sinks.dlq_command import main as dlq_main
 from sinks.responses import decode_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
-from streaming.local_kafka import create_topics
 from streaming.query import start_gateway
 from tests.integration.gateway_io import create_gateway_topics, read_all, read_responses
 from validators import record_batch as rb

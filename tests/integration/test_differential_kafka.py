@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from streaming.local_kafka import LocalKafka
+from embedded.local_kafka import LocalKafka
 from tests.integration.batch_corpus import INVALID_RECORD, TOPICS, Case, generate_corpus
 from tests.kafka_wire import ProduceConnection, ProduceResult
 from validators.errors import Errors

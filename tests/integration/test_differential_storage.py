@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from embedded.local_kafka import LocalKafka
 from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.partition_log import append_batches
-from streaming.local_kafka import LocalKafka
 from tests.kafka_wire import ProduceConnection
 from validators.log_validator import Accepted, PartitionState, validate_and_assign
 from validators.topic_config import topic_config

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from embedded.local_kafka import run_kafka_tool
 from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import read
 from sinks.storage.partition_log import PartitionLog, append_batches
-from streaming.local_kafka import run_kafka_tool
 from validators.record_batch import TimestampType, assign_offsets_and_timestamp
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, ResourceType
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from streaming import local_kafka
-from streaming.local_kafka import BrokerStartError, LocalKafka, create_topics, free_port
+from embedded import local_kafka
+from embedded.local_kafka import BrokerStartError, LocalKafka, create_topics, free_port
 from tests.kafka_wire import ProduceConnection, produce_batch
 
 pytestmark = pytest.mark.integration
@@ -192,7 +192,7 @@ def test_broker_that_exits_during_start_fails_at_once_with_its_log(tmp_path: Pat
 def test_broker_jvm_dies_with_its_parent_process(tmp_path: Path) -> None:
     """A killed parent (no atexit, no finally) must not leave the broker JVM behind."""
     script = (
-        "import sys; from streaming.local_kafka import LocalKafka\n"
+        "import sys; from embedded.local_kafka import LocalKafka\n"
         f"broker = LocalKafka({str(tmp_path)!r}, start_timeout=120).start()\n"
         "print(broker.pid, flush=True)\n"
         "sys.stdin.read()\n"  # hold the broker until the test kills us

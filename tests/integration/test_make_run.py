@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from embedded.local_kafka import free_port
 from sinks.storage.commit_record import read_commit
 from streaming.config import REPO_ROOT
-from streaming.local_kafka import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,6 @@ from confluent_kafka import Consumer, Producer
 from contract.ingress import ingress_headers, ingress_key
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.responses import decode_response
-from streaming.config import GatewayConfig
 from validators.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")
@@ -42,21 +41,22 @@ def demo_batch(rng: random.Random, now_ms: int) -> tuple[str, int, bytes]:
 class DemoTraffic(threading.Thread):
     """Produces demo batches to the ingress topic until stopped."""
 
-    def __init__(self, config: GatewayConfig, batches_per_second: float = 5.0, seed: int = 7) -> None:
+    def __init__(self, bootstrap_servers: str, ingress_topic: str, batches_per_second: float = 5.0, seed: int = 7) -> None:
         super().__init__(name="demo-traffic", daemon=True)
-        self.config = config
+        self.bootstrap_servers = bootstrap_servers
+        self.ingress_topic = ingress_topic
         self.interval = 1.0 / batches_per_second
         self.rng = random.Random(seed)
         self.stopped = threading.Event()
         self.sent = 0
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.config.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5,
+        p = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5,
                       "logger": KAFKA_CLIENT_LOG})
         while not self.stopped.wait(self.interval):
             topic, partition, batch = demo_batch(self.rng, int(time.time() * 1000))
             p.produce(
-                self.config.ingress_topic, key=ingress_key(topic, partition), value=batch,
+                self.ingress_topic, key=ingress_key(topic, partition), value=batch,
                 headers=ingress_headers(topic, partition, uuid.uuid4().hex, client_id="demo"),
             )
             p.poll(0)
@@ -70,19 +70,24 @@ class DemoTraffic(threading.Thread):
 class LiveSummary(threading.Thread):
     """Reads the response topic and prints a one-line summary every few seconds."""
 
-    def __init__(self, config: GatewayConfig, every_s: float = 3.0, first_response: threading.Event | None = None) -> None:
+    def __init__(
+        self, bootstrap_servers: str, response_topic: str, segments_root: Path, every_s: float = 3.0,
+        first_response: threading.Event | None = None,
+    ) -> None:
         super().__init__(name="live-summary", daemon=True)
-        self.config = config
+        self.bootstrap_servers = bootstrap_servers
+        self.response_topic = response_topic
+        self.segments_root = Path(segments_root)
         self.every_s = every_s
         self.stopped = threading.Event()
         self.outcomes: Counter[str] = Counter()
         self.first_response = first_response or threading.Event()
 
     def run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.config.bootstrap_servers, "group.id": f"demo-summary-{uuid.uuid4().hex}",
+        c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"demo-summary-{uuid.uuid4().hex}",
                       "logger": KAFKA_CLIENT_LOG,
                       "auto.offset.reset": "latest", "enable.auto.commit": False})
-        c.subscribe([self.config.response_topic])
+        c.subscribe([self.response_topic])
         next_print = time.monotonic() + self.every_s
         while not self.stopped.is_set():
             m = c.poll(0.5)
@@ -96,7 +101,7 @@ class LiveSummary(threading.Thread):
         c.close()
 
     def line(self) -> str:
-        root = self.config.path(self.config.segments_root)
+        root = self.segments_root
         logs = list(Path(root).glob("*/*.log")) if root.exists() else []
         size = sum(f.stat().st_size for f in logs)
         outcomes = ", ".join(f"{k}={v}" for k, v in sorted(self.outcomes.items())) or "none yet"
