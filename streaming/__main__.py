@@ -1,5 +1,9 @@
-"""`python -m streaming run [--demo]`: the gateway as a long-running Spark job;
-`python -m streaming status`: what it is doing (metrics endpoint and response topic).
+"""The `gateway` command (also `python -m streaming`), one shape for every command group:
+
+    gateway run [--demo]          the gateway as a long-running Spark job
+    gateway status                what it is doing (metrics endpoint and response topic)
+    gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
+    gateway dlq ...               the dead-letter topic (sinks/dlq_command.py; also `python -m sinks dlq`)
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
 Kafka broker first (the embedded default of `make run`).
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +34,7 @@ from sinks.metrics import (
     serve_metrics,
 )
 from sinks.registry_watcher import RegistryWatcher
+from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.listener import GatewayListener
@@ -166,9 +172,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
+        from sinks.dlq_command import main as dlq_main
+
+        return dlq_main(argv[1:])
     configure_logging()
-    parser = argparse.ArgumentParser(prog="python -m streaming")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="gateway")
+    sub = parser.add_subparsers(dest="group", required=True)
+    sub.add_parser("dlq", help="dead letters: stats, list, show, replay (gateway dlq --help)")
+    storage_cli.register(sub)
     r = sub.add_parser("run", help="run the gateway query")
     r.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
@@ -177,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
     add_status_arguments(st)
     args = parser.parse_args(argv)
-    if args.command == "status":
+    if args.group == "status":
         return run_status(args)
+    if args.group == "segments":
+        return storage_cli.run(args)
     return run(args)
 
 
