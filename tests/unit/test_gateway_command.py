@@ -15,9 +15,11 @@ from streaming.__main__ import main
 def test_segments_and_dlq_are_reached_through_gateway(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["segments", "verify", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.strip() == f"error: no segment storage at {tmp_path / 'missing'}"
-    with pytest.raises(SystemExit) as done:
-        main(["dlq", "--help"])
-    assert done.value.code == 0 and "stats" in capsys.readouterr().out
+    try:
+        code = main(["dlq", "--help"])
+    except SystemExit as e:  # argparse's help exit, when the dlq parser does not catch it
+        code = e.code
+    assert code == 0 and "stats" in capsys.readouterr().out
 
 
 def test_console_script_is_installed() -> None:
