@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+PREFIX = "gateway_"  # every metric name starts with it (DESIGN §4.6)
+
 OTHER_TOPIC = "other"  # every topic that is not in the registry (unknown, illegal or missing names)
 NO_ERROR = "NONE"  # Kafka's name for error code 0
 

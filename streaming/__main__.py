@@ -25,14 +25,9 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from embedded.local_kafka import LocalKafka, create_topics, free_port
-from sinks.metrics import (
-    GatewayMetrics,
-    MetricsObserver,
-    MetricsServer,
-    activate,
-    parse_address,
-    serve_metrics,
-)
+from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.metrics.observer import MetricsObserver
+from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
@@ -64,7 +59,6 @@ def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[Ga
     listener, registered before the query starts so it sees the start event."""
     registry = TopicRegistry.load(config.path(config.topics_file))
     metrics = GatewayMetrics.for_registry(registry, config.path(config.segments_root))
-    activate(metrics)
     try:
         server = serve_metrics(metrics, config.metrics_address)
     except OSError as e:
@@ -121,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     metrics, metrics_server, listener = _start_observability(spark, config)
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
-    query, _sink = start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)])
+    query, _sink = start_gateway(
+        spark, config, observers=[MetricsObserver(metrics, registry.current)], metrics=metrics
+    )
     log.info("query '%s' running; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
              config.query_name, config.checkpoint_location, config.path(config.segments_root), config.response_topic,
              config.dlq_topic)

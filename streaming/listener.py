@@ -24,7 +24,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from sinks.metrics import GatewayMetrics
+from sinks.metrics.gateway_metrics import GatewayMetrics
 
 log = logging.getLogger("gateway.progress")
 

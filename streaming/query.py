@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from sinks.foreach_batch import GatewaySink, MicroBatchObserver
+from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
@@ -33,19 +34,21 @@ def sink_config(config: GatewayConfig) -> SinkConfig:
 
 
 def start_gateway(
-    spark: SparkSession, config: GatewayConfig, available_now: bool = False, observers: Sequence[MicroBatchObserver] = ()
+    spark: SparkSession, config: GatewayConfig, available_now: bool = False, observers: Sequence[MicroBatchObserver] = (),
+    metrics: GatewayMetrics | None = None,
 ) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
     (tests, backfills); otherwise it runs with the configured processing-time trigger. Retention of the
     segment storage runs beside it on the driver (`sink.retention`, a `RetentionSchedule`) and stops
-    when the query terminates."""
+    when the query terminates; it counts its deletions into `metrics` when given."""
     config.checkpoint_location.mkdir(parents=True, exist_ok=True)
     registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
         config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
     )
     sink = GatewaySink(sink_config(config), registry, observers)
     # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
-    retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms)
+    retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
+                                  metrics=metrics)
     decided = apply_stage(read_ingress(spark, config), registry)
     writer = (
         decided.writeStream.queryName(config.query_name)

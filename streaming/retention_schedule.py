@@ -14,7 +14,7 @@ KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the
   retention pass never holds up an append for longer than its own work on that partition;
 - deletions are logged by partition and reason, counted here (`deleted_segments`, `deleted_bytes`, by
   (topic, reason)) and in the exporter's `gateway_retention_deleted_{segments,bytes}_total`
-  (`sinks.metrics.record_retention_deletion`, a no-op when no exporter is active);
+  (`GatewayMetrics.record_retention_deletion` of the metrics it is given);
 - it never outlives the query: `stop()` (idempotent) ends the thread between partitions and joins it; a
   `StreamingQueryListener` stops it when the query terminates for any reason, and each pass first checks
   that the query is still active. `run_once` can be called directly (tests, tools), without the thread.
@@ -41,7 +41,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from sinks.metrics import record_log_start_offset, record_retention_deletion
+from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.storage.file_names import partition_dir
 from sinks.storage.partition_log import repair_indexes
 from sinks.storage.retention import RetentionReport, enforce_retention_all
@@ -60,7 +60,7 @@ def wall_clock_ms() -> int:
 
 
 def metric_reason(reason: str) -> str:
-    """`retention.ms` -> `retention_ms`: the exporter's label values (`sinks.metrics.RETENTION_REASONS`)."""
+    """`retention.ms` -> `retention_ms`: the exporter's label values (`sinks.metrics.gateway_metrics.RETENTION_REASONS`)."""
     return reason.replace(".", "_")
 
 
@@ -106,7 +106,9 @@ class RetentionSchedule:
         initial_delay_ms: int | None = None,
         clock: Callable[[], int] = wall_clock_ms,
         name: str = "gateway-retention",
+        metrics: GatewayMetrics | None = None,
     ) -> None:
+        """`metrics`: the exporter's metrics that count deletions and log start offsets (None: not counted)."""
         if interval_ms < 1:  # Kafka: log.retention.check.interval.ms is at least 1
             raise ValueError(f"Invalid value {interval_ms} for configuration log.retention.check.interval.ms: "
                              "Value must be at least 1")
@@ -116,6 +118,7 @@ class RetentionSchedule:
         self.initial_delay_ms = min(LOG_INITIAL_TASK_DELAY_MS, interval_ms) if initial_delay_ms is None else initial_delay_ms
         self.clock = clock
         self.name = name
+        self.metrics = metrics
         self.last_pass: RetentionPass | None = None
         self.last_error: str | None = None
         self._counts = _Counts()
@@ -187,9 +190,10 @@ class RetentionSchedule:
             by_reason = ", ".join(f"{n} by {reason}" for reason, n in sorted(report.deleted_by_reason().items()))
             log.info("%s-%d: retention deleted %d segment(s) (%s); log start offset now %d",
                      report.topic, report.partition, len(report.deleted), by_reason, report.log_start_offset)
-            for d in report.deleted:
-                record_retention_deletion(report.topic, metric_reason(d.reason), 1, d.size)
-            record_log_start_offset(report.topic, report.partition, report.log_start_offset)
+            if self.metrics is not None:
+                for d in report.deleted:
+                    self.metrics.record_retention_deletion(report.topic, metric_reason(d.reason), 1, d.size)
+                self.metrics.record_log_start_offset(report.topic, report.partition, report.log_start_offset)
         if result.busy:
             log.info("retention pass: %d partition(s) busy appending, left for the next pass: %s", len(result.busy),
                      ", ".join(f"{t}-{p}" for t, p in result.busy))

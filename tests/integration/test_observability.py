@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.metrics import GatewayMetrics, MetricsObserver, serve_metrics
+from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.metrics.observer import MetricsObserver
+from sinks.metrics.server import serve_metrics
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT
 from streaming.listener import GatewayListener

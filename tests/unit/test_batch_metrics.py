@@ -13,7 +13,7 @@ from sinks.batch_metrics import (
     bucket_index,
     claimed_records,
 )
-from sinks.metrics import merge_aggregates
+from sinks.metrics.observer import merge_aggregates
 from validators.record_batch import build_record_batch
 
 Row = namedtuple("Row", "topic partition error_code error_name duplicate record_count batch future_timestamps "

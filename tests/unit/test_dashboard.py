@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sinks.metrics import GatewayMetrics
+from sinks.metrics.gateway_metrics import GatewayMetrics
 from streaming.config import REPO_ROOT, GatewayConfig
 
 GRAFANA = REPO_ROOT / "conf" / "grafana"

@@ -12,18 +12,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sinks import metrics as gm
 from sinks.foreach_batch import MicroBatchSummary
-from sinks.metrics import (
-    AggregatedHistogram,
-    BatchAggregate,
-    GatewayMetrics,
-    StorageCollector,
-    ingress_lag,
-    micro_batch_log,
-    parse_address,
-    serve_metrics,
-)
+from sinks.metrics.collectors import AggregatedHistogram, StorageCollector
+from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics, ingress_lag
+from sinks.metrics.observer import merge_aggregates, micro_batch_log
+from sinks.metrics.server import parse_address, serve_metrics
 from streaming.status import fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
@@ -118,7 +111,7 @@ def test_aggregation_rows_fold_into_groups_with_cumulative_buckets() -> None:
         row(12, 14, 1, latency_sum=4000.0, skew_sum=10 ** 6),  # beyond the last bounds: only +Inf
         row(-1, -1, 4, o="rejected", e="INVALID_TIMESTAMP", records=12, appended_bytes=0, record_errors=5),
     ]
-    groups, clock = gm.merge_aggregates(rows, 12, 14)
+    groups, clock = merge_aggregates(rows, 12, 14)
     assert clock == 2000
     by_key = {(g.outcome, g.error): g for g in groups}
     ok = by_key[("appended", "NONE")]
@@ -233,13 +226,8 @@ def test_ingress_lag_reads_only_the_ingress_topic() -> None:
 
 def test_retention_deletions_are_counted_by_reason(tmp_path: Path) -> None:
     m = fresh()
-    gm.activate(m)
-    try:
-        gm.record_retention_deletion("ct", "retention_max_eventtime_ms", segments=2, size_bytes=2048)
-        gm.record_retention_deletion("someone-else", "made-up", segments=1)
-    finally:
-        gm.activate(None)
-    gm.record_retention_deletion("ct", "retention_ms")  # no active metrics: nothing, no error
+    m.record_retention_deletion("ct", "retention_max_eventtime_ms", segments=2, size_bytes=2048)
+    m.record_retention_deletion("someone-else", "made-up", segments=1)
     assert value(m, "gateway_retention_deleted_segments_total", topic="ct", reason="retention_max_eventtime_ms") == 2
     assert value(m, "gateway_retention_deleted_bytes_total", topic="ct", reason="retention_max_eventtime_ms") == 2048
     assert value(m, "gateway_retention_deleted_segments_total", topic="other", reason="other") == 1

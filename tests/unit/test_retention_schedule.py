@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import sinks.metrics
-from sinks.metrics import GatewayMetrics
+from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
 from sinks.storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
@@ -51,14 +50,8 @@ def fill(root: Path, cfg: TopicConfig, timestamps: list[int], *, lat_times: list
 
 @pytest.fixture
 def metrics() -> Iterator[GatewayMetrics]:
-    """An exporter's metrics, active for the test (the retention code counts into the active one)."""
-    previous = sinks.metrics._active
-    active = GatewayMetrics({"size": 1, "time": 1, "event": 1})
-    sinks.metrics.activate(active)
-    try:
-        yield active
-    finally:
-        sinks.metrics._active = previous
+    """An exporter's metrics, given to the schedule (it counts its deletions into them)."""
+    yield GatewayMetrics({"size": 1, "time": 1, "event": 1})
 
 
 def deleted_metric(m: GatewayMetrics, topic_name: str, reason: str, kind: str = "segments") -> float:
@@ -76,7 +69,7 @@ def test_ticks_delete_by_size_time_and_event_time(tmp_path, metrics):
     fill(tmp_path, time_, [T0 - 2 * HOUR] * 5 + [T0] * 10)
     fill(tmp_path, event, [T0 - 10 * HOUR] * 5 + [T0 - 9 * HOUR] * 5 + [T0] * 5,
          lat_times=[T0 + i for i in range(15)])
-    schedule = RetentionSchedule(tmp_path, TopicRegistry({"size": size, "time": time_, "event": event}))
+    schedule = RetentionSchedule(tmp_path, TopicRegistry({"size": size, "time": time_, "event": event}), metrics=metrics)
 
     first = schedule.run_once(now_ms=T0 + HOUR)  # nothing is a day old yet
     assert first.now_ms == T0 + HOUR and first.busy == ()

@@ -7,15 +7,15 @@ topics (bounded by the configured partition counts) and on the ingress lag (boun
 topic's partitions).
 
 Where the numbers come from:
-- `MetricsObserver`, a micro-batch observer of the `foreachBatch` sink: after a micro-batch is durable
-  and published it runs ONE small aggregation over the cached decisions (numeric columns, plus each
-  batch's length and header record count computed in place: the batch bytes never leave the
-  executors) and updates the counters, histograms and offset gauges here on the driver;
+- `sinks.metrics.observer.MetricsObserver`, a micro-batch observer of the `foreachBatch` sink: after a
+  micro-batch is durable and published it merges the metric deltas the sink's tasks computed
+  (`sinks.batch_metrics`; no Spark job of its own) into the counters, histograms and offset gauges;
 - `GatewayMetrics.record_progress`, fed by `streaming.listener.GatewayListener` with each
   `StreamingQueryProgress` (rates, micro-batch duration, state store size, ingress lag);
 - `StorageCollector`, a scrape-time scan of the segment root (segment files and bytes per topic), so
   the storage panels also see what retention deleted between micro-batches;
-- `record_retention_deletion`, called by the retention code (on the driver) for every deleted segment.
+- `record_retention_deletion` / `record_log_start_offset`, called by the retention schedule (on the driver)
+  that was given these metrics.
 
 Everything lives in one dedicated `CollectorRegistry` per `GatewayMetrics`, never the global default
 registry: tests get fresh counters, and the exporter shows only the gateway's own metrics.
@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,22 +37,17 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
-    disable_created_metrics,
-    start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from sinks.batch_metrics import (
     APPEND_LATENCY_BUCKETS_S,
     NO_ERROR,
     OTHER_TOPIC,
     OUTCOME_APPENDED,
-    OUTCOME_REJECTED,
+    PREFIX,
     TIMESTAMP_SKEW_BUCKETS_S,
 )
-from sinks.storage.file_names import parse_partition_dir
+from sinks.metrics.collectors import AggregatedHistogram, StorageCollector, finite
 
 if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
     from sinks.foreach_batch import MicroBatchSummary
@@ -61,7 +55,6 @@ if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests n
 
 log = logging.getLogger("gateway.metrics")
 
-PREFIX = "gateway_"
 # Why a segment was deleted: Kafka's three breaches (LogStartOffsetBreach, RetentionMsBreach,
 # RetentionSizeBreach) and KIP-870's event-time retention.
 RETENTION_REASONS = ("retention_ms", "retention_bytes", "retention_max_eventtime_ms", "log_start_offset")
@@ -70,118 +63,6 @@ MICRO_BATCH_DURATION_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.
 # `durationMs` phases of a StreamingQueryProgress (a fixed set, so a bounded label).
 PROGRESS_PHASES = ("triggerExecution", "latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
                    "commitOffsets")
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-class AggregatedHistogram(Collector):
-    """A Prometheus histogram fed with bucket counts that Spark already aggregated.
-
-    `prometheus_client.Histogram` only takes one observation at a time; the observer gets per-bucket
-    counts from a single Spark aggregation instead of shipping every value to the driver."""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        self.buckets = tuple(float(b) for b in buckets)
-        if list(self.buckets) != sorted(set(self.buckets)):
-            raise ValueError(f"{name}: buckets must be strictly increasing")
-        self._lock = threading.Lock()
-        # labels -> (cumulative counts per bucket incl. +Inf, sum)
-        self._series: dict[tuple[str, ...], tuple[list[int], float]] = {}
-
-    def init_series(self, *labels: str) -> None:
-        """Export a zero series for `labels` before anything is observed (rates start from 0)."""
-        with self._lock:
-            self._series.setdefault(tuple(labels), ([0] * (len(self.buckets) + 1), 0.0))
-
-    def add(self, labels: Sequence[str], cumulative: Sequence[int], count: int, total: float) -> None:
-        """Add observations: `cumulative[i]` of them were <= buckets[i]; `count` in all, summing to `total`."""
-        if len(cumulative) != len(self.buckets):
-            raise ValueError(f"{self.name}: {len(cumulative)} bucket counts for {len(self.buckets)} buckets")
-        if count <= 0:
-            return
-        with self._lock:
-            counts, s = self._series.setdefault(tuple(labels), ([0] * (len(self.buckets) + 1), 0.0))
-            for i, c in enumerate(cumulative):
-                counts[i] += int(c)
-            counts[-1] += int(count)
-            self._series[tuple(labels)] = (counts, s + float(total))
-
-    def collect(self) -> Iterator[Metric]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=list(self.labelnames))
-        with self._lock:
-            series = {k: (list(v[0]), v[1]) for k, v in self._series.items()}
-        bounds = [floatToGoString(b) for b in self.buckets] + ["+Inf"]
-        for labels, (counts, total) in sorted(series.items()):
-            family.add_metric(list(labels), list(zip(bounds, counts, strict=True)), total)
-        yield family
-
-    def describe(self) -> Iterator[Metric]:
-        yield HistogramMetricFamily(self.name, self.documentation, labels=list(self.labelnames))
-
-    def sample_names(self) -> set[str]:
-        # OpenMetrics (and prometheus_client) expose no _sum, hence no _count, for a histogram with
-        # negative buckets: its sum could go down. The +Inf bucket is the count.
-        if self.buckets[0] < 0:
-            return {self.name + "_bucket"}
-        return {self.name + s for s in ("_bucket", "_count", "_sum")}
-
-
-class StorageCollector(Collector):
-    """Segment files and their bytes per topic, scanned at scrape time from `<root>/<topic>-<partition>/*.log`."""
-
-    def __init__(self, segments_root: Path, topics: Mapping[str, int]) -> None:
-        self.segments_root = Path(segments_root)
-        self.topics = dict(topics)
-
-    def scan(self) -> dict[str, tuple[int, int]]:
-        """topic label -> (segments, bytes of their .log files)."""
-        totals = {t: (0, 0) for t in self.topics}
-        try:
-            directories = [d for d in self.segments_root.iterdir() if d.is_dir()]
-        except (FileNotFoundError, NotADirectoryError):
-            return totals
-        for d in directories:
-            parsed = parse_partition_dir(d.name)
-            if parsed is None:
-                continue  # not a partition directory
-            topic, partition = parsed
-            label = topic if topic in self.topics and partition < self.topics[topic] else OTHER_TOPIC
-            segments, size = totals.get(label, (0, 0))
-            for f in d.glob("*.log"):
-                try:
-                    size += f.stat().st_size
-                except FileNotFoundError:  # deleted by retention while we listed it
-                    continue
-                segments += 1
-            totals[label] = (segments, size)
-        return totals
-
-    def collect(self) -> Iterator[Metric]:
-        segments = GaugeMetricFamily(
-            f"{PREFIX}log_segments", "Segment (.log) files in segment storage, by topic.", labels=["topic"])
-        size = GaugeMetricFamily(
-            f"{PREFIX}log_size_bytes", "Bytes of the segment (.log) files in segment storage, by topic.",
-            labels=["topic"])
-        for topic, (n, b) in sorted(self.scan().items()):
-            segments.add_metric([topic], n)
-            size.add_metric([topic], b)
-        yield segments
-        yield size
-
-    def describe(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily(f"{PREFIX}log_segments", "Segment (.log) files in segment storage, by topic.",
-                                labels=["topic"])
-        yield GaugeMetricFamily(f"{PREFIX}log_size_bytes", "Bytes of the segment (.log) files, by topic.",
-                                labels=["topic"])
 
 
 @dataclass
@@ -407,15 +288,15 @@ class GatewayMetrics:
         with self._lock:
             self.progress_batch_id.set(batch_id)
             self.progress_timestamp.set(_progress_time_s(progress.get("timestamp")) or time.time())
-            trigger = _finite(durations.get("triggerExecution"))
+            trigger = finite(durations.get("triggerExecution"))
             if trigger is not None:
                 self.micro_batch_duration.observe(trigger / 1000.0)
             for phase in PROGRESS_PHASES:
-                ms = _finite(durations.get(phase))
+                ms = finite(durations.get(phase))
                 self.micro_batch_phase.labels(phase).set((ms or 0.0) / 1000.0)
             self.ingress_messages.inc(num_input)
-            input_rate = _finite(progress.get("inputRowsPerSecond"))
-            processed_rate = _finite(progress.get("processedRowsPerSecond"))
+            input_rate = finite(progress.get("inputRowsPerSecond"))
+            processed_rate = finite(progress.get("processedRowsPerSecond"))
             self.input_rate.set(input_rate or 0.0)
             self.processing_rate.set(processed_rate or 0.0)
             if state_ops:
@@ -512,147 +393,3 @@ def _progress_time_s(timestamp: Any) -> float | None:
         return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-# ---------------------------------------------------------------------------------- the observer
-
-
-class MetricsObserver:
-    """Micro-batch observer (`sinks.foreach_batch.MicroBatchObserver`) that updates `GatewayMetrics`.
-
-    The sink's tasks already folded their decisions into aggregate rows (`sinks.batch_metrics`); this
-    merges them on the driver, with no Spark job of its own. A failure here is logged and counted,
-    never raised: the micro-batch is already durable and published, and failing it would replay it
-    and publish its responses twice."""
-
-    def __init__(self, metrics: GatewayMetrics, registry: Callable[[], TopicRegistry] | None = None) -> None:
-        self.metrics = metrics
-        self.registry = registry  # e.g. RegistryWatcher.current: follow registry reloads
-
-    def __call__(self, batch_id: int, summary: MicroBatchSummary) -> None:
-        started = time.monotonic()
-        try:
-            if self.registry is not None:
-                self.metrics.set_registry(self.registry())
-            groups, clock_ms = merge_aggregates(
-                summary.metric_rows, len(self.metrics.append_latency.buckets), len(self.metrics.timestamp_skew.buckets)
-            )
-            self.metrics.record_micro_batch(batch_id, groups, summary, clock_ms)
-            line = micro_batch_log(batch_id, groups, summary)
-            line["metrics_ms"] = round((time.monotonic() - started) * 1000)
-            log.info("%s", json.dumps(line, sort_keys=True))
-        except Exception:  # noqa: BLE001 — metrics must never fail a durable micro-batch
-            self.metrics.observer_failures.inc()
-            log.exception("micro-batch %s: metrics update failed", batch_id)
-
-
-def merge_aggregates(rows: Iterable[Mapping[str, Any]], latency_buckets: int, skew_buckets: int
-                     ) -> tuple[list[BatchAggregate], int | None]:
-    """Fold the aggregation's rows (one per group and bucket pair) into one `BatchAggregate` per
-    (topic, partition, outcome, error) with cumulative bucket counts; plus the micro-batch clock."""
-    groups: dict[tuple[str, int, str, str], BatchAggregate] = {}
-    clock: int | None = None
-    for row in rows:
-        r = row.asDict() if hasattr(row, "asDict") else dict(row)
-        key = (r["t"], int(r["p"]), r["o"], r["e"])
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = BatchAggregate(*key, latency_buckets=[0] * latency_buckets,
-                                             skew_buckets=[0] * skew_buckets)
-        n = int(r["batches"])
-        g.batches += n
-        g.records += int(r["records"] or 0)
-        g.appended_bytes += int(r["appended_bytes"] or 0)
-        g.record_errors += int(r["record_errors"] or 0)
-        g.future_timestamps += int(r["future_timestamps"] or 0)
-        g.clock_holds += int(r["clock_holds"] or 0)
-        for attr in ("log_end_offset", "log_start_offset"):
-            if r[attr] is not None:
-                current = getattr(g, attr)
-                setattr(g, attr, int(r[attr]) if current is None else max(current, int(r[attr])))
-        if r["clock_ms"] is not None:
-            clock = int(r["clock_ms"]) if clock is None else max(clock, int(r["clock_ms"]))
-        li, si = int(r["li"]), int(r["si"])
-        if li >= 0:  # cumulative: an observation in bucket i is also <= every later bound
-            g.latency_count += n
-            g.latency_sum_s += float(r["latency_sum"] or 0.0)
-            for i in range(li, latency_buckets):
-                g.latency_buckets[i] += n
-        if si >= 0:
-            g.skew_count += n
-            g.skew_sum_s += float(r["skew_sum"] or 0.0)
-            for i in range(si, skew_buckets):
-                g.skew_buckets[i] += n
-    return list(groups.values()), clock
-
-
-def micro_batch_log(batch_id: int, groups: Sequence[BatchAggregate], summary: MicroBatchSummary | None) -> dict:
-    """The observer's structured log line: one JSON object per micro-batch, keyed by its id."""
-    outcomes: dict[str, int] = {}
-    errors: dict[str, int] = {}
-    for g in groups:
-        outcomes[g.outcome] = outcomes.get(g.outcome, 0) + g.batches
-        if g.outcome == OUTCOME_REJECTED:
-            errors[g.error] = errors.get(g.error, 0) + g.batches
-    doc: dict[str, Any] = {"event": "micro_batch", "batch_id": batch_id, "batches": outcomes, "rejected_by_error": errors,
-                           "records_appended": sum(g.records for g in groups if g.outcome == OUTCOME_APPENDED),
-                           "bytes_appended": sum(g.appended_bytes for g in groups)}
-    if summary is not None:
-        doc.update(responses=summary.responses, dead_letters=summary.dead_letters,
-                   replayed_partitions=summary.replayed_partitions)
-    return doc
-
-
-# ---------------------------------------------------------------------------------- serving
-
-_active: GatewayMetrics | None = None
-
-
-def activate(metrics: GatewayMetrics) -> None:
-    """Make `metrics` the one that `record_retention_deletion` (module level) counts into."""
-    global _active
-    _active = metrics
-
-
-def record_retention_deletion(topic: str, reason: str, segments: int = 1, size_bytes: int = 0) -> None:
-    """For the retention code: count deleted segments (on the driver, where the exporter runs). A no-op
-    when no metrics are active (tools and tests that run retention without an exporter)."""
-    if _active is not None:
-        _active.record_retention_deletion(topic, reason, segments, size_bytes)
-
-
-def record_log_start_offset(topic: str, partition: int, log_start_offset: int) -> None:
-    """For the retention code: the new log start offset of a partition (driver side; no-op without
-    an active exporter)."""
-    if _active is not None:
-        _active.record_log_start_offset(topic, partition, log_start_offset)
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"metrics_address must be host:port, got {address!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-@dataclass
-class MetricsServer:
-    url: str
-    _server: Any
-    _thread: threading.Thread
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
-
-
-def serve_metrics(metrics: GatewayMetrics, address: str) -> MetricsServer:
-    """Serve `metrics` at http://<address>/metrics (prometheus_client's threaded HTTP server)."""
-    host, port = parse_address(address)
-    # `_created` series double the series count and no panel uses them.
-    disable_created_metrics()
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    bound_port = server.server_address[1]
-    shown = f"[{host}]" if ":" in host else host
-    return MetricsServer(f"http://{shown}:{bound_port}/metrics", server, thread)
