@@ -1,7 +1,7 @@
 """`python -m sinks`: the command groups of the sinks packages.
 
     python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (sinks/storage/cli.py)
-    python -m sinks dlq stats|list|show|replay ...                             (sinks/dlq_command.py)
+    python -m sinks dlq stats|list|show|replay ...                             (sinks/dlq/cli.py)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
-        from sinks.dlq_command import main as dlq_main
+        from sinks.dlq.cli import main as dlq_main
 
         return dlq_main(argv[1:])
     return storage_cli.run(build_parser().parse_args(argv))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sinks.batch_metrics import aggregate_decisions
-from sinks.dead_letters import dead_letter
+from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish_all
 from sinks.responses import encode_response, response_from_row
 from sinks.storage.commit_record import read_commit

@@ -3,7 +3,7 @@
     gateway run [--demo]          the gateway as a long-running Spark job
     gateway status                what it is doing (metrics endpoint and response topic)
     gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
-    gateway dlq ...               the dead-letter topic (sinks/dlq_command.py; also `python -m sinks dlq`)
+    gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
 Kafka broker first (the embedded default of `make run`).
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
-        from sinks.dlq_command import main as dlq_main
+        from sinks.dlq.cli import main as dlq_main
 
         return dlq_main(argv[1:])
     configure_logging()

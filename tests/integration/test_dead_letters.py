@@ -30,7 +30,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from embedded.local_kafka import create_topics
-from sinks.dlq_command import main as dlq_main
+from sinks.dlq.cli import main as dlq_main
 from sinks.responses import decode_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
@@ -562,7 +562,7 @@ def test_dlq_command_on_the_real_dead_letter_topic(spark, gateway_config) -> Non
                      "--timeout", "5"], io.StringIO(), err) == 1
     assert "does not exist" in err.getvalue()
     proc = subprocess.run(
-        [sys.executable, "-m", "sinks.dlq_command", "stats", "--bootstrap-servers", config.bootstrap_servers,
+        [sys.executable, "-m", "sinks", "dlq", "stats", "--bootstrap-servers", config.bootstrap_servers,
          "--topic", config.dlq_topic, "--format", "jsonl"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
@@ -573,7 +573,8 @@ def test_dlq_command_on_the_real_dead_letter_topic(spark, gateway_config) -> Non
 def test_dlq_reader_streams_to_the_end_offsets_seen_at_start(kafka) -> None:
     """A large dead-letter topic is read message by message up to the end offsets captured when the
     command started (later dead letters are not waited for), and --since seeks by ListOffsets."""
-    from sinks.dlq_command import DlqReader, Filter, compute_stats, read_dead_letters
+    from sinks.dlq.reader import DlqReader, read_dead_letters
+    from sinks.dlq.report import Filter, compute_stats
 
     topic = f"dlq-big-{uuid.uuid4().hex[:6]}"
     create_topics(kafka.bootstrap_servers, [(topic, 3, {})])

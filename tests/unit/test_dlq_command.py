@@ -1,6 +1,6 @@
 """The dlq command's pure part: reading dead letters, filters, stats, the show view, replay planning,
 time parsing, output. Dead letters are built exactly as the gateway's sink builds them
-(`sinks.dead_letters.dead_letter` over a stage output row), so the contract is tested, not a copy."""
+(`sinks.dlq.dead_letters.dead_letter` over a stage output row), so the contract is tested, not a copy."""
 
 from __future__ import annotations
 
@@ -11,22 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from contract.ingress import HEADER_REPLAY_OF
-from sinks.dead_letters import dead_letter
-from sinks.dlq_command import (
-    EXIT_USAGE,
-    DlqMessage,
-    Filter,
-    compute_stats,
-    format_utc,
-    list_row,
-    main,
-    parse_dead_letter,
-    parse_position,
-    parse_time,
-    plan_replay,
-    render_table,
-    show_view,
-)
+from sinks.dlq.cli import EXIT_USAGE, main
+from sinks.dlq.dead_letters import dead_letter
+from sinks.dlq.format import DlqMessage, parse_dead_letter
+from sinks.dlq.render import render_table
+from sinks.dlq.replay import plan_replay
+from sinks.dlq.report import Filter, compute_stats, list_row, show_view
+from sinks.dlq.times import format_utc, parse_position, parse_time
 from validators.compression import CompressionType
 from validators.record_batch import build_record_batch
 
@@ -149,7 +140,7 @@ def test_show_decodes_records_with_dates_hex_window_and_record_errors() -> None:
     assert any(h["key"] == "gw.errors.window" for h in view["headers"])
     # table rendering shows the same things
     out = io.StringIO()
-    from sinks.dlq_command import _write_show
+    from sinks.dlq.render import _write_show
 
     _write_show(view, out)
     text = out.getvalue()
@@ -248,7 +239,7 @@ def test_usage_errors_exit_2_without_touching_kafka() -> None:
 
 
 def test_relative_times_are_accepted_after_since_and_until() -> None:
-    from sinks.dlq_command import _join_relative_times, build_parser
+    from sinks.dlq.cli import _join_relative_times, build_parser
 
     argv = _join_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "X"])
     args = build_parser().parse_args(argv)
@@ -256,7 +247,7 @@ def test_relative_times_are_accepted_after_since_and_until() -> None:
 
 
 def test_hostile_header_text_is_escaped_in_tables_and_json() -> None:
-    from sinks.dlq_command import _jsonl, _SafeWriter
+    from sinks.dlq.render import _jsonl, _SafeWriter
 
     out = io.StringIO()
     _SafeWriter(out).write("topic \x1b[31mred\x9b\n")
