@@ -32,8 +32,9 @@ from pyspark.sql.types import (
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
+from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
-from validators.log_validator import Accepted, AppendResult, PartitionState, Rejected, validate_and_assign
+from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry

@@ -23,7 +23,8 @@ import logging
 import sys
 from typing import Any
 
-from validators.log_validator import Accepted, PartitionState, validate_and_assign
+from validators.append_result import Accepted, PartitionState
+from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.topic_config import INTERNAL_TOPICS, ConfigError, TopicConfig, TopicRegistry, topic_config
 

@@ -39,7 +39,7 @@ TRANSACTIONAL_FLAG_MASK = 0x10
 CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 
 
 class TimestampType(IntEnum):
@@ -103,7 +103,7 @@ def parse_header(data: bytes | memoryview) -> RecordBatchHeader:
     """Decode the 61-byte header; raises ValueError when fewer bytes are given."""
     if len(data) < RECORD_BATCH_OVERHEAD:
         raise ValueError(f"Record batch header needs {RECORD_BATCH_OVERHEAD} bytes, got {len(data)}")
-    return RecordBatchHeader(*_HEADER.unpack_from(data, 0))
+    return RecordBatchHeader(*BATCH_HEADER.unpack_from(data, 0))
 
 
 def compute_crc(data: bytes | memoryview) -> int:
@@ -427,7 +427,7 @@ def build_record_batch(
     if last_offset_delta is None:
         last_offset_delta = raws[-1].offset_delta if raws else 0
     out = bytearray(RECORD_BATCH_OVERHEAD)
-    _HEADER.pack_into(
+    BATCH_HEADER.pack_into(
         out,
         0,
         base_offset,

@@ -27,7 +27,8 @@ from embedded.local_kafka import LocalKafka
 from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.partition_log import append_batches
 from tests.kafka_wire import ProduceConnection
-from validators.log_validator import Accepted, PartitionState, validate_and_assign
+from validators.append_result import Accepted, PartitionState
+from validators.log_validator import validate_and_assign
 from validators.topic_config import topic_config
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,9 @@ from clients.producer import (
     partition_for_key,
 )
 from sinks.storage.partition_log import append_batches
+from validators.append_result import Accepted, PartitionState
 from validators.compression import CompressionType
-from validators.log_validator import Accepted, PartitionState, validate_and_assign
+from validators.log_validator import validate_and_assign
 from validators.record_batch import TimestampType, build_record_batch, decode_record_batch
 from validators.topic_config import TopicRegistry
 

@@ -18,16 +18,10 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
+from validators.append_result import GATEWAY_LEADER_EPOCH, Accepted, PartitionState, RecordError, Rejected
 from validators.compression import compress
 from validators.errors import Errors
-from validators.log_validator import (
-    GATEWAY_LEADER_EPOCH,
-    Accepted,
-    PartitionState,
-    RecordError,
-    Rejected,
-    validate_and_assign,
-)
+from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.timestamps import LONG_MAX, LONG_MIN
 from validators.topic_config import TopicConfig, topic_config
@@ -1221,7 +1215,7 @@ _records = st.lists(
 @given(records=_records, mutate=st.one_of(st.none(), st.tuples(st.integers(0, 10_000), st.integers(0, 255))),
        count_delta=st.sampled_from([0, 0, 1, -1]))
 def test_exact_walker_agrees_with_the_codecs_complete_walk(records: list, mutate: tuple | None, count_delta: int) -> None:
-    from validators import log_validator as lv
+    from validators import record_walks as lv
     from validators import records as rec
 
     area = bytearray(b"".join(raw_record(i, td, k, v, tuple(h)) for i, (td, k, v, h) in enumerate(records)))
@@ -1249,7 +1243,7 @@ def test_exact_walker_accepts_only_what_the_stream_reader_accepts(records: list,
                                                                   count_delta: int) -> None:
     """Compressed in-place batches: the cheap walker (with the contiguous-offsets condition) may only
     accept an area that Kafka's stream reader (`readPartiallyFrom`) reads to the same timestamps."""
-    from validators import log_validator as lv
+    from validators import record_walks as lv
     from validators import records as rec
 
     area = bytearray(b"".join(raw_record(i, td, k, v, tuple(h)) for i, (td, k, v, h) in enumerate(records)))
@@ -1269,7 +1263,7 @@ def test_exact_walker_accepts_only_what_the_stream_reader_accepts(records: list,
 def test_exact_walker_takes_headers_and_null_fields() -> None:
     records = [(NOW, None, b"v", [("h1", b"x"), ("h2", None)]), (NOW + 1, b"k", None), (NOW + 2, b"", b"")]
     data = kp(records)
-    from validators import log_validator as lv
+    from validators import record_walks as lv
 
     assert lv._walk_records(data, len(data), 3) == [0, 2, 4]
     assert accepted(decide(data)).max_timestamp == NOW + 2

@@ -12,7 +12,7 @@ import pytest
 from streaming import stage
 from streaming.logs import LOG_FORMAT, ThrottledWarning
 from streaming.stage import IngressBatch, decide_group
-from validators.log_validator import PartitionState
+from validators.append_result import PartitionState
 from validators.record_batch import build_record_batch
 from validators.topic_config import TopicConfig, TopicRegistry
 

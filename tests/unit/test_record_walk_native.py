@@ -22,8 +22,10 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from validators import log_validator as lv
-from validators.log_validator import PartitionState, validate_and_assign
+from validators import native_walk
+from validators import record_walks as lv
+from validators.append_result import PartitionState
+from validators.log_validator import validate_and_assign
 from validators.topic_config import topic_config
 
 native = pytest.importorskip("validators._record_walk")
@@ -265,15 +267,15 @@ def test_decisions_equal_the_pure_python_fallback(records: list, mutation: tuple
     config = topic_config("t", 1, configs, {})
     with_native = validate_and_assign(data, "t", 0, config, PartitionState(), NOW)
     try:
-        lv._native = None
+        native_walk.NATIVE_WALK = None
         fallback = validate_and_assign(data, "t", 0, config, PartitionState(), NOW)
     finally:
-        lv._native = native
+        native_walk.NATIVE_WALK = native
     assert with_native == fallback
 
 
 def test_the_validator_uses_the_native_walk() -> None:
-    assert lv._native is native
+    assert native_walk.NATIVE_WALK is native
 
 
 # ---- Spark cluster mode: the package zip carries the shared object ------------------------------------
@@ -283,10 +285,10 @@ def _import_from_zip(archive: Path) -> subprocess.CompletedProcess[str]:
     """A fresh interpreter without site (so without the editable install) importing from the zip."""
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-        "import validators, validators.log_validator as lv\n"
-        "print(type(validators.__loader__).__name__, lv._native is not None)\n"
-        "print(lv._native.walk(b'\\x10\\x00\\x00\\x00\\x02k\\x02v\\x00', 0, 9, 1, 5, False, -1, True, 5, 0, 0, False)"
-        " if lv._native else None)\n"
+        "import validators, validators.log_validator, validators.native_walk as native_walk\n"
+        "print(type(validators.__loader__).__name__, native_walk.NATIVE_WALK is not None)\n"
+        "print(native_walk.NATIVE_WALK.walk(b'\\x10\\x00\\x00\\x00\\x02k\\x02v\\x00', 0, 9, 1, 5, False, -1, True, 5, 0, 0, False)"
+        " if native_walk.NATIVE_WALK else None)\n"
     )
     return subprocess.run([sys.executable, "-S", "-c", code, str(archive), sysconfig.get_paths()["purelib"]],
                           capture_output=True, text=True, timeout=120, check=False)

@@ -1,0 +1,64 @@
+"""Step 5 of the decision (reference §1.1): `ProduceRequest.validateRecords` over
+`ByteBufferLogInputStream` — exactly one complete batch per partition, its size and magic sane.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from validators.append_result import (
+    Rejected,
+)
+from validators.errors import Errors
+from validators.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_OVERHEAD_V0,
+)
+
+# The produce request version whose texts the gateway speaks (Kafka 4.1+ clients send v13).
+PRODUCE_VERSION = 13
+HEADER_UP_TO_MAGIC = 17  # offset + size + leader epoch + magic
+_SIZE_AT_8 = struct.Struct(">i")
+
+
+def next_batch_size(data: bytes, pos: int) -> tuple[int, int] | Rejected | None:
+    """`ByteBufferLogInputStream.nextBatchSize` + `nextBatch`: (size, magic), a CORRUPT_MESSAGE, or
+    None when no complete batch starts at `pos`."""
+    remaining = len(data) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    size = _SIZE_AT_8.unpack_from(data, pos + 8)[0]
+    if size < RECORD_OVERHEAD_V0:
+        return Rejected(
+            Errors.CORRUPT_MESSAGE,
+            f"Record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+        )
+    if remaining < HEADER_UP_TO_MAGIC:
+        return None
+    magic = struct.unpack_from(">b", data, pos + 16)[0]
+    if magic < 0 or magic > 2:
+        return Rejected(Errors.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
+    if remaining < size + LOG_OVERHEAD:
+        return None
+    return size + LOG_OVERHEAD, magic
+
+
+def frame_batch(data: bytes) -> tuple[int, int] | Rejected:
+    first = next_batch_size(data, 0)
+    if first is None:
+        return Rejected(
+            Errors.INVALID_RECORD,
+            f"Produce requests with version {PRODUCE_VERSION} must have at least one record batch per partition",
+        )
+    if isinstance(first, Rejected) or first[1] < 2:
+        return first  # legacy message sets are framed by legacy_records (several entries are legal)
+    second = next_batch_size(data, first[0])
+    if isinstance(second, Rejected):
+        return second
+    if second is not None:
+        return Rejected(
+            Errors.INVALID_RECORD,
+            f"Produce requests with version {PRODUCE_VERSION} are only allowed to contain exactly one record "
+            "batch per partition",
+        )
+    return first
