@@ -24,7 +24,8 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
-from embedded.local_kafka import LocalKafka, create_topics, free_port
+from embedded.local_kafka import LocalKafka, free_port
+from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from embedded.local_kafka import create_topics
+from sinks.kafka_admin import create_topics
 from sinks.responses import decode_response
 from streaming.config import GatewayConfig
 from streaming.query import topic_specs
