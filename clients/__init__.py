@@ -3,7 +3,8 @@ and a consumer over its segment storage (§4.5), both shaped like Kafka's own cl
 
 from clients.consumer import ConsumerRecord, GatewayConsumer, OffsetAndTimestamp, TopicPartition
 from clients.errors import GatewayError, KafkaTimeoutError, RecordError, RecordTooLargeError, TransportError
-from clients.producer import GatewayProducer, ProducerConfig, RecordMetadata
+from clients.producer import GatewayProducer, ProducerConfig
+from clients.record_metadata import RecordMetadata
 
 __all__ = [
     "ConsumerRecord",

@@ -34,16 +34,24 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-import secrets
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from clients.accumulator import (
+    Header,
+    IdempotenceState,
+    PendingRecord,
+    ProducerBatch,
+    RecordAccumulator,
+    random_producer_id,
+    record_size,
+)
 from clients.errors import (
     GatewayError,
     KafkaTimeoutError,
@@ -51,31 +59,20 @@ from clients.errors import (
     TransportError,
     error_for_record,
 )
-from contract.ingress import ingress_headers, ingress_key
+from clients.partitioner import partition_for_key
+from clients.record_metadata import Callback, RecordMetadata, error_metadata, metadata_from_response
+from contract.ingress import ingress_headers
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from sinks.responses import decode_response
 from validators.compression import CompressionType
 from validators.record_batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
     TimestampType,
-    build_record_batch,
 )
-from validators.records import Record, encode_record
 
 log = logging.getLogger("gateway.clients.producer")
-
-Header = tuple[str, bytes | None]
-Callback = Callable[["RecordMetadata", "GatewayError | None"], None]
-
-NO_TIMESTAMP = -1
-_INT_MAX = (1 << 31) - 1
-_SHORT_MAX = (1 << 15) - 1
-
-
-# ================================================================================ configuration
 
 
 @dataclass(frozen=True)
@@ -103,273 +100,6 @@ class ProducerConfig:
     @property
     def compression_type(self) -> CompressionType:
         return CompressionType.for_name(self.compression)
-
-
-# ================================================================================ partitioner
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's `Utils.murmur2` (seed 0x9747b28c), as a signed 32-bit int."""
-    length = len(data)
-    seed = 0x9747B28C
-    m = 0x5BD1E995
-    r = 24
-    h = (seed ^ length) & 0xFFFFFFFF
-    for i in range(length // 4):
-        k = int.from_bytes(data[i * 4 : i * 4 + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = (h * m) & 0xFFFFFFFF
-        h ^= k
-    rest = length % 4
-    tail = length & ~3
-    if rest == 3:
-        h ^= data[tail + 2] << 16
-    if rest >= 2:
-        h ^= data[tail + 1] << 8
-    if rest >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, num_partitions: int) -> int:
-    """`BuiltInPartitioner.partitionForKey`: toPositive(murmur2(key)) % numPartitions."""
-    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-# ================================================================================ results
-
-
-@dataclass(frozen=True)
-class RecordMetadata:
-    """Kafka's `RecordMetadata`, plus what the gateway's response adds."""
-
-    topic: str
-    partition: int
-    offset: int  # -1: unknown (acks=0, or an error)
-    timestamp: int  # log append time if the topic stamps it, else the record's CreateTime; -1 on error
-    timestamp_type: TimestampType
-    serialized_key_size: int
-    serialized_value_size: int
-    log_start_offset: int = -1
-    request_id: str | None = None
-    batch_index: int = 0
-
-    def has_offset(self) -> bool:
-        return self.offset != -1
-
-    def has_timestamp(self) -> bool:
-        return self.timestamp != NO_TIMESTAMP
-
-
-def metadata_from_response(
-    response: Mapping[str, Any], batch_index: int, create_time: int, key_size: int, value_size: int,
-    topic: str, partition: int,
-) -> RecordMetadata:
-    """Kafka's FutureRecordMetadata.value(): offset = baseOffset + batchIndex (-1 stays -1); timestamp =
-    logAppendTime when it is not -1, else the record's CreateTime (KIP-32)."""
-    base = int(response["base_offset"])
-    lat = int(response["log_append_time_ms"])
-    return RecordMetadata(
-        topic=topic,
-        partition=partition,
-        offset=-1 if base == -1 else base + batch_index,
-        timestamp=lat if lat != NO_TIMESTAMP else create_time,
-        timestamp_type=TimestampType.LOG_APPEND_TIME if lat != NO_TIMESTAMP else TimestampType.CREATE_TIME,
-        serialized_key_size=key_size,
-        serialized_value_size=value_size,
-        log_start_offset=int(response.get("log_start_offset", -1)),
-        request_id=response.get("request_id"),
-        batch_index=batch_index,
-    )
-
-
-def error_metadata(topic: str, partition: int, batch_index: int, request_id: str | None) -> RecordMetadata:
-    """What Kafka hands a callback with an exception: the partition, everything else -1."""
-    return RecordMetadata(topic, partition, -1, NO_TIMESTAMP, TimestampType.CREATE_TIME, -1, -1, -1, request_id, batch_index)
-
-
-# ================================================================================ accumulator (pure)
-
-
-@dataclass(frozen=True)
-class PendingRecord:
-    """One `send()`: its future, callback, and what its RecordMetadata needs."""
-
-    future: Future
-    callback: Callback | None
-    create_time: int
-    key_size: int
-    value_size: int
-
-
-@dataclass
-class _OpenBatch:
-    topic: str
-    partition: int
-    created_ms: int
-    records: list[tuple[int, bytes | None, bytes | None, tuple[Header, ...]]] = field(default_factory=list)
-    pending: list[PendingRecord] = field(default_factory=list)
-    size: int = RECORD_BATCH_OVERHEAD
-
-
-@dataclass(frozen=True)
-class ProducerBatch:
-    """A closed batch, built: the ingress message value and the records it completes."""
-
-    topic: str
-    partition: int
-    request_id: str
-    value: bytes
-    records: tuple[PendingRecord, ...]
-    created_ms: int
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
-    base_sequence: int = NO_SEQUENCE
-
-    @property
-    def record_count(self) -> int:
-        return len(self.records)
-
-    @property
-    def key(self) -> bytes:
-        return ingress_key(self.topic, self.partition)
-
-
-class IdempotenceState:
-    """Producer id, epoch and the next sequence number per partition (Kafka's TransactionManager for a
-    non-transactional idempotent producer, without the broker-side InitProducerId)."""
-
-    def __init__(self, producer_id: int, epoch: int = 0) -> None:
-        if producer_id < 0:
-            raise ValueError(f"producer id must be >= 0, got {producer_id}")
-        self.producer_id = producer_id
-        self.epoch = epoch
-        self._next: dict[tuple[str, int], int] = {}
-
-    def take(self, topic: str, partition: int, count: int) -> tuple[int, int]:
-        """(epoch, base sequence) for the next batch of `count` records of the partition."""
-        tp = (topic, partition)
-        base = self._next.get(tp, 0)
-        nxt = base + count
-        self._next[tp] = nxt - _INT_MAX - 1 if nxt > _INT_MAX else nxt  # DefaultRecordBatch.incrementSequence
-        return self.epoch, base
-
-    def next_sequence(self, topic: str, partition: int) -> int:
-        return self._next.get((topic, partition), 0)
-
-    def on_rejected(self, batch: ProducerBatch, error_name: str | None = None) -> None:
-        """A batch the gateway did not append. When it is the partition's latest, its sequence numbers are
-        given back (no gap); otherwise later batches already carry higher numbers: bump the epoch, which
-        restarts every partition at sequence 0. A sequence error, or a batch whose fate is unknown (expired),
-        always bumps the epoch (Kafka's TransactionManager does the same for an idempotent producer)."""
-        if batch.producer_epoch != self.epoch:
-            return  # an earlier epoch: already recovered
-        if error_name in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "REQUEST_TIMED_OUT"):
-            self.bump_epoch()
-            return
-        tp = (batch.topic, batch.partition)
-        end = batch.base_sequence + batch.record_count
-        end = end - _INT_MAX - 1 if end > _INT_MAX else end
-        if self._next.get(tp) == end:
-            self._next[tp] = batch.base_sequence
-        else:
-            self.bump_epoch()
-
-    def bump_epoch(self) -> None:
-        if self.epoch >= _SHORT_MAX:
-            self.producer_id = random_producer_id()
-            self.epoch = 0
-        else:
-            self.epoch += 1
-        self._next.clear()
-
-
-def random_producer_id() -> int:
-    return secrets.randbelow(1 << 62) + 1
-
-
-def record_size(index: int, timestamp: int, base_timestamp: int, key: bytes | None, value: bytes | None,
-                headers: Sequence[Header]) -> int:
-    """Encoded size of one v2 record (DefaultRecord.sizeInBytes)."""
-    return len(encode_record(Record(index, timestamp - base_timestamp, key, value, tuple(headers))))
-
-
-class RecordAccumulator:
-    """Records per target partition into batches; `drain` closes full or lingered batches and builds them.
-    Pure: the clock is passed in; not thread-safe (the producer serialises calls)."""
-
-    def __init__(self, batch_size: int, linger_ms: int, compression: CompressionType,
-                 idempotence: IdempotenceState | None, request_ids: Callable[[], str]) -> None:
-        self.batch_size = batch_size
-        self.linger_ms = linger_ms
-        self.compression = compression
-        self.idempotence = idempotence
-        self.request_ids = request_ids
-        self._open: dict[tuple[str, int], _OpenBatch] = {}
-        self._full: deque[_OpenBatch] = deque()
-
-    def __len__(self) -> int:
-        return sum(len(b.records) for b in self._open.values()) + sum(len(b.records) for b in self._full)
-
-    def append(self, topic: str, partition: int, timestamp: int, key: bytes | None, value: bytes | None,
-               headers: Sequence[Header], pending: PendingRecord, now_ms: int) -> bool:
-        """Add a record; True when a batch is ready to send now (full)."""
-        tp = (topic, partition)
-        batch = self._open.get(tp)
-        if batch is not None and batch.records:
-            size = record_size(len(batch.records), timestamp, batch.records[0][0], key, value, headers)
-            if batch.size + size > self.batch_size:
-                self._full.append(self._open.pop(tp))
-                batch = None
-        if batch is None:
-            batch = self._open[tp] = _OpenBatch(topic, partition, now_ms)
-        size = record_size(len(batch.records), timestamp, batch.records[0][0] if batch.records else timestamp,
-                           key, value, headers)
-        batch.records.append((timestamp, key, value, tuple(headers)))
-        batch.pending.append(pending)
-        batch.size += size
-        if batch.size >= self.batch_size:
-            self._full.append(self._open.pop(tp))
-        return bool(self._full)
-
-    def next_deadline_ms(self) -> int | None:
-        """When the oldest open batch has lingered long enough (None: nothing open)."""
-        if self._full:
-            return 0
-        if not self._open:
-            return None
-        return min(b.created_ms for b in self._open.values()) + self.linger_ms
-
-    def drain(self, now_ms: int, force: bool = False) -> list[ProducerBatch]:
-        """Full batches, and open ones whose linger has passed (all of them with `force`), built in
-        creation order; sequence numbers are taken here, so they follow the send order."""
-        closing = list(self._full)
-        self._full.clear()
-        for tp, b in list(self._open.items()):
-            if force or now_ms - b.created_ms >= self.linger_ms:
-                closing.append(self._open.pop(tp))
-        closing.sort(key=lambda b: b.created_ms)
-        return [self._build(b) for b in closing]
-
-    def _build(self, b: _OpenBatch) -> ProducerBatch:
-        pid, epoch, seq = NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE
-        if self.idempotence is not None:
-            pid = self.idempotence.producer_id
-            epoch, seq = self.idempotence.take(b.topic, b.partition, len(b.records))
-        value = build_record_batch(
-            b.records, compression=self.compression, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-        )
-        return ProducerBatch(b.topic, b.partition, self.request_ids(), value, tuple(b.pending), b.created_ms,
-                             pid, epoch, seq)
-
-
-# ================================================================================ the producer
 
 
 @dataclass

@@ -24,7 +24,7 @@ from clients import (
     TopicPartition,
 )
 from clients.errors import PART_OF_INVALID_BATCH
-from clients.producer import partition_for_key
+from clients.partitioner import partition_for_key
 from sinks.kafka_admin import create_topics
 from streaming.query import start_gateway, stop_gracefully
 from tests.integration.gateway_io import create_gateway_topics

@@ -10,16 +10,11 @@ from concurrent.futures import Future
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
+from clients.accumulator import IdempotenceState, PendingRecord, RecordAccumulator
 from clients.consumer import GatewayConsumer, OffsetAndTimestamp, OffsetOutOfRangeError, TopicPartition
 from clients.errors import PART_OF_INVALID_BATCH, error_for_record
-from clients.producer import (
-    IdempotenceState,
-    PendingRecord,
-    RecordAccumulator,
-    metadata_from_response,
-    murmur2,
-    partition_for_key,
-)
+from clients.partitioner import murmur2, partition_for_key
+from clients.record_metadata import metadata_from_response
 from sinks.storage.partition_log import append_batches
 from validators.append_result import Accepted, PartitionState
 from validators.compression import CompressionType
