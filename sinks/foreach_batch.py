@@ -72,6 +72,7 @@ class GatewaySink:
         self.registry_watcher = registry
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
+        self.retention: Any = None  # the query's retention schedule (streaming.query sets it; tests wait on it)
 
     @property
     def registry(self) -> TopicRegistry:

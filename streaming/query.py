@@ -39,7 +39,7 @@ def start_gateway(
 ) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
     (tests, backfills); otherwise it runs with the configured processing-time trigger. Retention of the
-    segment storage runs beside it on the driver (a `RetentionSchedule`) and stops
+    segment storage runs beside it on the driver (`sink.retention`, a `RetentionSchedule`) and stops
     when the query terminates; it counts its deletions into `metrics` when given."""
     config.checkpoint_location.mkdir(parents=True, exist_ok=True)
     registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
@@ -57,7 +57,7 @@ def start_gateway(
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
     query = writer.start()
-    retention.start(query, spark)  # its listener stops it when the query terminates
+    sink.retention = retention.start(query, spark)  # its listener stops it when the query terminates
     log.info("gateway query %s started (checkpoint %s)", query.id, config.checkpoint_location)
     return query, sink
 
