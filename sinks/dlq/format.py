@@ -8,8 +8,9 @@ import json
 import re
 from dataclasses import dataclass
 
+from contract.dead_letters import HEADER_PREFIX
+from contract.dead_letters import DeadLetterField as F
 from contract.ingress import HEADER_REPLAY_OF
-from sinks.dlq.dead_letters import HEADER_PREFIX
 from validators.errors import Errors
 
 REPLAY_REQUEST_PREFIX = "replay:"
@@ -117,24 +118,24 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
         raw = h.get(name)
         v = _int(raw)
         if not foreign and v is None:
-            problems.append(f"gw.errors.{name} is missing or not a number: {raw!r}")
+            problems.append(f"{HEADER_PREFIX}{name} is missing or not a number: {raw!r}")
         return v
 
     def opt(name: str) -> str | None:
         v = h.get(name)
         return None if v is None or v == "" else v
 
-    code = required_int("code")
-    name = opt("name")
+    code = required_int(F.CODE)
+    name = opt(F.NAME)
     if not foreign and name is None:
-        problems.append("gw.errors.name is missing")
+        problems.append(f"{F.NAME.header} is missing")
         if code is not None:
             try:
                 name = Errors.for_code(code).name
             except KeyError:
                 pass
     record_errors: list[RecordErrorView] = []
-    raw_errors = h.get("record.errors")
+    raw_errors = h.get(F.RECORD_ERRORS)
     if raw_errors not in (None, ""):
         try:
             doc = json.loads(raw_errors)
@@ -143,20 +144,20 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
             for e in doc:
                 record_errors.append(RecordErrorView(int(e["batch_index"]), e.get("message")))
         except (ValueError, TypeError, KeyError) as e:
-            problems.append(f"gw.errors.record.errors is not a JSON list of {{batch_index, message}}: {e}")
-    window_text = opt("window")
+            problems.append(f"{F.RECORD_ERRORS.header} is not a JSON list of {{batch_index, message}}: {e}")
+    window_text = opt(F.WINDOW)
     window = None
     if window_text is not None:
         m = _WINDOW.match(window_text)
         if m:
             window = (int(m.group(1)), int(m.group(2)))
         else:
-            problems.append(f"gw.errors.window does not read [lower, upper]: {window_text!r}")
-    partition_text = opt("partition")
-    ingress_partition = required_int("ingress.partition")
-    ingress_offset = required_int("ingress.offset")
-    request_id = opt("request.id")
-    replay_of = extra.get(HEADER_REPLAY_OF) or h.get("replay.of") or None
+            problems.append(f"{F.WINDOW.header} does not read [lower, upper]: {window_text!r}")
+    partition_text = opt(F.PARTITION)
+    ingress_partition = required_int(F.INGRESS_PARTITION)
+    ingress_offset = required_int(F.INGRESS_OFFSET)
+    request_id = opt(F.REQUEST_ID)
+    replay_of = extra.get(HEADER_REPLAY_OF) or h.get(F.REPLAY_OF) or None
     if replay_of is None and request_id is not None and request_id.startswith(REPLAY_REQUEST_PREFIX):
         replay_of = _replay_position_from_request_id(request_id)
     return DeadLetter(
@@ -165,16 +166,16 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
         problems=tuple(problems),
         error_code=code,
         error_name=name,
-        error_message=opt("message"),
+        error_message=opt(F.MESSAGE),
         record_errors=tuple(record_errors),
-        topic=opt("topic"),
+        topic=opt(F.TOPIC),
         partition=_int(partition_text),
         partition_text=partition_text,
-        ingress_topic=opt("ingress.topic"),
+        ingress_topic=opt(F.INGRESS_TOPIC),
         ingress_partition=ingress_partition,
         ingress_offset=ingress_offset,
         request_id=request_id,
-        client_id=opt("client.id"),
+        client_id=opt(F.CLIENT_ID),
         window=window,
         window_text=window_text,
         replay_of=replay_of,

@@ -1,0 +1,30 @@
+"""A dead letter (DESIGN §4.4): the original batch bytes, unchanged and replayable, keyed by request id,
+with `gw.errors.<field>` headers in the style of Kafka Connect's `__connect.errors.*`. The sink writes
+them (`sinks.dlq.dead_letters`) and the DLQ tool reads them back (`sinks.dlq.format`) by these names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+HEADER_PREFIX = "gw.errors."
+
+
+class DeadLetterField(StrEnum):
+    CODE = "code"  # Kafka's error code
+    NAME = "name"  # Kafka's error name
+    MESSAGE = "message"
+    RECORD_ERRORS = "record.errors"  # JSON list of {batch_index, message} (KIP-467)
+    TOPIC = "topic"  # the target, as the ingress headers named it
+    PARTITION = "partition"
+    INGRESS_TOPIC = "ingress.topic"
+    INGRESS_PARTITION = "ingress.partition"
+    INGRESS_OFFSET = "ingress.offset"
+    REQUEST_ID = "request.id"
+    CLIENT_ID = "client.id"
+    REPLAY_OF = "replay.of"  # a rejected replay: `dlq replay` refuses to send it again
+    WINDOW = "window"  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
+
+    @property
+    def header(self) -> str:
+        return HEADER_PREFIX + self.value
