@@ -68,13 +68,11 @@ Gateway decisions (documented differences; everything else follows the reference
 from __future__ import annotations
 
 import logging
-import struct
 from functools import lru_cache
-
-from crc32c import crc32c
 
 from validators import native_walk, producer_state
 from validators import record_batch as rb
+from validators.append_checks import analyze_entry, append_clock, appended, check_fits_segment
 from validators.append_result import (
     GATEWAY_LEADER_EPOCH,
     Accepted,
@@ -86,7 +84,7 @@ from validators.append_result import (
 )
 from validators.errors import Errors
 from validators.framing import frame_batch
-from validators.legacy_decision import _CRC_AT_17, _decide_legacy
+from validators.legacy_decision import _decide_legacy
 from validators.producer_state import (
     BatchMetadata,
     ProducerStateError,
@@ -94,7 +92,6 @@ from validators.producer_state import (
 from validators.rebuild import _rebuild_v2
 from validators.record_batch import (
     BATCH_HEADER,
-    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TimestampType,
 )
@@ -175,78 +172,17 @@ def _decide_v2(
     data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int
 ) -> AppendResult:
     lso = state.log_start_offset
-    # §1.1 step 11 (UnifiedLog.analyzeAndValidateRecords)
-    base_offset = struct.unpack_from(">q", data, 0)[0]
-    if base_offset != 0:  # 11b
-        return Rejected(
-            Errors.INVALID_RECORD,
-            f"The baseOffset of the record batch in the append to {tp} should be 0, but it is {base_offset}",
-            log_start_offset=lso,
-        )
-    if batch_size > config.max_message_bytes:  # 11c (sic: stray ")")
-        return Rejected(
-            Errors.MESSAGE_TOO_LARGE,
-            f"The record batch size in the append to {tp} is {batch_size} bytes which exceeds the maximum "
-            f"configured value of {config.max_message_bytes}).",
-        )
-    stored_crc = _CRC_AT_17.unpack_from(data, 17)[0]
-    if batch_size < RECORD_BATCH_OVERHEAD or stored_crc != crc32c(memoryview(data)[21:batch_size]):  # 11d
-        return Rejected(Errors.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {stored_crc}) in topic partition {tp}.")
+    codec_id = analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
     (_, _, _, _, _, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
      base_sequence, count) = BATCH_HEADER.unpack_from(data, 0)
-    codec_id = attributes & 0x07
-    if codec_id > 4:  # 11e: CompressionType.forId throws IllegalArgumentException -> UNKNOWN_SERVER_ERROR
-        return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {codec_id}", log_start_offset=lso)
-
-    # §1.2 validateBatch (origin CLIENT, magic 2; baseOffset is 0 here)
-    count_from_offsets = last_offset_delta + 1
-    if count_from_offsets <= 0:
-        return invalid_record(f"Batch has an invalid offset range: [0, {last_offset_delta}] in topic partition {tp}", lso)
-    if count <= 0:
-        return invalid_record(f"Invalid reported count for record batch: {count} in topic partition {tp}", lso)
-    if count_from_offsets != count:
-        return invalid_record(
-            f"Inconsistent batch offset range [0, {last_offset_delta}] and count of records {count} in topic "
-            f"partition {tp}",
-            lso,
-        )
-    if attributes & _ATTR_CONTROL:
-        return invalid_record(f"Clients are not allowed to write control records in topic partition {tp}", lso)
-    if producer_id >= 0 and base_sequence < 0:
-        return invalid_record(
-            f"Invalid sequence number {base_sequence} in record batch with producerId {producer_id} in topic "
-            f"partition {tp}",
-            lso,
-        )
+    _validate_batch(attributes, last_offset_delta, count, producer_id, base_sequence, tp, lso)
 
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     target_id = config.target_compression_id
     in_place = target_id is None or target_id == codec_id  # §1.2.2: codec equality decides (not the level)
-    append_time = now_ms if now_ms >= state.last_append_time_ms else state.last_append_time_ms
+    append_time = append_clock(state, now_ms)
     header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
-
-    # The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
-    # it (the fallback), the cheap Python walkers accept only what they fully verified and anything
-    # else goes to the full walk, which reports Kafka's exact outcome.
-    checked: _Checked | None = None
-    area: bytes | None = None
-    if in_place and not config.compacted and not attributes & TIMESTAMP_TYPE_MASK:
-        zs: list[int] | None = None
-        if codec_id:
-            area = _decompress(data, header, codec_id, lso)
-            if native_walk.NATIVE_WALK is None:
-                zs = _walk_records(area, len(area), count, 0, contiguous=True)
-        elif config.record_validation is RecordValidation.FAST:
-            if lat_topic:
-                checked = _Checked(NO_TIMESTAMP, 0)  # header only (DESIGN §6)
-            else:
-                zs = _scan_timestamp_zigzags(data, batch_size, count)
-        elif native_walk.NATIVE_WALK is None:
-            zs = _walk_records(data, batch_size, count)
-        if zs is not None:
-            checked = _Checked(NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
-    if checked is None:
-        checked = _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
+    checked = _check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
 
     max_ts = append_time if lat_topic else checked.max_timestamp
     if in_place:
@@ -260,19 +196,11 @@ def _decide_v2(
     else:
         stored = _rebuild_v2(data, header, codec_id, target_id, tp, config, state, append_time, lso,
                              producer_id, producer_epoch, base_sequence)
-    size = len(stored)
-    if size > config.segment_bytes:  # step 15
-        return Rejected(
-            Errors.RECORD_LIST_TOO_LARGE,
-            f"Message batch size is {size} bytes in append to partition {tp}, which exceeds the maximum "
-            f"configured segment size of {config.segment_bytes}.",
-        )
+    check_fits_segment(len(stored), tp, config.segment_bytes)
 
     producers = state.producers
     if producers:
         producers = producer_state.expire(producers, now_ms, config.producer_id_expiration_ms)
-    first_offset = state.log_end_offset
-    last_offset = first_offset + count - 1
     if producer_id >= 0:  # step 17: UnifiedLog.analyzeAndValidateProducerState
         entry = producer_state.find(producers, producer_id, now_ms, config.producer_id_expiration_ms)
         last_seq = producer_state.increment_sequence(base_sequence, last_offset_delta)
@@ -291,26 +219,63 @@ def _decide_v2(
                 duplicate=True,
                 producer_max_timestamp=max_timestamp,
             )
+        first_offset = state.log_end_offset
         try:
             producer_state.check_append(entry, producer_id, producer_epoch, base_sequence, first_offset, tp)
         except ProducerStateError as e:
             return Rejected(e.error, e.message, log_start_offset=lso)
         producers = producer_state.append_batch(
             producers, entry, producer_id, producer_epoch,
-            BatchMetadata(base_sequence, last_seq, first_offset, last_offset, max_ts), append_time,
+            BatchMetadata(base_sequence, last_seq, first_offset, first_offset + count - 1, max_ts), append_time,
         )
+    return appended(stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
+                    future_count=checked.future_count, producer_max_timestamp=max_timestamp, rebuilt=not in_place)
 
-    return Accepted(
-        records=stored,
-        base_offset=first_offset,
-        last_offset=last_offset,
-        max_timestamp=max_ts,
-        log_append_time_ms=append_time if lat_topic else NO_TIMESTAMP,
-        append_time_ms=append_time,
-        record_count=count,
-        state=PartitionState(state.log_start_offset, last_offset + 1, append_time, producers),
-        clock_held=append_time > now_ms,
-        future_timestamp_count=checked.future_count,
-        producer_max_timestamp=max_timestamp,
-        rebuilt=not in_place,
-    )
+
+def _validate_batch(
+    attributes: int, last_offset_delta: int, count: int, producer_id: int, base_sequence: int, tp: str, lso: int
+) -> None:
+    """§1.2 `LogValidator.validateBatch` (origin CLIENT, magic 2; the baseOffset is 0 here)."""
+    count_from_offsets = last_offset_delta + 1
+    message = None
+    if count_from_offsets <= 0:
+        message = f"Batch has an invalid offset range: [0, {last_offset_delta}] in topic partition {tp}"
+    elif count <= 0:
+        message = f"Invalid reported count for record batch: {count} in topic partition {tp}"
+    elif count_from_offsets != count:
+        message = (f"Inconsistent batch offset range [0, {last_offset_delta}] and count of records {count} in topic "
+                   f"partition {tp}")
+    elif attributes & _ATTR_CONTROL:
+        message = f"Clients are not allowed to write control records in topic partition {tp}"
+    elif producer_id >= 0 and base_sequence < 0:
+        message = (f"Invalid sequence number {base_sequence} in record batch with producerId {producer_id} in topic "
+                   f"partition {tp}")
+    if message is not None:
+        raise RejectedBatch(invalid_record(message, lso))
+
+
+def _check_records(
+    data: bytes, header: _V2Header, codec_id: int, in_place: bool, lat_topic: bool, tp: str, config: TopicConfig,
+    now_ms: int, lso: int,
+) -> _Checked:
+    """The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
+    it (the fallback), the cheap Python walkers accept only what they fully verified and anything
+    else goes to the full walk, which reports Kafka's exact outcome."""
+    area: bytes | None = None
+    if in_place and not config.compacted and not header.attributes & TIMESTAMP_TYPE_MASK:
+        zs: list[int] | None = None
+        if codec_id:
+            area = _decompress(data, header, codec_id, lso)
+            if native_walk.NATIVE_WALK is None:
+                zs = _walk_records(area, len(area), header.count, 0, contiguous=True)
+        elif config.record_validation is RecordValidation.FAST:
+            if lat_topic:
+                return _Checked(NO_TIMESTAMP, 0)  # header only (DESIGN §6)
+            zs = _scan_timestamp_zigzags(data, header.batch_size, header.count)
+        elif native_walk.NATIVE_WALK is None:
+            zs = _walk_records(data, header.batch_size, header.count)
+        if zs is not None:
+            checked = _Checked(NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
+            if checked is not None:  # None: not fully verified by the cheap walk
+                return checked
+    return _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
