@@ -15,7 +15,7 @@ from validators.append_result import RecordError, Rejected, RejectedBatch
 from validators.compression import CorruptCompressedDataError
 from validators.errors import Errors
 from validators.record_batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TimestampType
-from validators.records import InvalidRecordError
+from validators.records import InvalidRecordError, _VarintTooLong, read_leb128
 from validators.timestamps import (
     FUTURE_TIMESTAMP_WARN_MS,
     LONG_MAX,
@@ -50,16 +50,10 @@ class _Checked:
 
 def _varlong_zigzag(data: bytes, pos: int, limit: int) -> int | None:
     """Raw (zigzag) varlong at pos, masked to 64 bits like Java; None if it runs past `limit` or is too long."""
-    value = 0
-    shift = 0
-    while pos < limit and shift <= 63:
-        b = data[pos]
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value & 0xFFFFFFFFFFFFFFFF
-        pos += 1
-        shift += 7
-    return None
+    try:
+        return read_leb128(data, pos, limit, 10)[0] & 0xFFFFFFFFFFFFFFFF
+    except (IndexError, _VarintTooLong):
+        return None
 
 
 def _scan_timestamp_zigzags(data: bytes, end: int, count: int) -> list[int] | None:
@@ -255,19 +249,10 @@ class _StreamError(Exception):
 def _stream_varint(area: bytes, pos: int, n: int, long: bool) -> tuple[int, int]:
     """`ByteUtils.readVarint/readVarlong(InputStream)`: at the end of the stream `read()` returns -1,
     which reads as a continuation byte, so an exhausted stream ends in "too long" (IllegalArgumentException)."""
-    value = 0
-    shift = 0
-    limit = 63 if long else 28
-    while True:
-        b = area[pos] if pos < n else -1
-        pos += 1
-        if not b & 0x80:
-            break
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if shift > limit:
-            raise _StreamError
-    value |= b << shift
+    try:
+        value, pos = read_leb128(area, pos, n, 10 if long else 5)
+    except (IndexError, _VarintTooLong):
+        raise _StreamError from None
     value &= 0xFFFFFFFFFFFFFFFF if long else 0xFFFFFFFF
     return (value >> 1) ^ -(value & 1), pos
 

@@ -61,8 +61,19 @@ class InvalidRecordError(Exception):
         self.message = message
 
 
+_VARINT_BYTES = 5
+_VARLONG_BYTES = 10
+
+
 class _VarintTooLong(Exception):
     """ByteUtils.illegalVarintException / illegalVarlongException (an IllegalArgumentException)."""
+
+    def __init__(self, value: int, max_bytes: int) -> None:
+        if max_bytes == _VARINT_BYTES:
+            text = f"Varint is too long, the most significant bit in the 5th byte is set, converted value: {value & _M32:x}"
+        else:
+            text = f"Varlong is too long, most significant bit in the 10th byte is set, converted value: {value & _M64:x}"
+        super().__init__(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,43 +128,37 @@ def encode_varlong(value: int) -> bytes:
     return _leb128(((value << 1) ^ (value >> 63)) & _M64)
 
 
-def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
-    """ByteUtils.readVarint: at most 5 bytes (MSB of the 5th set -> error), bits above 32 dropped.
-    Raises IndexError at the end of `buf` (BufferUnderflowException) and _VarintTooLong."""
+def read_leb128(buf: bytes, pos: int, end: int, max_bytes: int) -> tuple[int, int]:
+    """The one varint loop (ByteUtils.readVarint / readVarlong): the raw unsigned LEB128 value at `pos`
+    (zigzag not undone, bits above the type not dropped) and the next position. Raises IndexError when
+    it reaches `end` (BufferUnderflowException) and _VarintTooLong when byte `max_bytes` still has its
+    continuation bit."""
     value = 0
     shift = 0
+    limit = 7 * (max_bytes - 1)
     while True:
+        if pos >= end:
+            raise IndexError(pos)
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
         if b < 0x80:
-            break
+            return value, pos
         shift += 7
-        if shift > 28:
-            raise _VarintTooLong(
-                "Varint is too long, the most significant bit in the 5th byte is set, "
-                f"converted value: {value & _M32:x}"
-            )
+        if shift > limit:
+            raise _VarintTooLong(value, max_bytes)
+
+
+def _varint_slow(buf: bytes, pos: int) -> tuple[int, int]:
+    """ByteUtils.readVarint: at most 5 bytes, bits above 32 dropped."""
+    value, pos = read_leb128(buf, pos, len(buf), _VARINT_BYTES)
     value &= _M32
     return (value >> 1) ^ -(value & 1), pos
 
 
 def _varlong_slow(buf: bytes, pos: int) -> tuple[int, int]:
     """ByteUtils.readVarlong: at most 10 bytes, bits above 64 dropped."""
-    value = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise _VarintTooLong(
-                "Varlong is too long, most significant bit in the 10th byte is set, "
-                f"converted value: {value & _M64:x}"
-            )
+    value, pos = read_leb128(buf, pos, len(buf), _VARLONG_BYTES)
     value &= _M64
     return (value >> 1) ^ -(value & 1), pos
 
