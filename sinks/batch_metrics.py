@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from contract.decision_row import DecisionRow
+
 PREFIX = "gateway_"  # every metric name starts with it (DESIGN §4.6)
 
 OTHER_TOPIC = "other"  # every topic that is not in the registry (unknown, illegal or missing names)
@@ -55,29 +57,25 @@ def claimed_records(batch: bytes) -> int:
     return min(count, len(batch) - _HEADER_SIZE)
 
 
-def _present(v: Any) -> bool:
-    return v is not None and not (isinstance(v, float) and v != v)
-
-
-def aggregate_decisions(rows: Iterable[Any], topics: Mapping[str, int]) -> list[dict[str, Any]]:
-    """Fold decision rows (attributes named as the stage's output columns) into aggregate rows with
+def aggregate_decisions(rows: Iterable[DecisionRow], topics: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Fold decision rows into aggregate rows with
     the keys `merge_aggregates` reads: t, p, o, e, li, si, batches, records, appended_bytes,
     record_errors, future_timestamps, clock_holds, log_end_offset, log_start_offset, clock_ms,
     latency_sum, skew_sum. `topics`: registry topic -> partition count (the bounded labels)."""
     groups: dict[tuple[str, int, str, str, int, int], dict[str, Any]] = {}
     for row in rows:
-        topic = row.topic if _present(row.topic) else None
-        partition = int(row.partition) if _present(row.partition) else None
+        topic = row.topic
+        partition = row.partition
         label = topic if topic is not None and topic in topics else OTHER_TOPIC
         bounded = label != OTHER_TOPIC and partition is not None and 0 <= partition < topics[label]
-        accepted = int(row.error_code) == 0
-        duplicate = accepted and bool(row.duplicate)
+        accepted = row.error_code == 0
+        duplicate = accepted and row.duplicate
         appended = accepted and not duplicate
         outcome = OUTCOME_REJECTED if not accepted else OUTCOME_DUPLICATE if duplicate else OUTCOME_APPENDED
-        error = str(row.error_name) if _present(row.error_name) else NO_ERROR
-        append_time = int(row.append_time_ms)
-        latency = (append_time - int(row.ingress_timestamp_ms)) / 1000.0 if appended and append_time >= 0 else None
-        create_max = int(row.producer_max_timestamp)
+        error = row.error_name or NO_ERROR
+        append_time = row.append_time_ms
+        latency = (append_time - row.ingress_timestamp_ms) / 1000.0 if appended and append_time >= 0 else None
+        create_max = row.producer_max_timestamp
         skew = (append_time - create_max) / 1000.0 if appended and create_max >= 0 and append_time >= 0 else None
         li = bucket_index(latency, APPEND_LATENCY_BUCKETS_S)
         si = bucket_index(skew, TIMESTAMP_SKEW_BUCKETS_S)
@@ -90,18 +88,18 @@ def aggregate_decisions(rows: Iterable[Any], topics: Mapping[str, int]) -> list[
                 clock_ms=None, latency_sum=0.0, skew_sum=0.0,
             )
         g["batches"] += 1
-        g["records"] += int(row.record_count) if accepted else claimed_records(bytes(row.batch))
+        g["records"] += row.record_count if accepted else claimed_records(row.batch)
         if appended:
             g["appended_bytes"] += len(row.batch)
-            g["future_timestamps"] += int(row.future_timestamps)
-            g["clock_holds"] += 1 if bool(row.clock_held) else 0
-            if int(row.last_offset) >= 0:
-                g["log_end_offset"] = _max(g["log_end_offset"], int(row.last_offset) + 1)
+            g["future_timestamps"] += row.future_timestamps
+            g["clock_holds"] += 1 if row.clock_held else 0
+            if row.last_offset >= 0:
+                g["log_end_offset"] = _max(g["log_end_offset"], row.last_offset + 1)
         elif not accepted:
-            g["record_errors"] += len(json.loads(row.record_errors or "[]"))
+            g["record_errors"] += len(json.loads(row.record_errors))
         if accepted:
-            g["log_start_offset"] = _max(g["log_start_offset"], int(row.log_start_offset))
-        g["clock_ms"] = _max(g["clock_ms"], int(row.batch_time_ms))
+            g["log_start_offset"] = _max(g["log_start_offset"], row.log_start_offset)
+        g["clock_ms"] = _max(g["clock_ms"], row.batch_time_ms)
         if latency is not None:
             g["latency_sum"] += latency
         if skew is not None:

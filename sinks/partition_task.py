@@ -11,12 +11,12 @@ the driver is one small `TaskSummary`: one Spark job per micro-batch, no persist
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contract.decision_row import DECISION_FIELDS, DecisionRow
 from sinks.batch_metrics import aggregate_decisions
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish_all
@@ -62,25 +62,25 @@ class TaskSummary:
 
 
 def append_partitions(
-    root: Path, batch_id: int, rows: Iterable[Any], registry: TopicRegistry
+    root: Path, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry
 ) -> list[AppendOutcome]:
     """Append the accepted, non-duplicate rows of each target partition in offset order, exactly once
     per micro-batch. Idempotent duplicates are acknowledged with their original offsets and not stored."""
-    by_partition: dict[tuple[str, int], list[Any]] = {}
+    by_partition: dict[tuple[str, int], list[DecisionRow]] = {}
     for row in rows:
-        if int(row.error_code) == 0 and not bool(row.duplicate):
+        if row.error_code == 0 and not row.duplicate:
             by_partition.setdefault((str(row.topic), int(row.partition)), []).append(row)
     outcomes = []
     for (topic, partition), group in sorted(by_partition.items()):
-        group.sort(key=lambda r: int(r.base_offset))
-        batches = ((int(r.base_offset), int(r.last_offset), r.batch, int(r.append_time_ms)) for r in group)
+        group.sort(key=lambda r: r.base_offset)
+        batches = ((r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in group)
         # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
         outcomes.append(append_batches(root, topic, partition, batch_id, batches, registry.get(topic)))
     return outcomes
 
 
 def outgoing_messages(
-    rows: Iterable[Any], config: SinkConfig, topics: frozenset[str], log_starts: Mapping[tuple[str, int], int]
+    rows: Iterable[DecisionRow], config: SinkConfig, topics: frozenset[str], log_starts: Mapping[tuple[str, int], int]
 ) -> tuple[list[OutgoingMessage], list[OutgoingMessage]]:
     """The produce responses (none for acks=0) and dead letters of `rows`."""
     responses: list[OutgoingMessage] = []
@@ -98,20 +98,20 @@ def outgoing_messages(
         return storage_starts[key]
 
     for row in rows:
-        if int(row.acks) != 0:
+        if row.acks != 0:
             response = response_from_row(row)
             if response["log_start_offset"] >= 0 and response["topic"] in topics:
                 response["log_start_offset"] = max(
                     response["log_start_offset"], storage_log_start(response["topic"], response["partition"])
                 )
             responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response)))
-        if int(row.error_code) != 0:
+        if row.error_code != 0:
             letters.append(dead_letter(row, config.ingress_topic))
     return responses, letters
 
 
 def run_partition_task(
-    config: SinkConfig, batch_id: int, rows: list[Any], registry: TopicRegistry, clock: Callable[[], float]
+    config: SinkConfig, batch_id: int, rows: list[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
 ) -> TaskSummary:
     """Everything the sink does for one task's rows, in the order the guarantees need:
     durable first (append + fsync + commit), then responses and dead letters, then metric deltas."""
@@ -143,14 +143,12 @@ def run_partition_task(
     )
 
 
-def arrow_rows(batches: Iterable[Any]) -> list[Any]:
-    """The rows of a task's Arrow record batches as namedtuples named after the columns (None for
-    null: no pandas dtype coercion of nullable integers)."""
-    rows: list[Any] = []
-    row_type = None
+def arrow_rows(batches: Iterable[Any]) -> list[DecisionRow]:
+    """The decision rows of a task's Arrow record batches (None for null: no pandas dtype coercion)."""
+    rows: list[DecisionRow] = []
     for batch in batches:
-        if row_type is None:
-            row_type = namedtuple("DecisionRow", batch.schema.names)  # type: ignore[misc]
+        if tuple(batch.schema.names) != DECISION_FIELDS:
+            raise ValueError(f"stage output columns {batch.schema.names} are not the decision row {DECISION_FIELDS}")
         columns = batch.to_pydict()
-        rows.extend(row_type(*values) for values in zip(*columns.values(), strict=True))
+        rows.extend(map(DecisionRow._make, zip(*columns.values(), strict=True)))
     return rows

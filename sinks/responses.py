@@ -15,6 +15,8 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from contract.decision_row import DecisionRow
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "conf" / "schemas" / "produce_response.avsc"
 SINGLE_OBJECT_MARKER = b"\xc3\x01"
 
@@ -45,29 +47,21 @@ def decode_response(data: bytes) -> dict[str, Any]:
     return fastavro.schemaless_reader(io.BytesIO(data[10:]), response_schema(), None)
 
 
-def response_from_row(row: Any) -> dict[str, Any]:
-    """The response for one stage output row (pandas row / namedtuple with OUTPUT_SCHEMA fields)."""
+def response_from_row(row: DecisionRow) -> dict[str, Any]:
+    """The produce response for one decision row."""
     return {
         "request_id": row.request_id,
-        "client_id": _opt_str(row.client_id),
-        "topic": _opt_str(row.topic),
-        "partition": -1 if _is_null(row.partition) else int(row.partition),
-        "error_code": int(row.error_code),
-        "error_name": _opt_str(row.error_name),
-        "error_message": _opt_str(row.error_message),
-        "base_offset": int(row.base_offset),
-        "log_append_time_ms": int(row.log_append_time_ms),
-        "log_start_offset": int(row.log_start_offset),
+        "client_id": row.client_id,
+        "topic": row.topic,
+        "partition": -1 if row.partition is None else row.partition,
+        "error_code": row.error_code,
+        "error_name": row.error_name,
+        "error_message": row.error_message,
+        "base_offset": row.base_offset,
+        "log_append_time_ms": row.log_append_time_ms,
+        "log_start_offset": row.log_start_offset,
         "record_errors": json.loads(row.record_errors),
-        "record_count": int(row.record_count),
-        "ingress_partition": int(row.ingress_partition),
-        "ingress_offset": int(row.ingress_offset),
+        "record_count": row.record_count,
+        "ingress_partition": row.ingress_partition,
+        "ingress_offset": row.ingress_offset,
     }
-
-
-def _is_null(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
-
-
-def _opt_str(v: Any) -> str | None:
-    return None if _is_null(v) else str(v)

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -29,6 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from contract.decision_row import DECISION_FIELDS, ColumnKind, DecisionRow, decision_columns
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
@@ -57,40 +59,11 @@ STATE_SCHEMA = StructType(
 )
 
 # One row per ingress message: the decision, plus what the sinks need.
-OUTPUT_SCHEMA = StructType(
-    [
-        StructField("ingress_partition", IntegerType(), False),
-        StructField("ingress_offset", LongType(), False),
-        StructField("ingress_timestamp_ms", LongType(), False),
-        StructField("request_id", StringType(), False),
-        StructField("client_id", StringType(), True),
-        StructField("acks", IntegerType(), False),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("partition_header", StringType(), True),
-        StructField("replay_of", StringType(), True),  # gw.replay.of: copied to the dead letter (no loops)
-        StructField("error_code", IntegerType(), False),
-        StructField("error_name", StringType(), True),
-        StructField("error_message", StringType(), True),
-        StructField("record_errors", StringType(), False),  # JSON list of {batch_index, message}
-        StructField("base_offset", LongType(), False),
-        StructField("last_offset", LongType(), False),
-        StructField("log_append_time_ms", LongType(), False),
-        StructField("append_time_ms", LongType(), False),
-        StructField("max_timestamp", LongType(), False),
-        # the header maxTimestamp as the producer sent it: the max CreateTime, also on LogAppendTime topics
-        StructField("producer_max_timestamp", LongType(), False),
-        StructField("log_start_offset", LongType(), False),
-        StructField("record_count", IntegerType(), False),
-        StructField("clock_held", BooleanType(), False),
-        StructField("duplicate", BooleanType(), False),  # idempotent retry: acknowledged, not stored again
-        StructField("future_timestamps", IntegerType(), False),  # accepted records > 1 h ahead (KIP-937)
-        StructField("window", StringType(), True),  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
-        StructField("batch_time_ms", LongType(), False),  # the micro-batch clock (`now`)
-        StructField("batch", BinaryType(), False),  # stored bytes if accepted, original bytes if rejected
-    ]
-)
-OUTPUT_COLUMNS = [f.name for f in OUTPUT_SCHEMA.fields]
+_SPARK_TYPES: dict[ColumnKind, DataType] = {
+    ColumnKind.INT32: IntegerType(), ColumnKind.INT64: LongType(), ColumnKind.STRING: StringType(),
+    ColumnKind.BOOLEAN: BooleanType(), ColumnKind.BINARY: BinaryType(),
+}
+OUTPUT_SCHEMA = StructType([StructField(c.name, _SPARK_TYPES[c.kind], c.nullable) for c in decision_columns()])
 
 
 @dataclass(frozen=True)
@@ -130,7 +103,7 @@ def decide(
 def decide_group(
     topic: str | None, partition: int | None, items: list[IngressBatch], registry: TopicRegistry,
     state: PartitionState, now_ms: int,
-) -> tuple[list[dict[str, Any]], PartitionState]:
+) -> tuple[list[DecisionRow], PartitionState]:
     """Decide a target partition's batches of one micro-batch in ingress order."""
     rows = []
     for item in sorted(items, key=lambda i: (i.ingress_partition, i.ingress_offset)):
@@ -151,41 +124,28 @@ def decide_group(
 def _output_row(
     topic: str | None, partition: int | None, item: IngressBatch, result: AppendResult,
     state: PartitionState, now_ms: int,
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "ingress_partition": item.ingress_partition,
-        "ingress_offset": item.ingress_offset,
-        "ingress_timestamp_ms": item.ingress_timestamp_ms,
-        "request_id": item.request_id,
-        "client_id": item.client_id,
-        "acks": item.acks,
-        "topic": topic,
-        "partition": partition,
-        "partition_header": item.partition_header,
-        "replay_of": item.replay_of,
-        "batch_time_ms": now_ms,
-    }
+) -> DecisionRow:
+    head = (item.ingress_partition, item.ingress_offset, item.ingress_timestamp_ms, item.request_id, item.client_id,
+            item.acks, topic, partition, item.partition_header, item.replay_of)
     if isinstance(result, Accepted):
-        row.update(
-            error_code=0, error_name=None, error_message=None, record_errors="[]",
+        return DecisionRow(
+            *head, error_code=0, error_name=None, error_message=None, record_errors="[]",
             base_offset=result.base_offset, last_offset=result.last_offset,
             log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
             max_timestamp=result.max_timestamp, producer_max_timestamp=result.producer_max_timestamp,
-            log_start_offset=state.log_start_offset,
-            record_count=result.record_count, clock_held=result.clock_held, batch=result.records,
+            log_start_offset=state.log_start_offset, record_count=result.record_count, clock_held=result.clock_held,
             duplicate=result.duplicate, future_timestamps=result.future_timestamp_count, window=None,
+            batch_time_ms=now_ms, batch=result.records,
         )
-    else:
-        row.update(
-            error_code=result.error.code, error_name=result.error.name, error_message=result.message,
-            record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
-            base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
-            producer_max_timestamp=-1,
-            log_start_offset=result.log_start_offset, record_count=0, clock_held=False, batch=item.batch,
-            duplicate=False, future_timestamps=0,
-            window=None if result.window is None else f"[{result.window[0]}, {result.window[1]}]",
-        )
-    return row
+    return DecisionRow(
+        *head, error_code=result.error.code, error_name=result.error.name, error_message=result.message,
+        record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
+        base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
+        producer_max_timestamp=-1, log_start_offset=result.log_start_offset, record_count=0, clock_held=False,
+        duplicate=False, future_timestamps=0,
+        window=None if result.window is None else f"[{result.window[0]}, {result.window[1]}]",
+        batch_time_ms=now_ms, batch=item.batch,
+    )
 
 
 def _ingress_batches(frame: pd.DataFrame) -> Iterator[IngressBatch]:
@@ -242,7 +202,7 @@ def stage_function(
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
-        yield pd.DataFrame(rows, columns=OUTPUT_COLUMNS)
+        yield pd.DataFrame(rows, columns=DECISION_FIELDS)
 
     return run_group
 

@@ -23,8 +23,8 @@ from validators.record_batch import CorruptRecordError, TimestampType
 from validators.record_walks import _record_errors
 from validators.records import InvalidRecordError
 from validators.timestamps import (
-    FUTURE_TIMESTAMP_WARN_MS,
     NO_TIMESTAMP,
+    is_future,
     is_out_of_range,
     out_of_range_message,
 )
@@ -161,7 +161,7 @@ def _check_legacy_records(
             continue
         if ts > max_ts:
             max_ts = ts
-        if not lat_topic and ts - now_ms > FUTURE_TIMESTAMP_WARN_MS:
+        if not lat_topic and is_future(ts, now_ms):
             future += 1
     if errors:
         raise RejectedBatch(_record_errors(errors, now_ms, config, lso))

@@ -21,6 +21,7 @@ from validators.timestamps import (
     LONG_MAX,
     LONG_MIN,
     NO_TIMESTAMP,
+    is_future,
     is_out_of_range,
     out_of_range_message,
     safe_window,
@@ -227,7 +228,7 @@ def _check_create_times(zs: list[int], h: _V2Header, config: TopicConfig, now_ms
     max_delta = zmax >> 1 if not zmax & 1 else max((z >> 1) ^ -(z & 1) for z in zs)
     max_ts = max(base + max_delta, NO_TIMESTAMP)
     future = 0
-    if max_ts - now_ms > FUTURE_TIMESTAMP_WARN_MS:
+    if is_future(max_ts, now_ms):
         limit = now_ms + FUTURE_TIMESTAMP_WARN_MS - base
         future = sum(1 for z in zs if (z >> 1) ^ -(z & 1) > limit)
     return _Checked(max_ts, future)
@@ -406,8 +407,8 @@ def _validate_records(
         lo, hi = safe_window(now_ms, before, after)
         if check_timestamps and lo <= mn and mx <= hi:  # every record inside the window, no long wrap
             future = 0
-            if mx - now_ms > FUTURE_TIMESTAMP_WARN_MS:
-                future = sum(1 for d in tds if base + d - now_ms > FUTURE_TIMESTAMP_WARN_MS)
+            if is_future(mx, now_ms):
+                future = sum(1 for d in tds if is_future(base + d, now_ms))
             return max(mx, NO_TIMESTAMP), future, contiguous, []
 
     # per record, in Kafka's order
@@ -430,7 +431,7 @@ def _validate_records(
             continue
         if ts > max_ts:
             max_ts = ts
-        if check_timestamps and ts - now_ms > FUTURE_TIMESTAMP_WARN_MS:
+        if check_timestamps and is_future(ts, now_ms):
             future += 1
     errors: list[WalkError] = []
     if bad:

@@ -340,14 +340,6 @@ class RecordScan:
     def count(self) -> int:
         return len(self.offset_deltas)
 
-    def key_is_null(self, index: int) -> bool:
-        return index in self.null_key_indices
-
-    @property
-    def offsets_contiguous(self) -> bool:
-        """offsetDeltas are 0, 1, 2, ... (LogValidator's in-place condition for compressed v2)."""
-        return self.offset_deltas == array("i", range(len(self.offset_deltas)))
-
     def __iter__(self) -> Iterator[tuple[int, int, bool]]:
         """(offset_delta, timestamp_delta, key_is_null) per record."""
         nulls = set(self.null_key_indices)

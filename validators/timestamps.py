@@ -32,14 +32,6 @@ def to_long(value: int) -> int:
     return ((value - LONG_MIN) % _TWO_64) + LONG_MIN
 
 
-def java_add(a: int, b: int) -> int:
-    return to_long(a + b)
-
-
-def java_sub(a: int, b: int) -> int:
-    return to_long(a - b)
-
-
 def is_out_of_range(ts: int, now: int, before_max_ms: int, after_max_ms: int) -> bool:
     """Exact `LogValidator.recordHasInvalidTimestamp` (the caller exempts -1 first)."""
     diff = to_long(now - ts)

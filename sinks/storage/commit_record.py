@@ -64,9 +64,8 @@ class CommitRecord:
     @staticmethod
     def from_json(text: str) -> CommitRecord:
         doc = json.loads(text)
-        if "segments" not in doc:  # walking-skeleton record: one segment, sizes of its index files unknown
-            legacy = SegmentState(0, int(doc.get("log_size", 0)), -1, -1, -1)
-            return CommitRecord(doc["batch_id"], doc["log_end_offset"], 0, (legacy,), version=1)
+        if doc.get("version") != COMMIT_FORMAT_VERSION:
+            raise ValueError(f"commit record format {doc.get('version')}, this gateway reads {COMMIT_FORMAT_VERSION}")
         segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
         return CommitRecord(segments=segments, **doc)
 

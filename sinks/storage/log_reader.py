@@ -156,7 +156,7 @@ class PartitionReader:
         if not self.directory.is_dir():
             raise FileNotFoundError(f"no partition directory {self.directory}")
         self.commit: CommitRecord | None = read_commit(self.directory)
-        if self.commit is not None and self.commit.version >= 2:
+        if self.commit is not None:
             self.segments = [_SegmentView(self.directory, s, s.base_offset) for s in self.commit.segments]
             if self.segments:
                 self.segments[-1].active = True

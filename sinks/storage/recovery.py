@@ -23,14 +23,13 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitRecord, SegmentState, read_commit, write_commit
+from sinks.storage.commit_record import CommitRecord, SegmentState, write_commit
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import (
     LOG_FILE_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
     delete_segment_files,
     is_segment_file,
-    partition_dir,
     segment_bases,
     segment_file_name,
     segment_paths,
@@ -84,9 +83,9 @@ def _file_size(path: Path) -> int:
 def recover_partition(directory: Path, config: SegmentConfig, commit: CommitRecord | None) -> RecoveryResult:
     """Bring a partition directory back to a consistent state before appending (module docstring)."""
     directory = Path(directory)
-    if commit is not None and commit.version >= 2:
+    if commit is not None:
         return _restore_to_commit(directory, config, commit)
-    return _recover_without_commit(directory, config, commit)
+    return _recover_without_commit(directory, config)
 
 
 def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRecord) -> RecoveryResult:
@@ -162,18 +161,12 @@ def _created_ms(segment: LogSegment) -> int:
     return int(segment.log_path.stat().st_mtime * 1000)
 
 
-def _recover_without_commit(directory: Path, config: SegmentConfig, commit: CommitRecord | None) -> RecoveryResult:
+def _recover_without_commit(directory: Path, config: SegmentConfig) -> RecoveryResult:
     actions: list[str] = []
     orphans = _delete_orphan_indexes(directory) if directory.exists() else []
     bases = segment_bases(directory)
-    if not bases and commit is None:
+    if not bases:
         return RecoveryResult(None, deleted_files=tuple(orphans))
-    if commit is not None and commit.segments:  # walking-skeleton record: the committed .log size is known
-        state = commit.segments[0]
-        log_path = directory / segment_file_name(state.base_offset)
-        if _file_size(log_path) > state.log_size:
-            os.truncate(log_path, state.log_size)
-            actions.append(f"truncated {log_path.name} to the walking-skeleton commit ({state.log_size} bytes)")
     truncated = 0
     rebuilt: list[int] = []
     deleted: list[int] = []
@@ -212,9 +205,8 @@ def _recover_without_commit(directory: Path, config: SegmentConfig, commit: Comm
                 deleted.append(later)
             actions.append(f"Corruption found in segment {base}, truncating to offset {log_end_offset}")
             break
-    batch_id = commit.batch_id if commit is not None else -1
     new_commit = CommitRecord(
-        batch_id=batch_id, log_end_offset=log_end_offset,
+        batch_id=-1, log_end_offset=log_end_offset,
         log_start_offset=states[0].base_offset if states else 0, segments=tuple(states),
     )
     write_commit(directory, new_commit)
@@ -252,10 +244,5 @@ def check_log_end_offset(
         "storage root."
     )
 
-
-def check_partition(root: Path, topic: str, partition: int, expected_log_end_offset: int, batch_id: int) -> None:
-    """`check_log_end_offset` for a partition on disk (reads its commit record)."""
-    directory = partition_dir(root, topic, partition)
-    check_log_end_offset(directory, read_commit(directory), expected_log_end_offset, batch_id)
 
 

@@ -11,6 +11,8 @@ and checksums; a directory without a commit record gets the sanity checks only):
   rebuilt from the log in memory, as Kafka's recovery rebuilds them (reference §5.8), with a warning.
 - `.appendtimeindex` short, not matching its checksum or insane: rebuilt in memory the way `recover`
   does (the batch's LogAppendTime, else -1 unknown), with a warning.
+- `.index` / `.timeindex` without a committed checksum (no commit record, or one written before the
+  checksums): rebuilt in memory from the log, silently — nothing vouches for their entries.
 
 The problems found are kept (`CheckedSegment.problems`) for `segments verify` and `segments dump`.
 """
@@ -83,9 +85,12 @@ def _check(segment: LogSegment, state: SegmentState | None) -> tuple[str, ...]:
         append_index.sanity_check,
     )
     problems = [*index_problems, *([append_problem] if append_problem else [])]
-    if problems:
-        for problem in problems:
-            log.warning("%s; reading with an index rebuilt from the log in memory", problem)
+    for problem in problems:
+        log.warning("%s; reading with an index rebuilt from the log in memory", problem)
+    # Without a committed checksum nothing vouches for the index entries (a garbage position passes
+    # Kafka's sanity check): the reader builds them from the log, which every read checks anyway.
+    unchecked = state is None or state.index_crc is None or state.time_index_crc is None
+    if problems or unchecked:
         segment.rebuild_indexes_in_memory(append_times=append_problem is not None)
     return tuple(problems)
 

@@ -4,8 +4,8 @@ outcomes, the counts a rejected header may claim, histogram buckets, and the fol
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 
+from contract.decision_row import DecisionRow
 from sinks.batch_metrics import (
     APPEND_LATENCY_BUCKETS_S,
     TIMESTAMP_SKEW_BUCKETS_S,
@@ -14,21 +14,15 @@ from sinks.batch_metrics import (
     claimed_records,
 )
 from sinks.metrics.observer import merge_aggregates
+from tests.decision_rows import decision_row
 from validators.record_batch import build_record_batch
 
-Row = namedtuple("Row", "topic partition error_code error_name duplicate record_count batch future_timestamps "
-                 "clock_held last_offset log_start_offset batch_time_ms ingress_timestamp_ms append_time_ms "
-                 "producer_max_timestamp record_errors")
 TOPICS = {"ct": 2}
 NOW = 1_700_000_000_000
 
 
-def row(**kw) -> Row:
-    base = dict(topic="ct", partition=0, error_code=0, error_name=None, duplicate=False, record_count=3,
-                batch=b"x" * 100, future_timestamps=0, clock_held=False, last_offset=2, log_start_offset=0,
-                batch_time_ms=NOW, ingress_timestamp_ms=NOW - 200, append_time_ms=NOW,
-                producer_max_timestamp=NOW - 1000, record_errors="[]")
-    return Row(**{**base, **kw})
+def row(**kw) -> DecisionRow:
+    return decision_row(**kw)
 
 
 def test_bucket_index_is_prometheus_le() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +17,7 @@ from sinks.dlq.render import render_table
 from sinks.dlq.replay import plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
 from sinks.dlq.times import format_utc, parse_position, parse_time
+from tests.decision_rows import decision_row
 from validators.compression import CompressionType
 from validators.record_batch import build_record_batch
 
@@ -35,12 +35,12 @@ def row(**overrides):
         batch=build_record_batch([(NOW, b"k0", b"v0"), (1, b"\xff\x00", b"v1", [("h", b"x")])]),
     )
     base.update(overrides)
-    return SimpleNamespace(**base)
+    return decision_row(**base)
 
 
 def as_dlq_message(r, partition: int = 0, offset: int = 7) -> DlqMessage:
     if r.error_code != 32:
-        r = SimpleNamespace(**{**vars(r), "window": None})
+        r = r._replace(window=None)
     out = dead_letter(r, "gateway.ingress")
     return DlqMessage(partition, offset, out.timestamp_ms, out.key, out.value, tuple(out.headers))
 

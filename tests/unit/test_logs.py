@@ -58,7 +58,7 @@ def test_stage_warns_once_per_partition_for_a_flood_of_future_batches(caplog, mo
     with caplog.at_level(logging.WARNING, logger="gateway.future_timestamps"):
         rows, _ = decide_group("t", 0, [future_batch(i) for i in range(200)], registry, PartitionState(), NOW)
         decide_group("t", 1, [future_batch(0)], registry, PartitionState(), NOW)
-    assert [r["future_timestamps"] for r in rows] == [1] * 200  # every record still counted (the metric)
+    assert [r.future_timestamps for r in rows] == [1] * 200  # every record still counted (the metric)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines
     assert lines[0].startswith(f"t-0: accepted 1 record(s) with a timestamp more than {HOUR} ms ahead of the broker "

@@ -7,11 +7,12 @@ import json
 import pytest
 
 from sinks.storage.commit_record import COMMIT_FILE, read_commit
+from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import read
 from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.recovery import LogStateMismatchError, StorageCorruptionError, check_partition
+from sinks.storage.recovery import LogStateMismatchError, StorageCorruptionError, check_log_end_offset
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
@@ -136,17 +137,18 @@ def test_short_index_against_commit_is_rebuilt(tmp_path):
     assert verify_partition(tmp_path, "t", 0, CFG.index_interval_bytes).ok
 
 
-def test_walking_skeleton_commit_record_is_upgraded(tmp_path):
+def test_commit_record_of_another_format_is_a_clear_error(tmp_path):
     d = log_files(tmp_path)
     d.mkdir(parents=True)
-    data = b"".join(make_batch(o, [T0 + o]) for o in range(3))
-    (d / segment_file_name(0)).write_bytes(data + b"torn")
-    (d / COMMIT_FILE).write_text(json.dumps({"batch_id": 7, "log_end_offset": 3, "log_size": len(data)}))
-    outcome = fill(tmp_path, 2, batch_id=7, start=3)
-    assert outcome.skipped_replay
-    outcome = fill(tmp_path, 2, batch_id=8, start=3)
-    assert outcome.log_end_offset == 5
-    assert verify_partition(tmp_path, "t", 0).ok
+    (d / segment_file_name(0)).write_bytes(make_batch(0, [T0]))
+    (d / COMMIT_FILE).write_text(json.dumps({"batch_id": 7, "log_end_offset": 1, "log_size": 10}))
+    with pytest.raises(KafkaStorageError, match=f"{COMMIT_FILE}: not a valid commit record.*format None"):
+        fill(tmp_path, 2, batch_id=8, start=1)
+
+
+def check_partition(root, topic: str, partition: int, expected_log_end_offset: int, batch_id: int) -> None:
+    directory = partition_dir(root, topic, partition)
+    check_log_end_offset(directory, read_commit(directory), expected_log_end_offset, batch_id)
 
 
 def test_state_check_storage_ahead(tmp_path):
