@@ -24,7 +24,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sinks.text_table import table_lines
 from streaming.config import DEFAULT_CONFIG, GatewayConfig, load_gateway_config
+
+_TOPIC_COLUMNS = ("topic", "appended", "records", "bytes", "duplicate", "rejected", "errors")
 
 
 @dataclass(frozen=True)
@@ -195,12 +198,12 @@ def render(url: str, status: dict[str, Any] | None, problem: str | None, errors:
         lines.append(f"published        {status['responses_published']} responses, "
                      f"{status['dead_letters_published']} dead letters in {status['micro_batches']} micro-batches")
         lines.append("")
-        header = f"{'topic':<28} {'appended':>9} {'records':>10} {'bytes':>11} {'duplicate':>9} {'rejected':>9}  errors"
-        lines.append(header)
-        for name, t in status["topics"].items():
-            errs = " ".join(f"{k}={v}" for k, v in sorted(t["errors"].items()))
-            lines.append(f"{name:<28} {t['appended']:>9} {t['records']:>10} {_bytes(t['bytes']):>11} "
-                         f"{t['duplicate']:>9} {t['rejected']:>9}  {errs}")
+        rows = [
+            {**t, "topic": name, "bytes": _bytes(t["bytes"]),
+             "errors": " ".join(f"{k}={v}" for k, v in sorted(t["errors"].items()))}
+            for name, t in status["topics"].items()
+        ]
+        lines += table_lines(rows, _TOPIC_COLUMNS, right=_TOPIC_COLUMNS[1:-1])
         if not status["topics"]:
             lines.append("(no batches decided yet)")
     lines.append("")

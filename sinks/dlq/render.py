@@ -10,22 +10,12 @@ from typing import Any, TextIO
 
 from sinks.dlq.report import DlqStats, _terminal_text
 from sinks.dlq.times import format_utc
-
-
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    s = str(v).replace("\n", " ")
-    return s
+from sinks.text_table import table_lines
 
 
 def render_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], out: TextIO, max_width: int = 60) -> None:
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    cells = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in row] for row in cells]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    out.write("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
-    for row in cells:
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+    lines = table_lines(rows, columns, headers=[c.upper() for c in columns], max_width=max_width)
+    out.write("\n".join(lines) + "\n")
 
 
 def _jsonl(obj: Any, out: TextIO) -> None:

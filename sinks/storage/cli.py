@@ -31,6 +31,7 @@ from sinks.storage.log_reader import (
 )
 from sinks.storage.partition_log import PartitionLog
 from sinks.storage.verify import verify_partition
+from sinks.text_table import table_lines
 
 _SPECIAL = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 
@@ -45,13 +46,7 @@ def _bytes(value: bytes | None) -> str | None:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "(none)"
-    cols = list(rows[0])
-    widths = {c: max(len(c), *(len(str(r.get(c))) for r in rows)) for c in cols}
-    lines = ["  ".join(c.ljust(widths[c]) for c in cols)]
-    lines += ["  ".join(str(r.get(c)).ljust(widths[c]) for c in cols) for r in rows]
-    return "\n".join(lines)
+    return "\n".join(table_lines(rows)) if rows else "(none)"
 
 
 def _emit(args: argparse.Namespace, doc: Any, tables: list[tuple[str, list[dict[str, Any]]]]) -> None:

@@ -119,64 +119,18 @@ def enforce_retention(
     if not lock.acquire(blocking=blocking):
         return None
     try:
-        seg_config = SegmentConfig.from_topic(config)
-        commit = recover_partition(directory, seg_config, read_commit(directory)).commit
+        commit = recover_partition(directory, SegmentConfig.from_topic(config), read_commit(directory)).commit
         if commit is None or not commit.segments:
             return RetentionReport(topic, partition, (), 0, 0)
-        segments = list(commit.segments)
         if "delete" not in config.cleanup_policy:  # compact-only: no size/time retention (§5.6)
             return RetentionReport(topic, partition, (), commit.log_start_offset, commit.log_end_offset)
+        segments = list(commit.segments)
         warnings: list[str] = []
-        deleted: list[DeletedSegment] = []
-
-        def next_offset(i: int) -> int:
-            return segments[i + 1].base_offset if i + 1 < len(segments) else commit.log_end_offset
-
-        # retention.bytes (§5.7): the total includes the active segment.
-        if config.retention_bytes >= 0:
-            total = sum(s.log_size for s in segments)
-            if total >= config.retention_bytes:
-                diff = total - config.retention_bytes
-                while len(segments) > 1 and diff - segments[0].log_size >= 0:
-                    diff -= segments[0].log_size
-                    s = segments.pop(0)
-                    deleted.append(DeletedSegment(s.base_offset, segments[0].base_offset, s.log_size,
-                                                  REASON_RETENTION_BYTES, -1))
-
-        # retention.ms (§5.6)
-        if config.retention_ms >= 0:
-            while len(segments) > 1:
-                s = segments[0]
-                largest = _largest_timestamp(directory, s)
-                if now_ms < largest:
-                    message = (f"{topic}-{partition} segment {segment_file_name(s.base_offset)} contains future "
-                               f"timestamp(s), making it ineligible to be deleted")
-                    future_timestamp_log.warning(message)
-                    warnings.append(message)
-                if not now_ms - largest > config.retention_ms:
-                    break
-                segments.pop(0)
-                log.info("Deleting segment %s of %s-%d due to log retention time %dms breach based on the largest "
-                         "record timestamp in the segment", segment_file_name(s.base_offset), topic, partition,
-                         config.retention_ms)
-                deleted.append(DeletedSegment(s.base_offset, segments[0].base_offset, s.log_size,
-                                              REASON_RETENTION_MS, largest))
-
-        # KIP-870 retention.max.eventtime.ms
-        if config.retention_max_eventtime_ms >= 0 and len(segments) > 1:
-            event_times = [segment_max_event_time(directory, s) for s in segments]
-            partition_max = max(event_times)
-            i = 0
-            while i < len(segments) - 1 and event_times[i] >= 0 and (
-                partition_max - event_times[i] > config.retention_max_eventtime_ms
-            ):
-                i += 1
-            for k in range(i):
-                s = segments[k]
-                deleted.append(DeletedSegment(s.base_offset, segments[k + 1].base_offset, s.log_size,
-                                              REASON_RETENTION_MAX_EVENTTIME_MS, event_times[k]))
-            segments = segments[i:]
-
+        deleted = [
+            *_breached_retention_bytes(segments, config.retention_bytes),
+            *_breached_retention_ms(directory, f"{topic}-{partition}", segments, config.retention_ms, now_ms, warnings),
+            *_breached_max_eventtime(directory, segments, config.retention_max_eventtime_ms),
+        ]
         if not deleted:
             return RetentionReport(topic, partition, (), commit.log_start_offset, commit.log_end_offset,
                                    tuple(warnings))
@@ -188,6 +142,65 @@ def enforce_retention(
         return RetentionReport(topic, partition, tuple(deleted), new_start, commit.log_end_offset, tuple(warnings))
     finally:
         lock.release()
+
+
+# Each rule below removes the segments it deletes from the front of `segments` (never the active,
+# last one) and returns them; they run in Kafka's order on what the previous rule left.
+
+
+def _breached_retention_bytes(segments: list[SegmentState], retention_bytes: int) -> list[DeletedSegment]:
+    """retention.bytes (§5.7): the total includes the active segment."""
+    deleted: list[DeletedSegment] = []
+    total = sum(s.log_size for s in segments)
+    if retention_bytes < 0 or total < retention_bytes:
+        return deleted
+    diff = total - retention_bytes
+    while len(segments) > 1 and diff - segments[0].log_size >= 0:
+        diff -= segments[0].log_size
+        s = segments.pop(0)
+        deleted.append(DeletedSegment(s.base_offset, segments[0].base_offset, s.log_size, REASON_RETENTION_BYTES, -1))
+    return deleted
+
+
+def _breached_retention_ms(
+    directory: Path, tp: str, segments: list[SegmentState], retention_ms: int, now_ms: int, warnings: list[str]
+) -> list[DeletedSegment]:
+    """retention.ms (§5.6) against each segment's largest record timestamp; a segment with future
+    timestamps is kept, with Kafka's warning."""
+    deleted: list[DeletedSegment] = []
+    while retention_ms >= 0 and len(segments) > 1:
+        s = segments[0]
+        largest = _largest_timestamp(directory, s)
+        if now_ms < largest:
+            message = (f"{tp} segment {segment_file_name(s.base_offset)} contains future timestamp(s), making it "
+                       "ineligible to be deleted")
+            future_timestamp_log.warning(message)
+            warnings.append(message)
+        if not now_ms - largest > retention_ms:
+            break
+        segments.pop(0)
+        log.info("Deleting segment %s of %s due to log retention time %dms breach based on the largest record "
+                 "timestamp in the segment", segment_file_name(s.base_offset), tp, retention_ms)
+        deleted.append(DeletedSegment(s.base_offset, segments[0].base_offset, s.log_size, REASON_RETENTION_MS, largest))
+    return deleted
+
+
+def _breached_max_eventtime(directory: Path, segments: list[SegmentState], max_eventtime_ms: int) -> list[DeletedSegment]:
+    """KIP-870 retention.max.eventtime.ms: segments whose max event time is that far behind the partition's."""
+    if max_eventtime_ms < 0 or len(segments) < 2:
+        return []
+    event_times = [segment_max_event_time(directory, s) for s in segments]
+    partition_max = max(event_times)
+    i = 0
+    while i < len(segments) - 1 and event_times[i] >= 0 and partition_max - event_times[i] > max_eventtime_ms:
+        i += 1
+    deleted = [
+        DeletedSegment(segments[k].base_offset, segments[k + 1].base_offset, segments[k].log_size,
+                       REASON_RETENTION_MAX_EVENTTIME_MS, event_times[k])
+        for k in range(i)
+    ]
+    del segments[:i]
+    return deleted
 
 
 def _largest_timestamp(directory: Path, state: SegmentState) -> int:
