@@ -15,7 +15,7 @@ SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafk
 setup: venv jars
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.lock pyproject.toml validators/_record_walk.c
+$(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 from clients.record_metadata import Callback
 from contract.ingress import ingress_key
-from validators.compression import CompressionType
-from validators.record_batch import (
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     RECORD_BATCH_OVERHEAD,
     build_record_batch,
 )
-from validators.records import Record, encode_record
+from validators.codec.records import Record, encode_record
 
 Header = tuple[str, bytes | None]
 INT_MAX = (1 << 31) - 1

@@ -33,7 +33,7 @@ from sinks.storage.log_reader import (
     PartitionReader,
 )
 from sinks.storage.log_reader import ConsumerRecord as _StoredRecord
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 
 __all__ = ["ConsumerRecord", "GatewayConsumer", "OffsetAndTimestamp", "OffsetOutOfRangeError", "TopicPartition"]
 

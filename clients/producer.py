@@ -64,8 +64,8 @@ from clients.record_metadata import Callback, RecordMetadata, error_metadata, me
 from contract.ingress import ingress_headers
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from sinks.responses import decode_response
-from validators.compression import CompressionType
-from validators.record_batch import (
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     RECORD_BATCH_OVERHEAD,

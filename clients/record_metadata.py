@@ -9,11 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.errors import GatewayError
-from validators.record_batch import (
-    TimestampType,
-)
+from validators.codec.record_batch import NO_TIMESTAMP, TimestampType
 
-NO_TIMESTAMP = -1
 Callback = Callable[["RecordMetadata", "GatewayError | None"], None]
 
 

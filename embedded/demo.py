@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer
 from contract.ingress import ingress_headers, ingress_key
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.responses import decode_response
-from validators.record_batch import build_record_batch
+from validators.codec.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")
 

@@ -63,6 +63,6 @@ def _package_zip() -> Path:
                 zf.write(f, f.relative_to(REPO_ROOT))
         # the native record walk built by `pip install -e .`: zipimport cannot load it, so
         # log_validator extracts it on the executor (same interpreter ABI; else the Python walk)
-        for f in (REPO_ROOT / "validators").glob("*.so"):
+        for f in (REPO_ROOT / "validators").rglob("*.so"):
             zf.write(f, f.relative_to(REPO_ROOT))
     return target

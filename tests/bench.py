@@ -17,11 +17,11 @@ from functools import partial
 
 from crc32c import crc32c
 
-from validators import record_batch as rb
 from validators.append_result import PartitionState
-from validators.compression import CompressionType, decompress
+from validators.codec import record_batch as rb
+from validators.codec.compression import CompressionType, decompress
+from validators.codec.record_batch import build_record_batch
 from validators.log_validator import validate_and_assign
-from validators.record_batch import build_record_batch
 from validators.topic_config import topic_config
 
 

@@ -24,7 +24,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sinks.storage.log_reader import PartitionReader, offsets_for_times
 from sinks.storage.partition_log import append_batches
-from validators.record_batch import TimestampType, assign_offsets_and_timestamp
+from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig
 
 T0 = 1_700_000_000_000

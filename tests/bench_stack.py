@@ -37,8 +37,8 @@ from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session
 from tests.kafka_wire import ProduceConnection
 from tests.spark_floor import start_floor
-from validators.compression import CompressionType
-from validators.record_batch import build_record_batch
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import build_record_batch
 
 KAFKA_VERSION = "Apache Kafka 4.2.1"
 BENCH_TOPIC = "bench"

@@ -12,10 +12,9 @@ import zlib
 from crc32c import crc32c
 
 from validators.append_result import Accepted, PartitionState, Rejected, RejectedBatch, invalid_record
+from validators.codec.record_batch import LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
 from validators.errors import Errors
 from validators.producer_state import ProducerStateEntry
-from validators.record_batch import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
-from validators.timestamps import NO_TIMESTAMP
 
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from validators.codec.record_batch import NO_TIMESTAMP
 from validators.errors import Errors
 from validators.producer_state import (
     ProducerStateEntry,
-)
-from validators.timestamps import (
-    NO_TIMESTAMP,
 )
 
 

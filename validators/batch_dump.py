@@ -12,13 +12,13 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from validators.compression import (
+from validators.codec.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     CompressionType,
     CorruptCompressedDataError,
 )
-from validators.legacy_records import LegacyEntry, LegacyRecord, read_message_set
-from validators.record_batch import (
+from validators.codec.legacy_records import LegacyEntry, LegacyRecord, read_message_set
+from validators.codec.record_batch import (
     DELETE_HORIZON_FLAG_MASK,
     MAGIC_OFFSET,
     CorruptRecordError,
@@ -29,7 +29,7 @@ from validators.record_batch import (
     iter_batches,
     parse_header,
 )
-from validators.records import InvalidRecordError
+from validators.codec.records import InvalidRecordError
 
 __all__ = ["dump", "dump_all"]
 

@@ -9,11 +9,11 @@ import struct
 from validators.append_result import (
     Rejected,
 )
-from validators.errors import Errors
-from validators.record_batch import (
+from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_OVERHEAD_V0,
 )
+from validators.errors import Errors
 
 # The produce request version whose texts the gateway speaks (Kafka 4.1+ clients send v13).
 PRODUCE_VERSION = 13

@@ -4,8 +4,7 @@ to a v2 batch (DESIGN §4.1, a deliberate difference: Kafka 4.x rejects magic < 
 
 from __future__ import annotations
 
-from validators import legacy_records, producer_state
-from validators import record_batch as rb
+from validators import producer_state
 from validators.append_checks import analyze_entry, append_clock, appended, check_fits_segment
 from validators.append_result import (
     GATEWAY_LEADER_EPOCH,
@@ -16,18 +15,15 @@ from validators.append_result import (
     RejectedBatch,
     invalid_record,
 )
-from validators.compression import CompressionType, CorruptCompressedDataError
+from validators.codec import legacy_records
+from validators.codec import record_batch as rb
+from validators.codec.compression import CompressionType, CorruptCompressedDataError
+from validators.codec.record_batch import NO_TIMESTAMP, CorruptRecordError, TimestampType
+from validators.codec.records import InvalidRecordError
 from validators.errors import Errors
 from validators.rebuild import _check_rebuilt_size
-from validators.record_batch import CorruptRecordError, TimestampType
 from validators.record_walks import _record_errors
-from validators.records import InvalidRecordError
-from validators.timestamps import (
-    NO_TIMESTAMP,
-    is_future,
-    is_out_of_range,
-    out_of_range_message,
-)
+from validators.timestamps import is_future, is_out_of_range, out_of_range_message
 from validators.topic_config import TopicConfig
 
 

@@ -46,7 +46,7 @@ Gateway decisions (documented differences; everything else follows the reference
   `readPartiallyFrom(InputStream)` over the decompressed stream on the compressed in-place path B —
   so the gateway accepts exactly what Kafka accepts and never stores a batch a consumer or
   DumpLogSegments would fail on (DESIGN §4.5). The walk and `validateRecord` run in one native pass
-  (validators/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
+  (validators/codec/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
   not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
   anything else to the codec's complete walk (records.scan_records), which gives Kafka's text.
   `fast` trades that for speed (DESIGN §6): uncompressed LogAppendTime batches are decided from the
@@ -70,8 +70,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 
-from validators import native_walk, producer_state
-from validators import record_batch as rb
+from validators import producer_state
 from validators.append_checks import analyze_entry, append_clock, appended, check_fits_segment
 from validators.append_result import (
     GATEWAY_LEADER_EPOCH,
@@ -82,6 +81,14 @@ from validators.append_result import (
     RejectedBatch,
     invalid_record,
 )
+from validators.codec import native_walk
+from validators.codec import record_batch as rb
+from validators.codec.record_batch import (
+    BATCH_HEADER,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
 from validators.errors import Errors
 from validators.framing import frame_batch
 from validators.legacy_decision import _decide_legacy
@@ -90,11 +97,6 @@ from validators.producer_state import (
     ProducerStateError,
 )
 from validators.rebuild import _rebuild_v2
-from validators.record_batch import (
-    BATCH_HEADER,
-    TIMESTAMP_TYPE_MASK,
-    TimestampType,
-)
 from validators.record_walks import (
     _check_create_times,
     _Checked,
@@ -103,9 +105,6 @@ from validators.record_walks import (
     _scan_timestamp_zigzags,
     _V2Header,
     _walk_records,
-)
-from validators.timestamps import (
-    NO_TIMESTAMP,
 )
 from validators.topic_config import INTERNAL_TOPICS, RecordValidation, TopicConfig, topic_name_error
 

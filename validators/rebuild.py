@@ -4,11 +4,11 @@ cannot be stamped in place, and the size check of the rebuilt batch.
 
 from __future__ import annotations
 
-from validators import record_batch as rb
-from validators import records as rec
 from validators.append_result import GATEWAY_LEADER_EPOCH, PartitionState, Rejected, RejectedBatch
+from validators.codec import record_batch as rb
+from validators.codec import records as rec
+from validators.codec.record_batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TimestampType
 from validators.errors import Errors
-from validators.record_batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TimestampType
 from validators.record_walks import _V2Header
 from validators.timestamps import (
     to_long,

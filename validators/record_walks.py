@@ -8,19 +8,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from validators import native_walk
-from validators import record_batch as rb
-from validators import records as rec
 from validators.append_result import RecordError, Rejected, RejectedBatch
-from validators.compression import CorruptCompressedDataError
+from validators.codec import native_walk
+from validators.codec import record_batch as rb
+from validators.codec import records as rec
+from validators.codec.compression import CorruptCompressedDataError
+from validators.codec.record_batch import (
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
+)
+from validators.codec.records import InvalidRecordError, _VarintTooLong, read_leb128
 from validators.errors import Errors
-from validators.record_batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TimestampType
-from validators.records import InvalidRecordError, _VarintTooLong, read_leb128
 from validators.timestamps import (
     FUTURE_TIMESTAMP_WARN_MS,
     LONG_MAX,
     LONG_MIN,
-    NO_TIMESTAMP,
     is_future,
     is_out_of_range,
     out_of_range_message,
@@ -326,7 +330,7 @@ def _decompress(data: bytes, h: _V2Header, codec_id: int, lso: int) -> bytes:
         )) from None
 
 
-# The record walk's result, the same from the native walk (validators/_record_walk.c) and from the
+# The record walk's result, the same from the native walk (validators/codec/_record_walk.c) and from the
 # pure-Python reference (_walk_py): (error, max_timestamp, future_count, contiguous, record_errors).
 #   error          None, or Kafka's InvalidRecordException text of the first structural error
 #   max_timestamp  max timestamp of the records without an error, from -1 (NO_TIMESTAMP)

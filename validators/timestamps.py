@@ -20,7 +20,6 @@ LONG_MIN = -(1 << 63)
 LONG_MAX = (1 << 63) - 1
 _TWO_64 = 1 << 64
 
-NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 
 # KIP-937: "we will add a WARN-level log when we encounter messages with future timestamps that are
 # ahead of the proposed one-hour threshold" (DESIGN §4.2: logged at WARN and counted even when accepted).

@@ -31,7 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 
 log = logging.getLogger(__name__)
 

@@ -344,7 +344,7 @@ class GatewayMetrics:
 
 
 def _registry_topics(registry: TopicRegistry) -> tuple[dict[str, int], list[str]]:
-    from validators.record_batch import TimestampType
+    from validators.codec.record_batch import TimestampType
 
     topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
     create_time = [name for name, cfg in registry.topics.items() if cfg.message_timestamp_type == TimestampType.CREATE_TIME]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sinks.storage.errors import KafkaStorageError
-from validators.record_batch import (
+from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RecordBatchHeader,

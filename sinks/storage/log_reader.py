@@ -26,9 +26,9 @@ from sinks.storage.file_names import partition_dir, segment_bases, segment_file_
 from sinks.storage.file_records import BatchInfo, CorruptRecordError
 from sinks.storage.segment import LogSegment
 from sinks.storage.segment_reader import open_for_reading
-from validators.compression import CorruptCompressedDataError
-from validators.record_batch import TimestampType, decode_record_batch, is_valid
-from validators.records import InvalidRecordError
+from validators.codec.compression import CorruptCompressedDataError
+from validators.codec.record_batch import TimestampType, decode_record_batch, is_valid
+from validators.codec.records import InvalidRecordError
 
 LATEST_TIMESTAMP = -1  # ListOffsetsRequest.LATEST_TIMESTAMP
 EARLIEST_TIMESTAMP = -2  # ListOffsetsRequest.EARLIEST_TIMESTAMP

@@ -37,7 +37,7 @@ from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
 from sinks.storage.recovery import check_log_end_offset, recover_partition
 from sinks.storage.segment import LogSegment, RollParams
-from validators.record_batch import parse_header
+from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicConfig, TopicRegistry
 
 log = logging.getLogger("gateway.segments")

@@ -41,7 +41,7 @@ from sinks.storage.log_reader import batch_records
 from sinks.storage.partition_lock import PartitionLock
 from sinks.storage.recovery import recover_partition
 from sinks.storage.segment import LogSegment
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 from validators.topic_config import TopicConfig, TopicRegistry
 
 log = logging.getLogger("gateway.retention")

@@ -42,7 +42,7 @@ from sinks.storage.index import INT32_MAX, CorruptIndexError
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
 from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from validators.record_batch import (
+from validators.codec.record_batch import (
     TimestampType,
     is_valid,
 )

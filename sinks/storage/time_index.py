@@ -12,10 +12,9 @@ import struct
 from dataclasses import dataclass
 
 from sinks.storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
+from validators.codec.record_batch import NO_TIMESTAMP
 
 _TIME_ENTRY = struct.Struct(">qi")
-
-NO_TIMESTAMP = -1
 
 
 class TimestampOrderError(RuntimeError):

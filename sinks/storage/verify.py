@@ -14,7 +14,7 @@ from sinks.storage.file_records import BatchInfo
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import PartitionReader
 from sinks.storage.segment import LogSegment
-from validators.record_batch import is_valid
+from validators.codec.record_batch import is_valid
 
 
 @dataclass(frozen=True)

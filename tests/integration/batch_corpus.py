@@ -9,7 +9,7 @@ seeded `random.Random`, so a run is reproducible; only timestamps are relative t
 they stay at least 10 minutes away from every window edge (`before`/`after` of one hour), so the
 few seconds between the corpus clock, the gateway's clock and the broker's clock never matter.
 
-Most batches are written with the project's own writer (`validators.record_batch.build_record_batch`,
+Most batches are written with the project's own writer (`validators.codec.record_batch.build_record_batch`,
 needed for deliberately broken headers); a share of the valid ones are written with kafka-python's
 `DefaultRecordBatchBuilder` / `LegacyRecordBatchBuilder`, an independent codec.
 """
@@ -25,8 +25,8 @@ from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from validators.compression import CompressionType, compress
-from validators.record_batch import TimestampType, build_record_batch
+from validators.codec.compression import CompressionType, compress
+from validators.codec.record_batch import TimestampType, build_record_batch
 
 SECOND = 1000
 MINUTE = 60 * SECOND

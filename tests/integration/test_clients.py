@@ -28,7 +28,7 @@ from clients.partitioner import partition_for_key
 from sinks.kafka_admin import create_topics
 from streaming.query import start_gateway, stop_gracefully
 from tests.integration.gateway_io import create_gateway_topics
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 
 pytestmark = pytest.mark.integration
 

@@ -36,9 +36,9 @@ from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
 from tests.integration.gateway_io import create_gateway_topics, read_all, read_responses
-from validators import record_batch as rb
-from validators.compression import CompressionType
-from validators.record_batch import build_record_batch, iter_batches, parse_header
+from validators.codec import record_batch as rb
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import build_record_batch, iter_batches, parse_header
 
 pytestmark = pytest.mark.integration
 

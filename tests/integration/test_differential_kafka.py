@@ -56,9 +56,9 @@ from embedded.local_kafka import LocalKafka
 from tests.integration.batch_corpus import INVALID_RECORD, TOPICS, Case, generate_corpus
 from tests.kafka_wire import ProduceConnection, ProduceResult
 from validators.append_result import Accepted, PartitionState, Rejected
+from validators.codec.record_batch import TimestampType
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
-from validators.record_batch import TimestampType
 from validators.topic_config import TopicConfig, topic_config
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import read
 from sinks.storage.partition_log import PartitionLog, append_batches
-from validators.record_batch import TimestampType, assign_offsets_and_timestamp
+from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 
 pytestmark = pytest.mark.integration
 

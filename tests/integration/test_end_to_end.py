@@ -19,7 +19,7 @@ from tests.integration.gateway_io import (
     read_all,
     read_responses,
 )
-from validators import record_batch as rb
+from validators.codec import record_batch as rb
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import offsets_for_times, read
 from sinks.storage.partition_log import append_batches
 from sinks.storage.retention import enforce_retention
-from validators.record_batch import TimestampType, assign_offsets_and_timestamp
+from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig
 
 pytestmark = pytest.mark.integration

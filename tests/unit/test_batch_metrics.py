@@ -15,7 +15,7 @@ from sinks.batch_metrics import (
 )
 from sinks.metrics.observer import merge_aggregates
 from tests.decision_rows import decision_row
-from validators.record_batch import build_record_batch
+from validators.codec.record_batch import build_record_batch
 
 TOPICS = {"ct": 2}
 NOW = 1_700_000_000_000

@@ -17,9 +17,9 @@ from clients.partitioner import murmur2, partition_for_key
 from clients.record_metadata import metadata_from_response
 from sinks.storage.partition_log import append_batches
 from validators.append_result import Accepted, PartitionState
-from validators.compression import CompressionType
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import TimestampType, build_record_batch, decode_record_batch
 from validators.log_validator import validate_and_assign
-from validators.record_batch import TimestampType, build_record_batch, decode_record_batch
 from validators.topic_config import TopicRegistry
 
 NOW = 1_714_564_800_000

@@ -13,9 +13,9 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from validators.compression import CompressionType
-from validators.legacy_records import build_message_set, read_message_set
-from validators.record_batch import (
+from validators.codec.compression import CompressionType
+from validators.codec.legacy_records import build_message_set, read_message_set
+from validators.codec.record_batch import (
     TimestampType,
     build_record_batch,
     decode_record_batch,

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from validators.batch_dump import dump, dump_all
-from validators.compression import CompressionType, CorruptCompressedDataError, compress, decompress
-from validators.legacy_records import build_message_set, read_message_set, upconvert_to_v2
-from validators.record_batch import (
+from validators.codec.compression import CompressionType, CorruptCompressedDataError, compress, decompress
+from validators.codec.legacy_records import build_message_set, read_message_set, upconvert_to_v2
+from validators.codec.record_batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     TimestampType,
@@ -25,7 +25,7 @@ from validators.record_batch import (
     iter_batches,
     records_area,
 )
-from validators.records import InvalidRecordError, decode_records, scan_records
+from validators.codec.records import InvalidRecordError, decode_records, scan_records
 
 MAX_OUTPUT = 1 << 20
 FUZZ = settings(

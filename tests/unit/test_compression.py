@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
-from validators.compression import (
+from validators.codec.compression import (
     CompressionType,
     CorruptCompressedDataError,
     DecompressionLimitExceededError,

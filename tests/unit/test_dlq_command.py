@@ -18,8 +18,8 @@ from sinks.dlq.replay import plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
 from sinks.dlq.times import format_utc, parse_position, parse_time
 from tests.decision_rows import decision_row
-from validators.compression import CompressionType
-from validators.record_batch import build_record_batch
+from validators.codec.compression import CompressionType
+from validators.codec.record_batch import build_record_batch
 
 NOW = 1_714_564_800_000  # 2024-05-01T12:00:00Z
 

@@ -7,14 +7,14 @@ import zlib
 
 import pytest
 
-from validators.compression import CompressionType, CorruptCompressedDataError, compress
-from validators.legacy_records import (
+from validators.codec.compression import CompressionType, CorruptCompressedDataError, compress
+from validators.codec.legacy_records import (
     build_message_set,
     read_message_set,
     upconvert_to_v2,
 )
-from validators.record_batch import CorruptRecordError, TimestampType, decode_record_batch, parse_header
-from validators.records import InvalidRecordError
+from validators.codec.record_batch import CorruptRecordError, TimestampType, decode_record_batch, parse_header
+from validators.codec.records import InvalidRecordError
 
 T = 1700000000000
 NOW = 1700000009999
@@ -242,7 +242,7 @@ def test_key_length_past_the_message_is_invalid_structure() -> None:
 
 
 def test_v2_batch_inside_a_legacy_set_is_refused() -> None:
-    from validators.record_batch import build_record_batch
+    from validators.codec.record_batch import build_record_batch
 
     data = build_message_set(THREE[:1], magic=1) + build_record_batch([(T, None, b"x")])
     with pytest.raises(ValueError, match="Batch magic 2"):

@@ -19,7 +19,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from validators.append_result import GATEWAY_LEADER_EPOCH, Accepted, PartitionState, RecordError, Rejected
-from validators.compression import compress
+from validators.codec.compression import compress
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
@@ -1216,7 +1216,7 @@ _records = st.lists(
        count_delta=st.sampled_from([0, 0, 1, -1]))
 def test_exact_walker_agrees_with_the_codecs_complete_walk(records: list, mutate: tuple | None, count_delta: int) -> None:
     from validators import record_walks as lv
-    from validators import records as rec
+    from validators.codec import records as rec
 
     area = bytearray(b"".join(raw_record(i, td, k, v, tuple(h)) for i, (td, k, v, h) in enumerate(records)))
     if mutate is not None:
@@ -1244,7 +1244,7 @@ def test_exact_walker_accepts_only_what_the_stream_reader_accepts(records: list,
     """Compressed in-place batches: the cheap walker (with the contiguous-offsets condition) may only
     accept an area that Kafka's stream reader (`readPartiallyFrom`) reads to the same timestamps."""
     from validators import record_walks as lv
-    from validators import records as rec
+    from validators.codec import records as rec
 
     area = bytearray(b"".join(raw_record(i, td, k, v, tuple(h)) for i, (td, k, v, h) in enumerate(records)))
     if mutate is not None:

@@ -13,7 +13,7 @@ from streaming import stage
 from streaming.logs import LOG_FORMAT, ThrottledWarning
 from streaming.stage import IngressBatch, decide_group
 from validators.append_result import PartitionState
-from validators.record_batch import build_record_batch
+from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicConfig, TopicRegistry
 
 NOW = 1_700_000_000_000

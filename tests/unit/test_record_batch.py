@@ -7,12 +7,12 @@ import struct
 import pytest
 from crc32c import crc32c
 
-from validators.compression import (
+from validators.codec.compression import (
     CompressionType,
     CorruptCompressedDataError,
     DecompressionLimitExceededError,
 )
-from validators.record_batch import (
+from validators.codec.record_batch import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     RECORD_BATCH_OVERHEAD,
@@ -29,7 +29,7 @@ from validators.record_batch import (
     records_area,
     wrap_long,
 )
-from validators.records import InvalidRecordError, Record, encode_records
+from validators.codec.records import InvalidRecordError, Record, encode_records
 
 T = 1700000000000  # 0x0000018BCFE56800
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1

@@ -1,4 +1,4 @@
-"""The native record walk (validators/_record_walk.c) against its pure-Python reference.
+"""The native record walk (validators/codec/_record_walk.c) against its pure-Python reference.
 
 `log_validator._walk_py` (records.scan_records + `validateRecord` per record) is the reference; the
 native `_record_walk.walk` must return exactly the same tuple — structural error text, max timestamp,
@@ -22,13 +22,13 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from validators import native_walk
 from validators import record_walks as lv
 from validators.append_result import PartitionState
+from validators.codec import native_walk
 from validators.log_validator import validate_and_assign
 from validators.topic_config import topic_config
 
-native = pytest.importorskip("validators._record_walk")
+native = pytest.importorskip("validators.codec._record_walk")
 
 NOW = 1_700_000_000_000
 HOUR = 3_600_000
@@ -258,7 +258,7 @@ def batch(area: bytes, count: int, base_ts: int, max_ts: int, attributes: int) -
 def test_decisions_equal_the_pure_python_fallback(records: list, mutation: tuple | None, count_delta: int,
                                                   base: int, max_ts: int, lat_flag: bool, gzip: bool,
                                                   configs: dict) -> None:
-    from validators.compression import compress
+    from validators.codec.compression import compress
 
     area = mutate(b"".join(encode(i, r) for i, r in enumerate(records)), mutation)
     count = max(len(records) + count_delta, 1)
@@ -285,7 +285,7 @@ def _import_from_zip(archive: Path) -> subprocess.CompletedProcess[str]:
     """A fresh interpreter without site (so without the editable install) importing from the zip."""
     code = (
         "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-        "import validators, validators.log_validator, validators.native_walk as native_walk\n"
+        "import validators, validators.log_validator, validators.codec.native_walk as native_walk\n"
         "print(type(validators.__loader__).__name__, native_walk.NATIVE_WALK is not None)\n"
         "print(native_walk.NATIVE_WALK.walk(b'\\x10\\x00\\x00\\x00\\x02k\\x02v\\x00', 0, 9, 1, 5, False, -1, True, 5, 0, 0, False)"
         " if native_walk.NATIVE_WALK else None)\n"
@@ -306,7 +306,7 @@ def test_the_package_zip_loads_the_native_walk(tmp_path: Path) -> None:
 
 def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(archive).namelist()
-    assert any(n.startswith("validators/_record_walk") and n.endswith(".so") for n in names)
+    assert any(n.startswith("validators/codec/_record_walk") and n.endswith(".so") for n in names)
     run = _import_from_zip(archive)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["zipimporter True", "(None, 5, 0, True, [])"]
@@ -321,4 +321,4 @@ def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     run = _import_from_zip(stripped)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["zipimporter False", "None"]
-    assert run.stderr.count("validators._record_walk is not available") == 1
+    assert run.stderr.count("validators.codec._record_walk is not available") == 1

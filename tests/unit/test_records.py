@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from validators.records import (
+from validators.codec.records import (
     InvalidRecordError,
     Record,
     decode_records,

@@ -25,7 +25,7 @@ from sinks.storage.retention import (
 from sinks.storage.verify import verify_partition
 from streaming.retention_schedule import RetentionSchedule, metric_reason
 from tests.unit.test_segment import T0, make_batch
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 from validators.topic_config import TopicConfig, TopicRegistry
 
 REPO = Path(__file__).resolve().parents[2]

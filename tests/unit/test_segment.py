@@ -11,7 +11,7 @@ from sinks.storage.file_names import segment_file_name
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import find_offset_by_timestamp
 from sinks.storage.segment import LogSegment
-from validators.record_batch import TimestampType, assign_offsets_and_timestamp
+from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 
 T0 = 1_700_000_000_000
 

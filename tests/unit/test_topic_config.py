@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sinks.registry_watcher import RegistryWatcher
-from validators.record_batch import TimestampType
+from validators.codec.record_batch import TimestampType
 from validators.topic_config import (
     LONG_MAX,
     ConfigError,

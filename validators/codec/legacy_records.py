@@ -20,8 +20,8 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from validators.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CompressionType, compress, decompress
-from validators.record_batch import (
+from validators.codec.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CompressionType, compress, decompress
+from validators.codec.record_batch import (
     LOG_OVERHEAD,
     MAGIC_VALUE_V0,
     MAGIC_VALUE_V1,
@@ -33,7 +33,7 @@ from validators.record_batch import (
     build_record_batch,
     iter_batches,
 )
-from validators.records import InvalidRecordError
+from validators.codec.records import InvalidRecordError
 
 __all__ = [
     "RECORD_OVERHEAD_V1",

@@ -19,12 +19,12 @@ log = logging.getLogger(__name__)
 
 
 def _load_native() -> ModuleType | None:
-    """`validators._record_walk` (the C record walk), or None: the pure-Python reference walk is then
+    """`validators.codec._record_walk` (the C record walk), or None: the pure-Python reference walk is then
     used, with one warning. Spark cluster mode ships the package as a zip (streaming/session.py) and
     zipimport cannot load an extension module: a matching shared object in that zip is copied to a
     private temporary directory, loaded, and the copy removed (the loaded mapping stays valid)."""
     try:
-        from validators import _record_walk
+        from validators.codec import _record_walk
 
         return _record_walk
     except ImportError as e:
@@ -35,16 +35,16 @@ def _load_native() -> ModuleType | None:
             module = _load_native_from_zip(package_loader.archive)
             if module is not None:
                 return module
-            reason = f"no validators/_record_walk{importlib.machinery.EXTENSION_SUFFIXES[0]} in {package_loader.archive}"
+            reason = f"no validators/codec/_record_walk{importlib.machinery.EXTENSION_SUFFIXES[0]} in {package_loader.archive}"
         except (OSError, ImportError, zipfile.BadZipFile) as e:
             reason = str(e)
-    log.warning("validators._record_walk is not available (%s): the pure-Python record walk is used (slower); "
+    log.warning("validators.codec._record_walk is not available (%s): the pure-Python record walk is used (slower); "
                 "build it with `pip install -e .`", reason)
     return None
 
 
 def _load_native_from_zip(archive: str) -> ModuleType | None:
-    names = [f"validators/_record_walk{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES]
+    names = [f"validators/codec/_record_walk{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES]
     with zipfile.ZipFile(archive) as zf:
         present = set(zf.namelist())
         name = next((n for n in names if n in present), None)
@@ -56,7 +56,7 @@ def _load_native_from_zip(archive: str) -> ModuleType | None:
         path = os.path.join(directory, name.rsplit("/", 1)[1])
         with open(path, "wb") as f:
             f.write(blob)
-        spec = importlib.util.spec_from_file_location("validators._record_walk", path)
+        spec = importlib.util.spec_from_file_location("validators.codec._record_walk", path)
         if spec is None or spec.loader is None:
             return None
         module = importlib.util.module_from_spec(spec)

@@ -20,8 +20,8 @@ from enum import IntEnum
 
 from crc32c import crc32c
 
-from validators.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CompressionType, compress, decompress
-from validators.records import Record, decode_records, encode_records
+from validators.codec.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CompressionType, compress, decompress
+from validators.codec.records import Record, decode_records, encode_records
 
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the prefix not counted in batchLength
 RECORD_BATCH_OVERHEAD = 61

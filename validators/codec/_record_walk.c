@@ -1,5 +1,5 @@
 /*
- * validators._record_walk: the `full` record walk of an uncompressed v2 records area, in C.
+ * validators.codec._record_walk: the `full` record walk of an uncompressed v2 records area, in C.
  *
  * One pass does what `records.scan_records` + the per-record loop of `log_validator._full_walk`
  * (the pure-Python reference, `log_validator._walk_py`) do:
@@ -303,7 +303,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "validators._record_walk",
+    .m_name = "validators.codec._record_walk",
     .m_doc = "Kafka's v2 record walk (DefaultRecord.readFrom + LogValidator.validateRecord) in C.",
     .m_size = -1,
     .m_methods = methods,
