@@ -62,8 +62,8 @@ from clients.errors import (
 from clients.partitioner import partition_for_key
 from clients.record_metadata import Callback, RecordMetadata, error_metadata, metadata_from_response
 from contract.ingress import ingress_headers
+from contract.responses import decode_response
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
-from sinks.responses import decode_response
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import (
     NO_PRODUCER_EPOCH,

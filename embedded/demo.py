@@ -14,8 +14,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 
 from contract.ingress import ingress_headers, ingress_key
+from contract.responses import decode_response
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
-from sinks.responses import decode_response
 from validators.codec.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from contract.decision_row import DECISION_FIELDS, DecisionRow
+from contract.responses import encode_response
 from sinks.batch_metrics import aggregate_decisions
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import OutgoingMessage, publish_all
-from sinks.responses import encode_response, response_from_row
+from sinks.responses import response_from_row
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.partition_log import AppendOutcome, append_batches

@@ -59,7 +59,7 @@ def _package_zip() -> Path:
     target = Path(tempfile.mkdtemp(prefix="gateway-pyfiles-")) / "gateway.zip"
     with zipfile.ZipFile(target, "w") as zf:
         for package in ("contract", "validators", "sinks", "streaming"):
-            for f in (REPO_ROOT / package).rglob("*.py"):
+            for f in [*(REPO_ROOT / package).rglob("*.py"), *(REPO_ROOT / package).rglob("*.avsc")]:
                 zf.write(f, f.relative_to(REPO_ROOT))
         # the native record walk built by `pip install -e .`: zipimport cannot load it, so
         # log_validator extracts it on the executor (same interpreter ABI; else the Python walk)

@@ -127,7 +127,7 @@ def _recent_errors(bootstrap_servers: str, topic: str, limit: int, scan_per_part
                    timeout_s: float) -> list[dict[str, Any]]:
     from confluent_kafka import Consumer, TopicPartition
 
-    from sinks.responses import decode_response
+    from contract.responses import decode_response
 
     consumer = Consumer({
         "bootstrap.servers": bootstrap_servers, "group.id": f"gateway-status-{uuid.uuid4().hex}",

@@ -29,9 +29,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from contract.responses import decode_response
 from embedded.local_kafka import LocalKafka
 from sinks.kafka_admin import create_topics
-from sinks.responses import decode_response
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session

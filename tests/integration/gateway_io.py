@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from contract.responses import decode_response
 from sinks.kafka_admin import create_topics
-from sinks.responses import decode_response
 from streaming.config import GatewayConfig
 from streaming.query import topic_specs
 

@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from contract.responses import decode_response
 from sinks.dlq.cli import main as dlq_main
 from sinks.kafka_admin import create_topics
-from sinks.responses import decode_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from sinks.responses import decode_response
+from contract.responses import decode_response
 from streaming.query import start_gateway, stop_gracefully
 from tests.integration.gateway_io import create_gateway_topics, produce_batches
 from validators.codec.record_batch import build_record_batch

@@ -307,6 +307,18 @@ def test_the_package_zip_loads_the_native_walk(tmp_path: Path) -> None:
 def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(archive).namelist()
     assert any(n.startswith("validators/codec/_record_walk") and n.endswith(".so") for n in names)
+    # the response schema travels as a package resource and is read from inside the zip
+    assert "contract/produce_response.avsc" in names
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+            "import contract, contract.responses as r\n"
+            "print(type(contract.__loader__).__name__, r.decode_response(r.encode_response({'request_id': 'x', "
+            "'client_id': None, 'topic': 't', 'partition': 0, 'error_code': 0, 'error_name': None, "
+            "'error_message': None, 'base_offset': 5, 'log_append_time_ms': -1, 'log_start_offset': 0, "
+            "'record_errors': [], 'record_count': 1, 'ingress_partition': 0, 'ingress_offset': 1}))['base_offset'])\n")
+    run = subprocess.run([sys.executable, "-S", "-c", code, str(archive), sysconfig.get_paths()["purelib"]],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["zipimporter", "5"]
     run = _import_from_zip(archive)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["zipimporter True", "(None, 5, 0, True, [])"]
