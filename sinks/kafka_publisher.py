@@ -22,8 +22,11 @@ class OutgoingMessage:
     timestamp_ms: int | None = None
 
 
-def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
-    key = (bootstrap_servers, max_message_bytes)
+DEFAULT_PUBLISH_TIMEOUT_MS = 120_000
+
+
+def producer(bootstrap_servers: str, max_message_bytes: int, timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> Producer:
+    key = (bootstrap_servers, max_message_bytes, timeout_ms)
     if key not in _producers:
         _producers[key] = Producer(
             {
@@ -33,6 +36,9 @@ def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
                 "linger.ms": 1,  # a task flushes right after producing: lingering only delays it
                 "message.max.bytes": max_message_bytes,
                 "compression.type": "lz4",
+                # a message not acknowledged in time fails the task (and, after the task retries, the
+                # query, which the supervisor restarts): no response waits on a broker forever
+                "message.timeout.ms": timeout_ms,
                 "logger": KAFKA_CLIENT_LOG,  # librdkafka's own lines through logging, not bare on stderr
             }
         )
@@ -40,11 +46,12 @@ def producer(bootstrap_servers: str, max_message_bytes: int) -> Producer:
 
 
 def publish_all(
-    bootstrap_servers: str, max_message_bytes: int, batches: Iterable[tuple[str, Iterable[OutgoingMessage]]]
+    bootstrap_servers: str, max_message_bytes: int, batches: Iterable[tuple[str, Iterable[OutgoingMessage]]],
+    timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS,
 ) -> list[int]:
     """Send every (topic, messages) pair, then wait once for every delivery report; raise on the first
     failure. One flush for responses and dead letters together: the task waits one round trip."""
-    p = producer(bootstrap_servers, max_message_bytes)
+    p = producer(bootstrap_servers, max_message_bytes, timeout_ms)
     errors: list[str] = []
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -70,9 +77,9 @@ def publish_all(
         counts.append(sent)
     if not any(counts):
         return counts
-    remaining = p.flush(120)
+    remaining = p.flush(timeout_ms / 1000 + 5)
     if remaining:
-        raise KafkaException(f"{remaining} messages to {', '.join(topics)} not delivered within 120 s")
+        raise KafkaException(f"{remaining} messages to {', '.join(topics)} not delivered within {timeout_ms} ms")
     if errors:
         raise KafkaException(f"{len(errors)} deliveries to {', '.join(topics)} failed, first: {errors[0]}")
     return counts

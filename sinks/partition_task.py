@@ -20,7 +20,7 @@ from contract.decision_row import DECISION_FIELDS, DecisionRow
 from contract.responses import encode_response
 from sinks.batch_metrics import aggregate_decisions
 from sinks.dlq.dead_letters import dead_letter
-from sinks.kafka_publisher import OutgoingMessage, publish_all
+from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, publish_all
 from sinks.responses import response_from_row
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
@@ -36,6 +36,7 @@ class SinkConfig:
     response_topic: str
     dlq_topic: str
     max_message_bytes: int  # for dead letters: as large as the biggest ingress message
+    publish_timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS  # a response or dead letter not acknowledged by then fails the task
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def run_partition_task(
     responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
     n_resp, n_dlq = publish_all(
         config.bootstrap_servers, config.max_message_bytes,
-        [(config.response_topic, responses), (config.dlq_topic, letters)],
+        [(config.response_topic, responses), (config.dlq_topic, letters)], config.publish_timeout_ms,
     )
     published = clock()
     topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}

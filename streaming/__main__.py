@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
@@ -27,6 +28,7 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import LocalKafka, free_port
 from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.metrics.health import Health
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_watcher import RegistryWatcher
@@ -36,9 +38,11 @@ from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gate
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
-from streaming.session import build_spark_session
+from streaming.session import build_spark_session, is_local
+from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
+from streaming.supervisor import Backoff, QuerySupervisor
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway")
@@ -55,20 +59,45 @@ GRAFANA_DASHBOARD = REPO_ROOT / "conf" / "grafana" / "dashboards" / "gateway.jso
 GRAFANA_PROVISIONING = REPO_ROOT / "conf" / "grafana" / "provisioning"
 
 
-def _start_observability(spark: SparkSession, config: GatewayConfig) -> tuple[GatewayMetrics, MetricsServer, GatewayListener]:
-    """Metrics exporter on config.metrics_address (a free port if that one is taken) and the query
-    listener, registered before the query starts so it sees the start event."""
+def _start_observability(
+    spark: SparkSession, config: GatewayConfig, health: Health
+) -> tuple[GatewayMetrics, MetricsServer, GatewayListener]:
+    """Metrics exporter and health probes on config.metrics_address (a free port if that one is taken)
+    and the query listener, registered before the query starts so it sees the start event."""
     registry = TopicRegistry.load(config.path(config.topics_file))
     metrics = GatewayMetrics.for_registry(registry, config.path(config.segments_root))
     try:
-        server = serve_metrics(metrics, config.metrics_address)
+        server = serve_metrics(metrics, config.metrics_address, health)
     except OSError as e:
         host, _ = parse_address(config.metrics_address)
-        server = serve_metrics(metrics, f"{host}:0")
+        server = serve_metrics(metrics, f"{host}:0", health)
         log.warning("metrics address %s unavailable (%s); using %s", config.metrics_address, e, server.url)
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)
     return metrics, server, listener
+
+
+def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalKafka | None, GatewayConfig]:
+    """Spark's JVM and (without bootstrap servers) the local broker's JVM start side by side (each takes
+    seconds; the session needs nothing from the broker); then the gateway's topics are created."""
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        spark_start = pool.submit(build_spark_session, config)
+        broker = None
+        try:
+            if not config.bootstrap_servers:
+                port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
+                broker = LocalKafka(config.path(config.local_broker_dir), port=port)
+                broker.start()
+                config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
+                log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
+            create_topics(config.bootstrap_servers, topic_specs(config))
+        except BaseException:
+            if not spark_start.cancel():
+                spark_start.result().stop()
+            if broker is not None:
+                broker.stop()
+            raise
+        return spark_start.result(), broker, config
 
 
 def _in_jvm(what: str, call: Callable[[], object]) -> None:
@@ -90,74 +119,66 @@ def _close_logs(config: GatewayConfig, registry: RegistryWatcher) -> None:
     log.info("closed %d partition log(s) cleanly", closed)
 
 
+def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
+    from embedded.demo import DemoTraffic, LiveSummary
+
+    first = threading.Event()
+    summary = LiveSummary(config.bootstrap_servers, config.response_topic, config.path(config.segments_root),
+                          first_response=first)
+    summary.start()
+    demo = DemoTraffic(config.bootstrap_servers, config.ingress_topic)
+    demo.start()
+    threading.Thread(
+        target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),
+        daemon=True,
+    ).start()
+    return [demo, summary]
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
-    # Spark's JVM and the local broker's JVM start side by side (each takes seconds); the session
-    # needs nothing from the broker.
-    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
-        spark_start = pool.submit(build_spark_session, config)
-        broker = None
-        try:
-            if not config.bootstrap_servers:
-                port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
-                broker = LocalKafka(config.path(config.local_broker_dir), port=port)
-                broker.start()
-                config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
-                log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
-            create_topics(config.bootstrap_servers, topic_specs(config))
-        except BaseException:
-            if not spark_start.cancel():
-                spark_start.result().stop()
-            if broker is not None:
-                broker.stop()
-            raise
-        spark = spark_start.result()
-    metrics, metrics_server, listener = _start_observability(spark, config)
+    config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
+    spark, broker, config = _start_spark_and_broker(config)
+    health = Health()
+    metrics, metrics_server, listener = _start_observability(spark, config, health)
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
-    query, _sink = start_gateway(
-        spark, config, observers=[MetricsObserver(metrics, registry.current)], metrics=metrics
-    )
-    log.info("query '%s' running; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
-             config.query_name, config.checkpoint_location, config.path(config.segments_root), config.response_topic,
-             config.dlq_topic)
-    log.info("metrics on %s; Grafana dashboard %s (provisioning %s); `python -m streaming status` for a terminal view",
-             metrics_server.url, GRAFANA_DASHBOARD, GRAFANA_PROVISIONING)
-
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    demo = summary = None
-    if args.demo:
-        from embedded.demo import DemoTraffic, LiveSummary
-
-        first = threading.Event()
-        summary = LiveSummary(config.bootstrap_servers, config.response_topic, config.path(config.segments_root),
-                              first_response=first)
-        summary.start()
-        demo = DemoTraffic(config.bootstrap_servers, config.ingress_topic)
-        demo.start()
-        threading.Thread(
-            target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),
-            daemon=True,
-        ).start()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # Kubernetes: stop between micro-batches
+    supervisor = QuerySupervisor(
+        lambda: start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)],
+                              metrics=metrics)[0],
+        stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
+    )
+    background: list[Any] = []
     try:
-        while not stop.is_set() and query.isActive:
-            stop.wait(1.0)
-        if query.exception() is not None:
-            log.error("query failed: %s", query.exception())
-            return 1
+        if config.check_shared_storage and not is_local(spark.sparkContext.master):
+            hosts = check_shared_storage(spark, config.path(config.segments_root))
+            log.info("segments root %s is shared with the executors on %s", config.segments_root, ", ".join(hosts))
+        log.info("query '%s'; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
+                 config.query_name, config.checkpoint_location, config.path(config.segments_root),
+                 config.response_topic, config.dlq_topic)
+        log.info("metrics on %s, health on %s/healthz and /readyz; Grafana dashboard %s (provisioning %s); "
+                 "`gateway status` for a terminal view", metrics_server.url, metrics_server.base_url,
+                 GRAFANA_DASHBOARD, GRAFANA_PROVISIONING)
+        if args.demo:
+            background = _start_demo(config, started)
+        return supervisor.run()
+    except SharedStorageError as e:
+        log.error("%s", e)
+        return 2
     except Py4JError as e:
         log.error("Spark's JVM is gone (%s): a signal to the whole process group stops it with the driver",
                   type(e).__name__)
         return 1
     finally:
         log.info("stopping ...")
-        for t in (demo, summary):
-            if t is not None:
-                t.stop()
-        _in_jvm("stopping the query", lambda: stop_gracefully(query))
+        for t in background:
+            t.stop()
+        if supervisor.query is not None:
+            _in_jvm("stopping the query", lambda: stop_gracefully(supervisor.query))
         _close_logs(config, registry)
         _in_jvm("removing the listener", lambda: spark.streams.removeListener(listener))
         metrics_server.stop()
@@ -165,7 +186,13 @@ def run(args: argparse.Namespace) -> int:
         if broker is not None:
             broker.stop()
         log.info("stopped.")
-    return 0
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the gateway query")
     r.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
-    r.add_argument("--master", help="Spark master (default from config: local[*])")
+    r.add_argument("--master", help="Spark master (default from config: local[*,4])")
+    r.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting (repeatable), added to the config's spark_conf")
     r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
     add_status_arguments(st)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
@@ -29,7 +30,15 @@ class GatewayConfig:
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
     query_name: str = "gateway"
-    spark_master: str = "local[*]"
+    # local[N,F]: like a cluster, retry a failed task up to F times (plain local[N] never retries)
+    spark_master: str = "local[*,4]"
+    # Any Spark setting (spark.executor.memory, spark.executor.cores, spark.cores.max, ...); `gateway run
+    # --conf key=value` adds to it. Settings given to spark-submit take precedence over both.
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    # The packed Python environment for executors (`make pack`: venv-pack of .venv), shipped with the job
+    # (spark.archives) and unpacked on each executor as ./environment; None: executors run the driver's
+    # interpreter path, which must then exist on every host. Used only with a cluster master.
+    python_archive: str | None = None
     # Tasks of the stateful stage (and of the sink: the same tasks). One per executor core: each task has
     # a fixed cost per micro-batch (a state store, two Python workers), so more tasks than cores only add
     # latency. Fixed by the checkpoint once a query has run (Spark keeps its state partitioning).
@@ -40,6 +49,15 @@ class GatewayConfig:
     # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (reference §5.6)
     retention_check_interval_ms: int = 300000
     ui_enabled: bool = True
+    # The supervisor (streaming/supervisor.py): restart a failed query after this delay, doubling per
+    # failed restart up to the maximum; reset once a restarted query completes a micro-batch.
+    # How long the sink waits for the broker to acknowledge a micro-batch's responses and dead letters
+    # before the task fails (Spark retries it; then the supervisor restarts the query).
+    publish_timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS
+    restart_backoff_initial_s: float = 1.0
+    restart_backoff_max_s: float = 60.0
+    # A cluster master: check at start that segments_root is one filesystem seen by every executor.
+    check_shared_storage: bool = True
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

@@ -30,6 +30,7 @@ def sink_config(config: GatewayConfig) -> SinkConfig:
         response_topic=config.response_topic,
         dlq_topic=config.dlq_topic,
         max_message_bytes=config.ingress_max_message_bytes + 65536,
+        publish_timeout_ms=config.publish_timeout_ms,
     )
 
 

@@ -9,7 +9,7 @@ KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the
   machine crash left damaged (`partition_log.repair_indexes`: commits do not fsync indexes, and readers
   trust them); then, every `interval_ms`, one `run_once(now)` = `retention.enforce_retention_all` with the
   host's wall clock (Kafka's `time.milliseconds()`: retention is the one place the gateway reads it);
-- safe against the concurrent append: every pass takes each partition's `flock` without waiting, so a
+- safe against the concurrent append: every pass takes each partition's lock without waiting, so a
   partition whose micro-batch is being appended is skipped (counted as busy) until the next pass, and a
   retention pass never holds up an append for longer than its own work on that partition;
 - deletions are logged by partition and reason, counted here (`deleted_segments`, `deleted_bytes`, by

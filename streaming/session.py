@@ -1,18 +1,31 @@
-"""The one SparkSession factory: master from config, Kafka connector jars, the project's Python
-for workers, RocksDB state store, checkpoints under checkpoints/."""
+"""The one SparkSession factory: master, Kafka connector jars, the Python for executors, RocksDB state
+store, checkpoints, and the gateway's code shipped to a cluster.
+
+Precedence of Spark settings: what spark-submit was given (`--master`, `--jars`, `--conf`) > the
+config's `spark_conf` (and `gateway run --conf`) > the defaults below.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import sys
+import zipfile
 from pathlib import Path
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from streaming.config import REPO_ROOT, GatewayConfig
 
 SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark"
+PYFILES_DIR = REPO_ROOT / "build" / "pyfiles"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+# The import roots executors need, and the files besides modules they read (package resources).
+SHIPPED_PACKAGES = ("contract", "validators", "sinks", "streaming")
+SHIPPED_PATTERNS = ("*.py", "*.avsc", "*.so")
+ENVIRONMENT_DIR = "environment"  # where spark.archives unpacks the packed venv on an executor
 
 
 def connector_jars() -> list[Path]:
@@ -22,47 +35,86 @@ def connector_jars() -> list[Path]:
     return jars
 
 
-def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway") -> SparkSession:
-    # Workers must run the project's interpreter (same venv, same pinned libraries).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(config.spark_master)
-        .config("spark.jars", ",".join(str(j) for j in connector_jars()))
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", str(config.shuffle_partitions))
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+def is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def launched_by_spark_submit() -> bool:
+    """spark-submit starts the JVM first and hands the Python driver its gateway port."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_settings(config: GatewayConfig) -> dict[str, str]:
+    """Every Spark setting the gateway makes, with `config.spark_conf` applied last."""
+    settings = {
+        "spark.master": config.spark_master,
+        "spark.jars": ",".join(str(j) for j in connector_jars()),
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch's state as a changelog, not a new RocksDB snapshot (snapshots are taken
         # in the background): ~0.1 s less per micro-batch on a 2-core machine (make bench).
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.streaming.checkpointLocation", str(config.path(config.checkpoint_root)))
-        .config("spark.ui.enabled", str(config.ui_enabled).lower())
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "2g")
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.checkpointLocation": str(config.path(config.checkpoint_root)),
+        "spark.ui.enabled": str(config.ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": "2g",
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2000")
-    )
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
+        # Workers run the project's interpreter (same venv, same pinned libraries) ...
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    if config.python_archive and not is_local(config.spark_master):
+        # ... or, on a cluster, the packed venv shipped with the job and unpacked beside each executor
+        archive = config.path(config.python_archive)
+        settings["spark.archives"] = f"{archive}#{ENVIRONMENT_DIR}"
+        settings["spark.pyspark.python"] = f"./{ENVIRONMENT_DIR}/bin/python"
+    settings.update(config.spark_conf)
+    return settings
+
+
+def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway") -> SparkSession:
+    settings = spark_settings(config)
+    # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context starts (the setting
+    # only reaches it through spark-submit): the packed environment on a cluster, else this interpreter.
+    if "spark.archives" in settings and ENVIRONMENT_DIR in settings["spark.pyspark.python"]:
+        os.environ["PYSPARK_PYTHON"] = settings["spark.pyspark.python"]
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
+    given = SparkConf() if launched_by_spark_submit() else None
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        if given is None or not given.contains(key):
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    if not config.spark_master.startswith("local"):
+    if not is_local(spark.sparkContext.master):
         # Executors on other hosts need the project's code: ship the import roots.
-        spark.sparkContext.addPyFile(str(_package_zip()))
+        spark.sparkContext.addPyFile(str(package_zip()))
     return spark
 
 
-def _package_zip() -> Path:
-    import tempfile
-    import zipfile
-
-    target = Path(tempfile.mkdtemp(prefix="gateway-pyfiles-")) / "gateway.zip"
-    with zipfile.ZipFile(target, "w") as zf:
-        for package in ("contract", "validators", "sinks", "streaming"):
-            for f in [*(REPO_ROOT / package).rglob("*.py"), *(REPO_ROOT / package).rglob("*.avsc")]:
-                zf.write(f, f.relative_to(REPO_ROOT))
-        # the native record walk built by `pip install -e .`: zipimport cannot load it, so
-        # log_validator extracts it on the executor (same interpreter ABI; else the Python walk)
-        for f in (REPO_ROOT / "validators").rglob("*.so"):
-            zf.write(f, f.relative_to(REPO_ROOT))
+def package_zip(directory: Path = PYFILES_DIR) -> Path:
+    """The gateway's code as one zip for `addPyFile`, named by its content: every start of the same code
+    reuses one file (nothing left behind per start), and a running driver's zip is never rewritten.
+    It carries the native record walk built by `pip install -e .` — zipimport cannot load it, so
+    `native_walk` extracts it on the executor (same platform and interpreter ABI; else the Python walk)."""
+    files = sorted(
+        {f for package in SHIPPED_PACKAGES for pattern in SHIPPED_PATTERNS for f in (REPO_ROOT / package).rglob(pattern)
+         if "__pycache__" not in f.parts}
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in files:
+            info = zipfile.ZipInfo(str(f.relative_to(REPO_ROOT)), date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, f.read_bytes())
+    data = buffer.getvalue()
+    target = directory / f"gateway-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+    if not target.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(f".{os.getpid()}.partial")
+        partial.write_bytes(data)
+        os.replace(partial, target)
     return target

@@ -16,8 +16,16 @@ would only repeat them: the supervisor stops with a message that says what to do
 from __future__ import annotations
 
 import logging
+import re
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+
+from pyspark.sql.streaming import StreamingQuery
+
+from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.metrics.health import Health
 
 log = logging.getLogger("gateway.supervisor")
 
@@ -77,7 +85,96 @@ class Backoff:
         self._next_s = self.initial_s
 
 
+_CAUSE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("executor_lost", ("ExecutorLost", "executor lost", "Lost executor", "Worker lost", "decommission")),
+    ("kafka", ("KafkaException", "org.apache.kafka", "not delivered within", "_TRANSPORT", "_ALL_BROKERS_DOWN")),
+    ("storage_io", ("IOException", "OSError", "No space left", "Read-only file system", "Permission denied")),
+)
+
+
+def restart_cause(error: str) -> str:
+    """The `cause` label of gateway_query_restarts_total for a retryable failure."""
+    for cause, markers in _CAUSE_MARKERS:
+        if any(m in error for m in markers):
+            return cause
+    return "other"
+
+
+_ERROR_LINE = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)*\w*(?:Error|Exception|Failure)\b(?:\[[^\]]*\])?: \S")
+_WRAPPERS = ("Py4JJavaError", "StreamingQueryException", "An exception was raised by the Python Proxy",
+             "PythonException: \n", "[FOREACH_BATCH_USER_FUNCTION_ERROR]")
+
+
 def first_line(error: str, limit: int = 400) -> str:
-    """The failure's headline for the log (a StreamingQueryException carries the whole JVM trace)."""
-    line = next((s.strip() for s in error.splitlines() if s.strip()), "")
+    """The failure's headline for the log: a StreamingQueryException carries the JVM trace and the
+    Python traceback, whose last `SomeError: message` line (or `Caused by:`) is the reason."""
+    lines = [s.strip() for s in error.splitlines() if s.strip()]
+    reasons = [s for s in lines if _ERROR_LINE.match(s) and not any(w in s for w in _WRAPPERS)]
+    line = reasons[-1] if reasons else (lines[0] if lines else "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class QuerySupervisor:
+    """Runs the gateway query until `stop` is set, restarting it from its checkpoint when it fails for a
+    reason a restart can fix (module docstring). `start` starts one query; `query` is the current one,
+    for the caller's graceful stop."""
+
+    def __init__(
+        self, start: Callable[[], StreamingQuery], stop: threading.Event, health: Health, metrics: GatewayMetrics,
+        backoff: Backoff, poll_s: float = 1.0,
+    ) -> None:
+        self.start = start
+        self.stop = stop
+        self.health = health
+        self.metrics = metrics
+        self.backoff = backoff
+        self.poll_s = poll_s
+        self.query: StreamingQuery | None = None
+        self.restarts = 0
+
+    def run(self) -> int:
+        """0 when stopped by `stop`; 2 when the query failed in a way a restart cannot fix."""
+        while not self.stop.is_set():
+            try:
+                self.query = self.start()
+            except Exception as e:  # noqa: BLE001 - a failed start is judged like a failed query
+                self.query = None
+                error = f"{type(e).__name__}: {e}"
+            else:
+                failure = self._watch(self.query)
+                if failure is None:
+                    return 0
+                error = failure
+            kind, advice = classify(error)
+            if kind is FailureKind.FATAL:
+                log.error("query failed and a restart cannot fix it: %s\nWhat to do: %s", first_line(error), advice)
+                self.health.set(live=False, ready=False, detail=f"failed: {first_line(error, 200)}")
+                return 2
+            self._wait_to_restart(error)
+        return 0
+
+    def _watch(self, query: StreamingQuery) -> str | None:
+        """Wait while the query runs; None when `stop` was set, else the failure's text."""
+        self.health.set(ready=False, detail="query started, no micro-batch yet")
+        made_progress = False
+        while not self.stop.is_set() and query.isActive:
+            if not made_progress and query.lastProgress is not None:
+                made_progress = True
+                self.backoff.reset()
+                self.health.set(ready=True, detail="query running")
+            self.stop.wait(self.poll_s)
+        if self.stop.is_set():
+            return None
+        self.health.set(ready=False, detail="query stopped")
+        exception = query.exception()
+        return str(exception) if exception is not None else "the query stopped without an error (stopped elsewhere)"
+
+    def _wait_to_restart(self, error: str) -> None:
+        cause = restart_cause(error)
+        delay = self.backoff.next_delay()
+        self.restarts += 1
+        self.metrics.count_restart(cause)
+        log.warning("query failed (%s): %s; restart %d from its checkpoint in %.0f s", cause, first_line(error),
+                    self.restarts, delay)
+        self.health.set(ready=False, detail=f"restarting in {delay:.0f} s after: {first_line(error, 200)}")
+        self.stop.wait(delay)

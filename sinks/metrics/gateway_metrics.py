@@ -90,6 +90,10 @@ class BatchAggregate:
     skew_buckets: list[int] = field(default_factory=list)
 
 
+# The `cause` label of gateway_query_restarts_total (bounded): what the failed query's error points at.
+RESTART_CAUSES = ("kafka", "executor_lost", "storage_io", "other")
+
+
 class GatewayMetrics:
     """Every gateway metric, in its own `CollectorRegistry`.
 
@@ -155,6 +159,12 @@ class GatewayMetrics:
         # From the query listener
         self.query_active = Gauge(f"{PREFIX}query_active", "1 while the gateway's streaming query runs.",
                                   registry=r)
+        # From the supervisor
+        self.query_restarts = Counter(f"{PREFIX}query_restarts_total", "Restarts of the streaming query from its "
+                                      "checkpoint after it failed, by the failure's kind of cause.", ["cause"],
+                                      registry=r)
+        for cause in RESTART_CAUSES:  # every series exists from the start (0), so increase() sees the first
+            self.query_restarts.labels(cause)
         self.progress_batch_id = Gauge(f"{PREFIX}progress_batch_id", "Micro-batch id of the last query progress "
                                        "report.", registry=r)
         self.progress_timestamp = Gauge(f"{PREFIX}progress_timestamp_seconds", "When the last query progress "
@@ -321,6 +331,9 @@ class GatewayMetrics:
         """Retention moved a partition's log start offset (the stage's rows never learn it)."""
         if self.partition_bounded(topic, partition):
             self._advance("start", self.log_start_offset, self.topic_label(topic), str(partition), log_start_offset)
+
+    def count_restart(self, cause: str) -> None:
+        self.query_restarts.labels(cause if cause in RESTART_CAUSES else "other").inc()
 
     def set_query_active(self, active: bool) -> None:
         self.query_active.set(1 if active else 0)

@@ -1,18 +1,22 @@
-"""Serving the metrics: the Prometheus HTTP endpoint on `metrics_address`.
+"""Serving the metrics: the Prometheus endpoint (`/metrics`) on `metrics_address`, with the health
+probes beside it (`/healthz` liveness, `/readyz` readiness: 200 or 503 with a one-line reason).
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from socketserver import ThreadingMixIn
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import (
-    disable_created_metrics,
-    start_http_server,
-)
+from prometheus_client import disable_created_metrics, make_wsgi_app
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.metrics.health import Health
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -22,11 +26,28 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _V6Server(_Server):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass  # one line per scrape would drown the gateway's log
+
+
 @dataclass
 class MetricsServer:
     url: str
-    _server: Any
+    _server: WSGIServer
     _thread: threading.Thread
+
+    @property
+    def base_url(self) -> str:
+        return self.url.rsplit("/", 1)[0]
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -34,12 +55,35 @@ class MetricsServer:
         self._thread.join(timeout=10)
 
 
-def serve_metrics(metrics: GatewayMetrics, address: str) -> MetricsServer:
-    """Serve `metrics` at http://<address>/metrics (prometheus_client's threaded HTTP server)."""
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def _app(metrics: GatewayMetrics, health: Health) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+    prometheus = make_wsgi_app(metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path in ("/healthz", "/readyz"):
+            state = health.state
+            ok = state.live if path == "/healthz" else state.live and state.ready
+            body = json.dumps({"live": state.live, "ready": state.ready, "detail": state.detail}).encode()
+            start_response("200 OK" if ok else "503 Service Unavailable",
+                           [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        return prometheus(environ, start_response)
+
+    return app
+
+
+def serve_metrics(metrics: GatewayMetrics, address: str, health: Health | None = None) -> MetricsServer:
+    """Serve `metrics` at http://<address>/metrics and `health` at /healthz and /readyz, in a thread."""
     host, port = parse_address(address)
     # `_created` series double the series count and no panel uses them.
     disable_created_metrics()
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    server_class = _V6Server if ":" in host else _Server
+    server = make_server(host, port, _app(metrics, health or Health()), server_class, _QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True)
+    thread.start()
     bound_port = server.server_address[1]
     shown = f"[{host}]" if ":" in host else host
     return MetricsServer(f"http://{shown}:{bound_port}/metrics", server, thread)

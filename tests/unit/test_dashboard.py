@@ -38,6 +38,7 @@ REQUIRED = {
     "segments": "gateway_log_segments",
     "segment bytes": "gateway_log_size_bytes",
     "retention deletions": "gateway_retention_deleted_segments_total",
+    "query restarts": "gateway_query_restarts_total",
     "dead letters": "gateway_dead_letters_published_total",
     "responses": "gateway_responses_published_total",
     "state rows": "gateway_state_rows",

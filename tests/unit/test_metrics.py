@@ -21,7 +21,7 @@ from streaming.status import fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
 TOPICS = {"ct": 2, "lat": 3}
-ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le"}
+ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le", "cause"}
 
 
 def fresh(segments_root: Path | None = None) -> GatewayMetrics:

@@ -9,7 +9,6 @@ decision is also compared with the pure-Python fallback (cheap walkers + full wa
 
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 import sys
@@ -295,13 +294,13 @@ def _import_from_zip(archive: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_package_zip_loads_the_native_walk(tmp_path: Path) -> None:
-    from streaming.session import _package_zip
+    from streaming.session import package_zip
 
-    archive = _package_zip()
-    try:
-        _check_package_zip(archive, tmp_path)
-    finally:
-        shutil.rmtree(archive.parent, ignore_errors=True)
+    archive = package_zip(tmp_path / "pyfiles")
+    # named by content: another start of the same code reuses the file, nothing accumulates
+    assert package_zip(tmp_path / "pyfiles") == archive
+    assert [p.name for p in (tmp_path / "pyfiles").iterdir()] == [archive.name]
+    _check_package_zip(archive, tmp_path)
 
 
 def _check_package_zip(archive: Path, tmp_path: Path) -> None:

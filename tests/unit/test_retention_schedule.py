@@ -210,7 +210,7 @@ for mb in range(micro_batches):
 
 
 def test_retention_beside_a_concurrent_appender_process(tmp_path):
-    """An appender process writes while the schedule's passes run back to back (the partition flock
+    """An appender process writes while the schedule's passes run back to back (the partition lock
     keeps them apart): the log stays contiguous and verifiable, retention deletes as it goes."""
     micro_batches = 150
     cfg = topic("t", retention_bytes=20 * SIZE)

@@ -37,3 +37,26 @@ def test_backoff_doubles_to_its_cap_and_resets() -> None:
 def test_first_line_is_the_headline() -> None:
     assert first_line("\n  KafkaException: broker down\n\tat org.apache...\n") == "KafkaException: broker down"
     assert len(first_line("x" * 1000, limit=50)) == 50
+
+
+def test_restart_causes_are_bounded_labels() -> None:
+    from sinks.metrics.gateway_metrics import RESTART_CAUSES
+    from streaming.supervisor import restart_cause
+
+    assert restart_cause("Task failed ... ExecutorLostFailure (executor 1 exited)") == "executor_lost"
+    assert restart_cause("KafkaException: 10 messages to r not delivered within 120 s") == "kafka"
+    assert restart_cause("java.io.IOException: Read-only file system") == "storage_io"
+    assert restart_cause("something else") == "other"
+    assert {restart_cause(e) for e in ("ExecutorLost", "KafkaException", "OSError", "x")} == set(RESTART_CAUSES)
+
+
+def test_first_line_finds_the_reason_in_a_python_proxy_trace() -> None:
+    error = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: An exception was raised by the "
+             "Python Proxy. Return Message: Traceback (most recent call last):\n"
+             '  File "x.py", line 1, in call\n'
+             "pyspark.errors.exceptions.captured.PythonException: \n"
+             "  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+             "Traceback (most recent call last):\n"
+             "confluent_kafka.error.KafkaException: KafkaError{code=_MSG_TIMED_OUT,val=-192,str=\"Local: Message timed out\"}\n"
+             "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:665)\n")
+    assert first_line(error).startswith("confluent_kafka.error.KafkaException: KafkaError{code=_MSG_TIMED_OUT")
