@@ -10,7 +10,7 @@ SPARK_JARS := .jvm/spark
 # Only the connector and what Spark's own jars lack; the rest ships with pyspark.
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
-.PHONY: setup venv jars run test test-unit bench lint clean
+.PHONY: setup venv jars run test test-unit bench lint clean pack submit
 
 setup: venv jars
 
@@ -35,6 +35,20 @@ $(SPARK_JARS)/.resolved: conf/jvm/spark-connectors.pom.xml conf/jvm/settings.xml
 	  -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
 	touch $@
 
+# The packed Python environment for cluster executors (spark.archives; `python_archive` in the config).
+# Spark's own jars stay out: executors have them.
+PACKED_ENV := build/gateway-env.tar.gz
+pack: $(PACKED_ENV)
+$(PACKED_ENV): $(VENV)/.installed
+	mkdir -p build
+	$(VENV)/bin/venv-pack -p $(VENV) -o $@ --force -q \
+	  --exclude 'lib/python3.11/site-packages/pyspark/jars/*' --exclude 'lib/python3.11/site-packages/pyspark/examples/*'
+
+# The gateway through spark-submit on the configured master (MASTER=spark://host:7077 overrides it):
+# prints the exact command, then runs it.
+submit: setup pack
+	$(PY) -m streaming submit $(if $(MASTER),--master $(MASTER))
+
 run: setup
 	$(PY) -m streaming run --demo
 
@@ -48,7 +62,7 @@ bench: setup
 	$(PY) -m tests.bench
 
 lint: venv
-	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients tests
+	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients tests gateway_submit.py
 
 clean:
 	rm -rf var checkpoints/*/ .pytest_cache

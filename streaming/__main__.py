@@ -2,6 +2,7 @@
 
     gateway run [--demo]          the gateway as a long-running Spark job
     gateway status                what it is doing (metrics endpoint and response topic)
+    gateway submit                the same job through spark-submit on the configured cluster
     gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
 
@@ -42,6 +43,8 @@ from streaming.session import build_spark_session, is_local
 from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
+from streaming.submit import add_arguments as add_submit_arguments
+from streaming.submit import run_submit
 from streaming.supervisor import Backoff, QuerySupervisor
 from validators.topic_config import TopicRegistry
 
@@ -213,11 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting (repeatable), added to the config's spark_conf")
     r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
+    sm = sub.add_parser("submit", help="print and run the spark-submit command for the configured cluster")
+    add_submit_arguments(sm)
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
     add_status_arguments(st)
     args = parser.parse_args(argv)
     if args.group == "status":
         return run_status(args)
+    if args.group == "submit":
+        return run_submit(args)
     if args.group == "segments":
         return storage_cli.run(args)
     return run(args)

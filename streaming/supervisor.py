@@ -88,7 +88,7 @@ class Backoff:
 _CAUSE_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("executor_lost", ("ExecutorLost", "executor lost", "Lost executor", "Worker lost", "decommission")),
     ("kafka", ("KafkaException", "org.apache.kafka", "not delivered within", "_TRANSPORT", "_ALL_BROKERS_DOWN")),
-    ("storage_io", ("IOException", "OSError", "No space left", "Read-only file system", "Permission denied")),
+    ("storage_io", ("IOException", "OSError", "[Errno", "No space left", "Read-only file system", "Permission denied")),
 )
 
 

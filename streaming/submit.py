@@ -1,0 +1,52 @@
+"""`make submit` / `gateway submit`: the spark-submit command for the configured cluster, printed and run.
+
+The command carries everything the executors need (DESIGN §6): Spark's Kafka connector jars
+(`--jars`), the packed Python environment (`--archives ...#environment`, built by `make pack`) as the
+executors' interpreter, the driver's interpreter, the config's `spark_conf`, and the entry point
+`gateway_submit.py`. The gateway's code travels as a zip the driver adds itself (streaming/session.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
+from streaming.session import ENVIRONMENT_DIR, connector_jars, is_local
+
+ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
+SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"  # pyspark's, in the project's venv
+
+
+def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | None = None) -> list[str]:
+    command = [str(SPARK_SUBMIT), "--master", config.spark_master, "--name", "ingest-gateway",
+               "--jars", ",".join(str(j) for j in connector_jars())]
+    if config.python_archive and not is_local(config.spark_master):
+        command += ["--archives", f"{config.path(config.python_archive)}#{ENVIRONMENT_DIR}",
+                    "--conf", f"spark.pyspark.python=./{ENVIRONMENT_DIR}/bin/python"]
+    command += ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
+    for key, value in sorted(config.spark_conf.items()):
+        command += ["--conf", f"{key}={value}"]
+    return [*command, str(ENTRY_POINT), "run", "--config", str(config_path), *(extra or [])]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    parser.add_argument("--master", help="Spark master (default from config)")
+    parser.add_argument("--print-only", action="store_true", help="print the command, do not run it")
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    config = load_gateway_config(args.config, spark_master=args.master)
+    command = submit_command(config, args.config.resolve())
+    print(shlex.join(command), flush=True)
+    if args.print_only:
+        return 0
+    if not is_local(config.spark_master) and not config.python_archive:
+        print("note: no python_archive in the config: executors run the driver's interpreter "
+              f"{sys.executable}, which must exist on every host (`make pack` builds the archive)", file=sys.stderr)
+    os.execv(command[0], command)  # spark-submit takes over this process: signals reach the driver
+    return 0
