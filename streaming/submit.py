@@ -14,11 +14,16 @@ import shlex
 import sys
 from pathlib import Path
 
+import pyspark
+
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
 from streaming.session import ENVIRONMENT_DIR, connector_jars, is_local
 
 ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"  # pyspark's, in the project's venv
+# The pip package is a Spark distribution (without sbin/); its scripts need SPARK_HOME when the
+# interpreter that `find-spark-home` would ask (plain `python3`) has no pyspark.
+SPARK_HOME = Path(pyspark.__file__).parent
 
 
 def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | None = None) -> list[str]:
@@ -48,5 +53,6 @@ def run_submit(args: argparse.Namespace) -> int:
     if not is_local(config.spark_master) and not config.python_archive:
         print("note: no python_archive in the config: executors run the driver's interpreter "
               f"{sys.executable}, which must exist on every host (`make pack` builds the archive)", file=sys.stderr)
-    os.execv(command[0], command)  # spark-submit takes over this process: signals reach the driver
+    env = {**os.environ, "SPARK_HOME": os.environ.get("SPARK_HOME", str(SPARK_HOME))}
+    os.execve(command[0], command, env)  # spark-submit takes over this process: signals reach the driver
     return 0

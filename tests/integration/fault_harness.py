@@ -18,7 +18,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyspark
 from confluent_kafka import Consumer
 
 from contract.responses import decode_response
@@ -26,11 +25,11 @@ from embedded.local_kafka import free_port
 from sinks.storage.log_reader import read
 from sinks.storage.verify import verify_partition
 from streaming.config import REPO_ROOT, GatewayConfig
+from streaming.submit import SPARK_HOME
 from tests.integration.gateway_io import SentBatch, produce_batches, read_all
 from validators.codec.record_batch import build_record_batch
 
 SPARK_CLASS = Path(sys.executable).parent / "spark-class"
-SPARK_HOME = str(Path(pyspark.__file__).parent)  # the pip package is a Spark distribution without sbin/
 NOW_MS = int(time.time() * 1000)
 
 
@@ -55,7 +54,7 @@ class StandaloneCluster:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
-        env = {**os.environ, "SPARK_HOME": SPARK_HOME, "SPARK_LOG_DIR": str(self.work_dir)}
+        env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.work_dir)}
         return subprocess.Popen([str(SPARK_CLASS), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
 
