@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -118,6 +119,12 @@ class GatewayDriver:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill(self) -> None:
+        """kill -9 the driver and its Spark JVM (its process group), as a crashed host would."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
     def stop(self, timeout_s: float = 120) -> int:
         """SIGTERM to the driver alone (as Kubernetes sends it): it stops between micro-batches."""
         assert self.proc is not None
@@ -159,7 +166,8 @@ class ResponseWatch:
 
     def _run(self) -> None:
         c = Consumer({"bootstrap.servers": self.config.bootstrap_servers, "group.id": f"watch-{uuid.uuid4().hex}",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "logger": logging.getLogger("tests.response_watch")})  # a broker restart is expected
         c.subscribe([self.config.response_topic])
         while not self._stop.is_set():
             m = c.poll(0.2)
@@ -177,6 +185,15 @@ class ResponseWatch:
     def first_after(self, sent: list[SentBatch]) -> float:
         with self._lock:
             return min(self.seen[s.request_id][0][0] for s in sent if s.request_id in self.seen)
+
+    def first_since(self, t0: float, timeout_s: float = 300) -> float:
+        """Seconds from `t0` (time.monotonic) to the first response seen after it."""
+        def latest() -> float:
+            with self._lock:
+                return max((t for rs in self.seen.values() for t, _ in rs), default=0.0)
+        _wait_for(lambda: latest() >= t0, "a response", timeout_s)
+        with self._lock:
+            return min(t for rs in self.seen.values() for t, _ in rs if t >= t0) - t0
 
     def wait_all(self, sent: list[SentBatch], timeout_s: float) -> None:
         _wait_for(lambda: self.answered(sent) == len(sent), f"responses to {len(sent)} batches", timeout_s)

@@ -1,15 +1,12 @@
-"""Fault tests with real processes and real signals (issue 12): the gateway's driver started as an
+"""Fault tests with real processes and real signals (issue 12), on a real Spark standalone cluster
+started here (a master and two workers through `spark-class`, small memory; executors run the packed
+Python environment of `make pack`) with a broker of its own: the gateway's driver started as an
 operator starts it, mixed good and bad traffic, faults injected mid-stream, then the accounting of
 `fault_harness.account` — every batch answered with identical responses, accepted batches stored
-exactly once on contiguous offsets, every rejection dead-lettered, storage verified.
+exactly once on disjoint, contiguous offsets, every rejection dead-lettered, `segments verify` clean.
 
-- On a real Spark standalone cluster (a master and two workers through `spark-class`, the packed
-  Python environment of `make pack`): kill -9 an executor, then a whole worker, mid-stream.
-- On the embedded default (`local[2,4]`) with its own broker: the segments root unusable for a while,
-  then the broker stopped and started again — the supervisor must bring the query back by itself.
-
-Recovery times (fault → first response to traffic sent after it) and duplicate responses are printed
-(`pytest -s`); they are reported, not asserted.
+Recovery times (fault or restart → first response to traffic sent after it) and duplicate responses
+are printed (`pytest -s`): reported, not asserted.
 """
 
 from __future__ import annotations
@@ -19,11 +16,13 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from embedded.local_kafka import LocalKafka
+from sinks.storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
 from streaming.config import REPO_ROOT, GatewayConfig
 from tests.integration.conftest import TEST_TOPICS
 from tests.integration.fault_harness import (
@@ -37,6 +36,8 @@ from tests.integration.fault_harness import (
 )
 from tests.integration.gateway_io import create_gateway_topics
 
+EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"}
+
 
 @pytest.fixture(scope="module")
 def packed_env() -> Path:
@@ -45,34 +46,63 @@ def packed_env() -> Path:
     return REPO_ROOT / "build" / "gateway-env.tar.gz"
 
 
-def _config(tmp_path: Path, bootstrap_servers: str, **overrides: object) -> GatewayConfig:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker of this module's own: one test stops and restarts it."""
+    kafka = LocalKafka(tmp_path_factory.mktemp("fault-kafka")).start()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    spark = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _config(tmp_path: Path, broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path,
+            **overrides: object) -> GatewayConfig:
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps(TEST_TOPICS))
-    run = tmp_path.name[-12:].replace("-", "_")
-    return GatewayConfig(
-        bootstrap_servers=bootstrap_servers, ingress_topic=f"ingress-{run}", ingress_partitions=2,
+    run = re.sub(r"\W", "_", tmp_path.name)[-16:]
+    settings: dict[str, object] = dict(
+        bootstrap_servers=broker.bootstrap_servers, ingress_topic=f"ingress-{run}", ingress_partitions=2,
         response_topic=f"responses-{run}", dlq_topic=f"dlq-{run}", topics_file=str(topics_file),
         segments_root=str(tmp_path / "segments"), checkpoint_root=str(tmp_path / "checkpoints"),
         query_name=f"gateway_{run}", shuffle_partitions=2, ui_enabled=False, metrics_address="127.0.0.1:0",
-        restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0, **overrides,  # type: ignore[arg-type]
+        spark_master=cluster.master_url, python_archive=str(packed_env), spark_conf=dict(EXECUTORS),
+        restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0,
     )
+    settings.update(overrides)
+    config = GatewayConfig(**settings)  # type: ignore[arg-type]
+    create_gateway_topics(config)  # the driver creates them too; the response watch subscribes first
+    return config
 
 
 def _report(name: str, **figures: object) -> None:
-    print(f"\n[fault] {name}: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
+    print(f"\n[fault] {name}: " + ", ".join(f"{k}={round(v, 1) if isinstance(v, float) else v}"
+                                            for k, v in figures.items()))
 
 
-def test_standalone_cluster_survives_executor_and_worker_kills(kafka: LocalKafka, tmp_path: Path,
-                                                               packed_env: Path) -> None:
-    (tmp_path / "cluster").mkdir()
-    cluster = StandaloneCluster(tmp_path / "cluster").start()
-    config = _config(
-        tmp_path, kafka.bootstrap_servers, spark_master=cluster.master_url, python_archive=str(packed_env),
-        spark_conf={"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"},
-    )
-    create_gateway_topics(config)  # the driver creates them too; the watch subscribes before it runs
-    driver = GatewayDriver(config, tmp_path).start()
+def _broker_unreachable(log: str) -> int:
+    """Lines of the driver's log (librdkafka's and the Java client's) about a broker it cannot reach."""
+    return len(re.findall(r"Connection refused|could not be established|Broker may not be available", log))
+
+
+def _restarts(log: str) -> int:
+    return len(re.findall(r"gateway.supervisor query failed \(", log))
+
+
+def test_executor_and_worker_killed_mid_stream(broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path,
+                                               tmp_path: Path) -> None:
+    config = _config(tmp_path, broker, cluster, packed_env)
     watch = ResponseWatch(config)
+    driver = GatewayDriver(config, tmp_path).start()
     try:
         started = time.monotonic()
         first = send_wave(config, 300, 0)
@@ -83,7 +113,7 @@ def test_standalone_cluster_survives_executor_and_worker_kills(kafka: LocalKafka
         executors = executor_pids()
         assert len(executors) == 2, executors
         second = send_wave(config, 600, 10_000)
-        os.kill(executors[0], 9)  # mid-stream: its tasks fail and are retried elsewhere
+        os.kill(executors[0], 9)  # mid-stream: its tasks fail and are retried on the other executor
         killed = time.monotonic()
         watch.wait_all(second, 300)
         after_executor = watch.first_after(second) - killed
@@ -96,47 +126,89 @@ def test_standalone_cluster_survives_executor_and_worker_kills(kafka: LocalKafka
 
         assert driver.stop() == 0, driver.log()[-3000:]
         result = account(config, first + second + third)
-        _report("standalone cluster", startup_s=round(startup, 1), executor_kill_to_response_s=round(after_executor, 1),
-                worker_kill_to_response_s=round(after_worker, 1), **vars(result))
+        _report("executor and worker kill -9", first_response_after_start_s=startup,
+                executor_kill_to_response_s=after_executor, worker_kill_to_response_s=after_worker, **vars(result))
     finally:
         watch.stop()
         if driver.proc is not None and driver.proc.poll() is None:
-            driver.stop()
-        cluster.stop()
+            driver.kill()
+        cluster.start_worker(0)  # the next tests get two workers again
 
 
-def _restarts(log: str) -> int:
-    return len(re.findall(r"gateway.supervisor query failed \(", log))
-
-
-def test_supervisor_brings_the_query_back_after_storage_and_broker_faults(tmp_path: Path) -> None:
-    broker = LocalKafka(tmp_path / "kafka").start()  # its own broker: this test stops and restarts it
-    config = _config(tmp_path, broker.bootstrap_servers, spark_master="local[2,4]", publish_timeout_ms=5000)
-    create_gateway_topics(config)  # the driver creates them too; the watch subscribes before it runs
-    driver = GatewayDriver(config, tmp_path).start()
+def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, cluster: StandaloneCluster,
+                                                       packed_env: Path, tmp_path: Path) -> None:
+    config = _config(tmp_path, broker, cluster, packed_env)
+    pidfile = tmp_path / "driver.pid"
+    # the third run: an executor kills the driver right after a segment commit, before the publish
+    crashing = config.with_overrides(spark_conf={**EXECUTORS, f"spark.executorEnv.{CRASH_ENV}": "committed:1",
+                                                 f"spark.executorEnv.{KILL_PIDFILE_ENV}": str(pidfile)})
     watch = ResponseWatch(config)
+    recoveries: dict[str, float] = {}
+    driver = GatewayDriver(config, tmp_path).start()
+    try:
+        # 1. during start-up: the query has started, no micro-batch has completed
+        first = send_wave(config, 300, 0)
+        _wait_for(lambda: "query_started" in driver.log(), "the query to start", 240)
+        driver.kill()
+        driver = GatewayDriver(config, tmp_path).start()
+        recoveries["after_startup_kill_s"] = watch.first_since(time.monotonic())
+        watch.wait_all(first, 300)
+
+        # 2. mid-stream: some of a wave answered, the rest in flight
+        second = send_wave(config, 600, 10_000)
+        _wait_for(lambda: watch.answered(second) >= 100, "part of the wave to be answered", 240)
+        driver.kill()
+        assert watch.answered(second) < len(second)  # killed mid-stream indeed
+
+        # 3. restarted with a crash point: an executor kills the driver right after the first segment
+        # commit of the run, before that micro-batch's responses are published
+        driver = GatewayDriver(crashing, tmp_path).start()
+        assert driver.proc is not None
+        pidfile.write_text(str(driver.proc.pid))
+        third = send_wave(config, 600, 20_000)
+        _wait_for(lambda: driver.proc is not None and driver.proc.poll() is not None, "the crash point", 300)
+        driver = GatewayDriver(config, tmp_path).start()
+        recoveries["after_commit_crash_s"] = watch.first_since(time.monotonic())
+        watch.wait_all(first + second + third, 300)
+
+        assert driver.stop() == 0, driver.log()[-3000:]
+        result = account(config, first + second + third)
+        _report("driver kill -9 x3", **recoveries, **vars(result))
+    finally:
+        watch.stop()
+        if driver.proc is not None and driver.proc.poll() is None:
+            driver.kill()
+
+
+def test_supervisor_rides_out_unusable_storage_and_a_broker_restart(broker: LocalKafka, cluster: StandaloneCluster,
+                                                                    packed_env: Path, tmp_path: Path) -> None:
+    config = _config(tmp_path, broker, cluster, packed_env, publish_timeout_ms=5000)
+    watch = ResponseWatch(config)
+    driver = GatewayDriver(config, tmp_path).start()
     root = config.path(config.segments_root)
     try:
         first = send_wave(config, 200, 0)
-        watch.wait_all(first, 240)
+        watch.wait_all(first, 300)
 
         # The segments root unusable (a file where the directory was: even root cannot write under it).
         aside = root.with_name("segments-aside")
         root.rename(aside)
         root.write_text("not a directory\n")
         second = send_wave(config, 300, 10_000)
-        _wait_for(lambda: "query failed (storage_io)" in driver.log(), "the supervisor to see the storage fault", 240)
+        _wait_for(lambda: "query failed (storage_io)" in driver.log(), "the supervisor to see the storage fault", 300)
         root.unlink()
         aside.rename(root)
         repaired = time.monotonic()
-        watch.wait_all(second, 240)
+        watch.wait_all(second, 300)
         after_storage = watch.first_after(second) - repaired
         restarts_storage = _restarts(driver.log())
 
-        # The broker stopped mid-stream until the query has failed, then started again.
+        # The broker stopped mid-stream until the gateway has noticed (its Kafka clients log the refused
+        # connections), then started again: the query rides it out or the supervisor restarts it.
         third = send_wave(config, 300, 20_000)
+        noticed = _broker_unreachable(driver.log())
         broker.stop()
-        _wait_for(lambda: _restarts(driver.log()) > restarts_storage, "the query to fail without its broker", 300)
+        _wait_for(lambda: _broker_unreachable(driver.log()) > noticed + 5, "the gateway to notice the outage", 300)
         broker.start()
         back = time.monotonic()
         watch.wait_all(third, 300)
@@ -145,11 +217,10 @@ def test_supervisor_brings_the_query_back_after_storage_and_broker_faults(tmp_pa
         log = driver.log()
         assert driver.stop() == 0, log[-3000:]
         result = account(config, first + second + third)
-        _report("supervisor", storage_repair_to_response_s=round(after_storage, 1),
-                broker_start_to_response_s=round(after_broker, 1), restarts=_restarts(log), **vars(result))
-        assert restarts_storage >= 1 and _restarts(log) > restarts_storage
+        _report("storage unusable, broker restart", storage_repair_to_response_s=after_storage,
+                broker_start_to_response_s=after_broker, restarts=_restarts(log), **vars(result))
+        assert restarts_storage >= 1
     finally:
         watch.stop()
         if driver.proc is not None and driver.proc.poll() is None:
-            driver.stop()
-        broker.stop()
+            driver.kill()
