@@ -54,7 +54,7 @@ class StandaloneCluster:
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-        log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - the child owns it
+        log = open(self.work_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
         env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOG_DIR": str(self.work_dir)}
         return subprocess.Popen([str(SPARK_CLASS), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)

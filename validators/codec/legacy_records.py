@@ -53,8 +53,26 @@ _TIMESTAMP_TYPE_MASK = 0x08
 _STRUCTURE = "Found invalid record structure"
 
 
+class _LegacyMessage:
+    """What a legacy message and a shallow entry share: the codec bits and the CRC-32 check."""
+
+    __slots__ = ()
+    attributes: int
+    crc: int
+    computed_crc: int
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType.for_id(self.attributes & _CODEC_MASK)
+
+    @property
+    def is_valid(self) -> bool:
+        """LegacyRecord.isValid: the stored CRC-32 matches (the size >= 14 check is the reader's)."""
+        return self.crc == self.computed_crc
+
+
 @dataclass(frozen=True, slots=True)
-class LegacyRecord:
+class LegacyRecord(_LegacyMessage):
     """One logical record of a legacy message set, as Kafka's iterator reports it.
 
     `timestamp`: v0 -> -1; v1 -> the message's own field, except inner messages of a LogAppendTime
@@ -71,17 +89,9 @@ class LegacyRecord:
     crc: int  # stored CRC32
     computed_crc: int
 
-    @property
-    def compression(self) -> CompressionType:
-        return CompressionType.for_id(self.attributes & _CODEC_MASK)
-
-    @property
-    def is_valid(self) -> bool:
-        return self.crc == self.computed_crc
-
 
 @dataclass(frozen=True, slots=True)
-class LegacyEntry:
+class LegacyEntry(_LegacyMessage):
     """One log entry (Kafka's shallow `AbstractLegacyRecordBatch`): an uncompressed message, or a
     compressed wrapper with its inner records in `records`."""
 
@@ -96,15 +106,6 @@ class LegacyEntry:
     key: bytes | None
     value: bytes | None  # for a wrapper: the compressed inner message set
     records: tuple[LegacyRecord, ...]
-
-    @property
-    def compression(self) -> CompressionType:
-        return CompressionType.for_id(self.attributes & _CODEC_MASK)
-
-    @property
-    def is_valid(self) -> bool:
-        """LegacyRecord.isValid: size >= 14 and the stored CRC32 matches."""
-        return self.crc == self.computed_crc
 
     @property
     def last_offset(self) -> int:
