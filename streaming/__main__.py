@@ -140,7 +140,11 @@ def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
+    try:
+        config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
+    except (OSError, ValueError, TypeError) as e:  # a restart cannot fix a bad config: say what is wrong
+        log.error("cannot read the gateway configuration %s: %s", args.config, e)
+        return 2
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
     spark, broker, config = _start_spark_and_broker(config)
     health = Health()

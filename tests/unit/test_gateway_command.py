@@ -27,3 +27,21 @@ def test_console_script_is_installed() -> None:
     assert script is not None, "pip install -e . installs the `gateway` script ([project.scripts])"
     done = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and all(g in done.stdout for g in ("run", "status", "segments", "dlq"))
+
+
+def test_run_refuses_a_bad_config_with_a_clear_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    bad = tmp_path / "gateway.json"
+    bad.write_text('{"spark_masterr": "local[2]"}')
+    assert main(["run", "--config", str(bad)]) == 2  # before any JVM starts
+    assert "Unknown gateway settings" in caplog.text and "spark_masterr" in caplog.text
+
+
+def test_submit_prints_the_spark_submit_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text('{"spark_master": "spark://h:7077", "python_archive": "build/env.tar.gz", '
+                      '"spark_conf": {"spark.executor.memory": "2g"}}')
+    assert main(["submit", "--config", str(config), "--print-only"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert "--master spark://h:7077" in line and "--jars " in line and "spark-sql-kafka-0-10" in line
+    assert "env.tar.gz#environment" in line and "spark.pyspark.python=./environment/bin/python" in line
+    assert "spark.executor.memory=2g" in line and line.endswith(f"gateway_submit.py run --config {config}")

@@ -307,3 +307,33 @@ def test_exporter_serves_the_registry_and_status_renders_it(tmp_path: Path) -> N
     assert "ct-0  INVALID_TIMESTAMP (32)  request r-1  Timestamp 1 of message" in text
     down = render("http://127.0.0.1:1/metrics", None, "Connection refused", None, "no broker", "gateway.responses")
     assert "not reachable: Connection refused" in down and "recent errors    unavailable: no broker" in down
+
+
+def test_health_probes_beside_the_metrics(tmp_path) -> None:
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    from sinks.metrics.health import Health
+
+    health = Health()
+    server = serve_metrics(GatewayMetrics({"t": 1}, tmp_path), "127.0.0.1:0", health)
+
+    def get(path: str) -> tuple[int, dict]:
+        try:
+            with urllib.request.urlopen(server.base_url + path, timeout=10) as r:
+                return r.status, _json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, _json.loads(e.read())
+
+    try:
+        assert get("/healthz") == (200, {"live": True, "ready": False, "detail": "starting"})
+        assert get("/readyz")[0] == 503
+        health.set(ready=True, detail="query running")
+        assert get("/readyz") == (200, {"live": True, "ready": True, "detail": "query running"})
+        health.set(live=False, ready=False, detail="failed: LogStateMismatchError")
+        assert get("/healthz")[0] == 503 and get("/readyz")[0] == 503
+        with urllib.request.urlopen(server.url, timeout=10) as r:
+            assert b"gateway_query_restarts_total" in r.read()
+    finally:
+        server.stop()
