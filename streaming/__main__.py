@@ -63,11 +63,10 @@ GRAFANA_PROVISIONING = REPO_ROOT / "conf" / "grafana" / "provisioning"
 
 
 def _start_observability(
-    spark: SparkSession, config: GatewayConfig, health: Health
+    spark: SparkSession, config: GatewayConfig, registry: TopicRegistry, health: Health
 ) -> tuple[GatewayMetrics, MetricsServer, GatewayListener]:
     """Metrics exporter and health probes on config.metrics_address (a free port if that one is taken)
     and the query listener, registered before the query starts so it sees the start event."""
-    registry = TopicRegistry.load(config.path(config.topics_file))
     metrics = GatewayMetrics.for_registry(registry, config.path(config.segments_root))
     try:
         server = serve_metrics(metrics, config.metrics_address, health)
@@ -148,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
     spark, broker, config = _start_spark_and_broker(config)
     health = Health()
-    metrics, metrics_server, listener = _start_observability(spark, config, health)
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
+    metrics, metrics_server, listener = _start_observability(spark, config, registry.current(), health)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # Kubernetes: stop between micro-batches
