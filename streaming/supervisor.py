@@ -37,21 +37,22 @@ class FailureKind(Enum):
 
 @dataclass(frozen=True)
 class FatalCause:
-    marker: str  # text that identifies the failure in the query's exception (Python or JVM class name)
+    markers: tuple[str, ...]  # texts that identify the failure in the query's exception (class or error-class names)
     advice: str  # what the operator does about it
 
 
 FATAL_CAUSES: tuple[FatalCause, ...] = (
-    FatalCause("LogStateMismatchError", "the checkpoint and the segment storage belong to different runs: "
+    FatalCause(("LogStateMismatchError",), "the checkpoint and the segment storage belong to different runs: "
                "restore the storage or the checkpoint that belongs to the other (the error names the partition)"),
-    FatalCause("StorageCorruptionError", "committed segment data is damaged or missing: restore the partition "
+    FatalCause(("StorageCorruptionError",), "committed segment data is damaged or missing: restore the partition "
                "directory from a backup (`gateway segments verify` shows what is wrong)"),
-    FatalCause("SharedStorageError", "the segments root must be one filesystem visible to the driver and every "
+    FatalCause(("SharedStorageError",), "the segments root must be one filesystem visible to the driver and every "
                "executor: mount it on every host at the same path"),
-    FatalCause("AnalysisException", "the query cannot be planned: check the configuration and the Spark version"),
-    FatalCause("STATE_STORE_", "the checkpoint's state does not fit this query: use the checkpoint and the version "
-               "that wrote it"),
-    FatalCause("Failed to find data source: kafka", "Spark's Kafka connector is not on the classpath: run "
+    FatalCause(("AnalysisException",), "the query cannot be planned: check the configuration and the Spark version"),
+    # Only the state errors a restart repeats; a state store lock timeout after an executor loss is transient.
+    FatalCause(("_SCHEMA_NOT_COMPATIBLE", "INVALID_CONFIG_AFTER_RESTART", "STATEFUL_OPERATOR_NOT_MATCH"),
+               "the checkpoint's state does not fit this query: use the checkpoint and the version that wrote it"),
+    FatalCause(("Failed to find data source: kafka",), "Spark's Kafka connector is not on the classpath: run "
                "`make jars`, or pass the jars with --jars"),
 )
 
@@ -60,7 +61,7 @@ def classify(error: str) -> tuple[FailureKind, str]:
     """Whether a restart can help with a query that failed with `error` (its text, with the cause chain),
     and the operator advice for a fatal one."""
     for cause in FATAL_CAUSES:
-        if cause.marker in error:
+        if any(marker in error for marker in cause.markers):
             return FailureKind.FATAL, cause.advice
     return FailureKind.RETRYABLE, ""
 

@@ -25,6 +25,8 @@ def test_failures_a_restart_cannot_fix_stop_with_advice() -> None:
     kind, advice = classify("SharedStorageError: /mnt/segments is not visible from executor host w2")
     assert kind is FailureKind.FATAL and "every host" in advice
     assert classify("[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] ...")[0] is FailureKind.FATAL
+    # a state store lock held by a lost executor's task is transient: restart
+    assert classify("[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] ... RocksDB lock acquire timed out")[0] is FailureKind.RETRYABLE
 
 
 def test_backoff_doubles_to_its_cap_and_resets() -> None:
