@@ -62,7 +62,7 @@ bench: setup
 	$(PY) -m tests.bench
 
 lint: venv
-	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients tests gateway_submit.py
+	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients front_door tests gateway_submit.py
 
 clean:
 	rm -rf var checkpoints/*/ .pytest_cache

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from embedded.local_kafka import LocalKafka, free_port
+from front_door.metrics import FrontDoorMetrics
+from front_door.server import FrontDoor, FrontDoorSettings, parse_host_port
 from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
@@ -102,6 +105,36 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
         return spark_start.result(), broker, config
 
 
+def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDoor | None:
+    """The Kafka front door beside the query (a free port if the configured one is taken)."""
+    if not config.front_door_address:
+        return None
+    assert config.bootstrap_servers is not None
+    settings = FrontDoorSettings(
+        listen=config.front_door_address, advertised=config.front_door_advertised_address,
+        bootstrap_servers=config.bootstrap_servers, ingress_topic=config.ingress_topic,
+        response_topic=config.response_topic, segments_root=config.path(config.segments_root),
+        publish_timeout_ms=config.publish_timeout_ms, ingress_max_message_bytes=config.ingress_max_message_bytes,
+        max_request_bytes=config.front_door_max_request_bytes,
+    )
+    watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the loop thread reads it
+    door = FrontDoor(settings, watcher.current, FrontDoorMetrics(metrics.registry))
+    try:
+        door.start()
+    except OSError as e:
+        host, _ = parse_host_port(config.front_door_address, "front_door_address")
+        door = FrontDoor(replace(settings, listen=f"{host}:0"), watcher.current, FrontDoorMetrics(metrics.registry))
+        door.start()
+        log.warning("front door address %s unavailable (%s); using a free port", config.front_door_address, e)
+    assert door.address is not None
+    address = f"{door.address.host}:{door.address.port}"
+    topic = next(iter(sorted(watcher.current().topics)), "<topic>")
+    log.info("front door on %s", address)
+    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o beginning -e",
+             address, topic, address, topic)
+    return door
+
+
 def _in_jvm(what: str, call: Callable[[], object]) -> None:
     """A shutdown step that talks to Spark's JVM. A SIGTERM sent to the whole process group (timeout,
     systemd, a container stop) reaches the JVM too, which may be gone already: say so, go on stopping."""
@@ -159,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
         stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
     )
     background: list[Any] = []
+    front_door = None
     try:
+        front_door = _start_front_door(config, metrics)
         if config.check_shared_storage and not is_local(spark.sparkContext.master):
             hosts = check_shared_storage(spark, config.path(config.segments_root))
             log.info("segments root %s is shared with the executors on %s", config.segments_root, ", ".join(hosts))
@@ -183,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopping ...")
         for t in background:
             t.stop()
+        if front_door is not None:
+            front_door.stop()
         if supervisor.query is not None:
             _in_jvm("stopping the query", lambda: stop_gracefully(supervisor.query))
         _close_logs(config, registry)

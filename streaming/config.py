@@ -58,6 +58,12 @@ class GatewayConfig:
     restart_backoff_max_s: float = 60.0
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True
+    # The Kafka front door (DESIGN §4.7; port 0 picks a free port; null: none). Clients are told the
+    # advertised address in Metadata (default: the bound one); larger requests close the connection
+    # (Kafka's socket.request.max.bytes).
+    front_door_address: str | None = "127.0.0.1:9093"
+    front_door_advertised_address: str | None = None
+    front_door_max_request_bytes: int = 104857600
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

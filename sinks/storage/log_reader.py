@@ -214,6 +214,25 @@ class PartitionReader:
                     if remaining == 0:
                         return
 
+    def read_log(self, offset: int, max_bytes: int, min_one_batch: bool) -> bytes:
+        """The `.log` bytes a Kafka fetch returns from `offset` (`LogSegment.read`): from the batch that
+        holds `offset` to at most `max_bytes` within that one segment — raised to the whole first batch
+        when `min_one_batch` (KIP-74) — so the slice may end inside a batch, which consumers drop.
+        Empty at the log end offset."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Fetch offset {offset} is out of range for partition {self.topic}-{self.partition}: log start "
+                f"offset {self.log_start_offset}, log end offset {self.log_end_offset}"
+            )
+        for view in self.segments[self._segment_for(offset) :]:
+            segment = view.segment
+            batch = segment.translate_offset(offset)
+            if batch is None:
+                continue
+            limit = max(max_bytes, batch.size) if min_one_batch else max_bytes
+            return segment.read_bytes(batch.position, max(0, min(segment.size - batch.position, limit)))
+        return b""
+
     def _records(self, segment: LogSegment, batch: BatchInfo) -> Iterator[ConsumerRecord]:
         header = batch.header
         lat = header.timestamp_type == TimestampType.LOG_APPEND_TIME

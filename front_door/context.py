@@ -1,0 +1,63 @@
+"""What every API handler of the front door reads: who this broker is, the topic registry, the ingress
+bridge, the segment storage, the producer-id allocation and the metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from front_door.ingress_bridge import IngressBridge
+from front_door.metrics import FrontDoorMetrics
+from front_door.producer_id_manager import ProducerIdManager
+from front_door.topic_ids import topic_id
+from validators.topic_config import TopicRegistry
+
+# The one broker of the front door's cluster: its node id, and the id of its "cluster".
+NODE_ID = 1
+CLUSTER_ID = "ingest-gateway"
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    host: str
+    port: int
+
+
+class AppendSignal:
+    """Wakes long-polling fetches when the gateway answered a batch (any response on the response topic
+    means segment storage moved). Used on the loop's thread only."""
+
+    def __init__(self) -> None:
+        self._changed = asyncio.Event()
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout_s)
+        except TimeoutError:
+            pass
+
+
+@dataclass
+class Context:
+    advertised: BrokerAddress
+    registry: Callable[[], TopicRegistry]
+    bridge: IngressBridge
+    segments_root: Path
+    producer_ids: ProducerIdManager
+    metrics: FrontDoorMetrics
+    appended: AppendSignal = field(default_factory=AppendSignal)
+    _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
+
+    def topic_ids(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name for the registry as it is now (reloads included)."""
+        registry = self.registry()
+        if self._ids[0] is not registry:
+            self._ids = (registry, {topic_id(name): name for name in registry.topics})
+        return self._ids[1]

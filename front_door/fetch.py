@@ -1,0 +1,114 @@
+"""Fetch (key 1, v4-v17) from segment storage, for consumers that `assign()` partitions (reference §5):
+each partition's bytes are a slice of its `.log` found through the offset index (`LogSegment.read`), so
+a consumer gets the stored batches as Kafka serves them — a LogAppendTime batch carries the gateway's
+stamp in its header and every record reports it (KIP-32). High watermark = last stable offset = log end
+offset (one replica, no transactions). `max_bytes` and `partition_max_bytes` are honoured, except that
+the first partition with data returns at least one whole batch (KIP-74).
+
+No fetch sessions (KIP-227): the answer's session id is 0, so clients send full fetches. A fetch that
+finds fewer than `min_bytes` waits up to `max_wait_ms` for the gateway to append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
+from front_door.wire import Request
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.log_reader import OffsetOutOfRangeError, PartitionReader
+
+FETCH = 1
+NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_ID = 0, 1, 3, 56, 100
+READ_COMMITTED = 1
+# a long poll re-reads storage at least this often (appends answered with acks=0 publish no response)
+RECHECK_S = 0.2
+
+
+@dataclass(frozen=True)
+class PartitionData:
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> PartitionData:
+    """One partition's slice, with its offsets; runs on a worker thread (file I/O)."""
+    try:
+        reader = PartitionReader(root, topic, partition)
+    except FileNotFoundError:  # nothing appended yet: an empty log
+        return PartitionData(NONE, 0, 0) if offset == 0 else PartitionData(OFFSET_OUT_OF_RANGE, 0, 0)
+    with reader:
+        hw, start = reader.log_end_offset, reader.log_start_offset
+        try:
+            return PartitionData(NONE, hw, start, reader.read_log(offset, max_bytes, min_one))
+        except OffsetOutOfRangeError:
+            return PartitionData(OFFSET_OUT_OF_RANGE, hw, start)
+        except FileNotFoundError:  # retention deleted the segment after the commit record was read
+            return PartitionData(OFFSET_OUT_OF_RANGE, hw, start)
+        except (KafkaStorageError, OSError):
+            return PartitionData(KAFKA_STORAGE_ERROR, hw, start)
+
+
+Topics = list[tuple[Any, list[tuple[int, PartitionData]]]]
+
+
+async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
+    registry = ctx.registry()
+    topic_ids = ctx.topic_ids() if version >= 13 else {}
+    remaining = body.max_bytes
+    total = 0
+    out = []
+    for ft in body.topics:
+        key = ft.topic_id if version >= 13 else ft.topic
+        name = topic_ids.get(ft.topic_id) if version >= 13 else ft.topic
+        config = registry.get(name)
+        parts = []
+        for fp in ft.partitions:
+            if config is None or not 0 <= fp.partition < config.partitions:
+                missing = UNKNOWN_TOPIC_ID if version >= 13 and name is None else UNKNOWN_TOPIC_OR_PARTITION
+                parts.append((fp.partition, PartitionData(missing)))
+                continue
+            data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
+                                           max(0, min(fp.partition_max_bytes, remaining)), total == 0)
+            remaining -= len(data.records)
+            total += len(data.records)
+            parts.append((fp.partition, data))
+        out.append((key, parts))
+    return out, total
+
+
+def _response(version: int, body: Any, topics: Topics) -> Any:
+    module = response_module(FETCH, version)
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
+    responses = tuple(
+        build(module.FetchableTopicResponse, topic=key if version < 13 else None,
+              topic_id=key if version >= 13 else uuid.UUID(int=0), partitions=tuple(
+                  build(module.PartitionData, partition_index=p, error_code=error_code(d.error),
+                        high_watermark=d.high_watermark, last_stable_offset=d.high_watermark,
+                        log_start_offset=d.log_start_offset, aborted_transactions=() if committed else None,
+                        preferred_read_replica=-1, records=d.records)
+                  for p, d in parts))
+        for key, parts in topics
+    )
+    return build(module.FetchResponse, throttle_time=NO_THROTTLE, error_code=error_code(NONE), session_id=0,
+                 responses=responses)
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    deadline = time.monotonic() + millis(body.max_wait) / 1000
+    while True:
+        topics, total = await _read(ctx, body, version)
+        left = deadline - time.monotonic()
+        errors = any(d.error != NONE for _, parts in topics for _, d in parts)
+        if total >= body.min_bytes or left <= 0 or errors:
+            return _response(version, body, topics)
+        await ctx.appended.wait(min(left, RECHECK_S))

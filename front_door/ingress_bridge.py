@@ -1,0 +1,183 @@
+"""The front door's link to the gateway: one ingress message per produced partition batch (DESIGN §4.1)
+and the gateway's answer to it from the response topic (§4.3), matched by request id.
+
+Request ids are `fd-<instance>-<n>`: the instance is random per start, so ids never repeat across
+front doors or restarts, and a response is matched only by the front door that sent its batch.
+The response topic is read from its end offsets as they are at start, so every answer to this
+instance's batches is seen. Responses are at-least-once (a replayed micro-batch republishes): the first
+completes the waiter, later copies find none.
+
+confluent-kafka runs two threads here (ingress delivery reports, the response reader); results reach
+the asyncio loop through `call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from contract.ingress import ingress_headers, ingress_key
+from contract.responses import decode_response
+from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+
+log = logging.getLogger("gateway.front_door")
+
+KAFKA_STORAGE_ERROR = 56
+
+
+def failed(request_id: str, topic: str, partition: int, message: str) -> dict[str, Any]:
+    """The answer when the ingress topic did not take a batch: nothing was decided, the client may
+    retry (KAFKA_STORAGE_ERROR is retriable)."""
+    return {"request_id": request_id, "topic": topic, "partition": partition, "error_code": KAFKA_STORAGE_ERROR,
+            "error_name": "KAFKA_STORAGE_ERROR", "error_message": message, "base_offset": -1,
+            "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
+
+
+class IngressBridge:
+    def __init__(
+        self, bootstrap_servers: str, ingress_topic: str, response_topic: str, *, publish_timeout_ms: int,
+        max_message_bytes: int, on_response: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.ingress_topic = ingress_topic
+        self.response_topic = response_topic
+        self.instance = uuid.uuid4().hex[:12]
+        self._ids = itertools.count()
+        self._publish_timeout_ms = publish_timeout_ms
+        self._max_message_bytes = max_message_bytes
+        self._on_response = on_response
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._producer: Any = None
+        self._consumer: Any = None
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        self._loop = loop
+        self._producer = Producer({
+            "bootstrap.servers": self.bootstrap_servers,
+            "enable.idempotence": True,  # the ingress hop never duplicates or reorders a partition's batches
+            "acks": "all",
+            "linger.ms": 1,
+            "message.max.bytes": self._max_message_bytes,
+            "message.timeout.ms": self._publish_timeout_ms,
+            "client.id": f"front-door-{self.instance}",
+            "logger": KAFKA_CLIENT_LOG,
+        })
+        self._consumer = Consumer({
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": f"front-door-{self.instance}",
+            "enable.auto.commit": False,
+            "allow.auto.create.topics": False,
+            "fetch.wait.max.ms": 10,
+            "logger": KAFKA_CLIENT_LOG,
+        })
+        self._consumer.assign(self._response_ends())
+        for name, target in (("ingress", self._deliveries), ("responses", self._responses)):
+            t = threading.Thread(target=target, name=f"front-door-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _response_ends(self) -> list[Any]:
+        from confluent_kafka import TopicPartition
+
+        meta = self._consumer.list_topics(self.response_topic, timeout=30)
+        topic = meta.topics.get(self.response_topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise ValueError(f"response topic {self.response_topic} does not exist")
+        ends = []
+        for p in sorted(topic.partitions):
+            _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.response_topic, p), timeout=30)
+            ends.append(TopicPartition(self.response_topic, p, high))
+        return ends
+
+    def next_request_id(self) -> str:
+        return f"fd-{self.instance}-{next(self._ids)}"
+
+    def send(
+        self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int,
+    ) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
+        """Hand one partition batch to the ingress topic: its request id and a future of the gateway's
+        response (None for acks=0). Call on the loop's thread."""
+        assert self._loop is not None, "start() first"
+        request_id = self.next_request_id()
+        waiter: asyncio.Future[dict[str, Any]] | None = None
+        if acks != 0:
+            waiter = self._loop.create_future()
+            with self._lock:
+                self._waiters[request_id] = waiter
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, err)
+                self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {err}"))
+
+        try:
+            self._producer.produce(
+                self.ingress_topic, key=ingress_key(topic, partition), value=records, on_delivery=delivered,
+                headers=ingress_headers(topic, partition, request_id, client_id=client_id, acks=acks),
+            )
+        except (BufferError, ValueError) as e:  # queue full / message too large for the ingress hop
+            self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {e}"))
+        return request_id, waiter
+
+    def forget(self, request_id: str) -> None:
+        """Drop a waiter that timed out: its late response finds nobody."""
+        with self._lock:
+            self._waiters.pop(request_id, None)
+
+    def _complete(self, request_id: str, response: dict[str, Any]) -> None:
+        with self._lock:
+            waiter = self._waiters.pop(request_id, None)
+        if waiter is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(_resolve, waiter, response)
+
+    def _deliveries(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    def _responses(self) -> None:
+        while not self._stop.is_set():
+            msg = self._consumer.poll(0.1)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                log.warning("response topic: %s", msg.error())
+                continue
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._on_response)
+            key = msg.key()
+            if key is None or not key.startswith(b"fd-" + self.instance.encode()):
+                continue
+            try:
+                response = decode_response(msg.value())
+            except (ValueError, EOFError, TypeError) as e:
+                log.warning("undecodable response %r at %s-%d@%d: %s", key, msg.topic(), msg.partition(),
+                            msg.offset(), e)
+                continue
+            self._complete(key.decode(), response)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None  # librdkafka's producer has no close: dropping it ends its threads
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def _resolve(waiter: asyncio.Future[dict[str, Any]], response: dict[str, Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(response)

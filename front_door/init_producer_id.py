@@ -1,0 +1,36 @@
+"""InitProducerId (key 22) for idempotent producers: a new producer id, epoch 0, on every call — what
+Kafka's `TransactionCoordinator.handleInitProducerId` does when there is no transactional id (the
+existing id and epoch a v3+ client sends are not needed: its new id starts a fresh sequence space).
+Sequence and epoch checks stay with the gateway's stage (`validators.producer_state`).
+A transactional id is refused: the front door has no transaction coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.produce import TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED
+from front_door.wire import Request
+
+INIT_PRODUCER_ID = 22
+KAFKA_STORAGE_ERROR = 56
+log = logging.getLogger("gateway.front_door")
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    module = response_module(INIT_PRODUCER_ID, request.api_version)
+    if request.body.transactional_id is not None:
+        return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, producer_id=-1, producer_epoch=-1,
+                     error_code=error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), error_message=TRANSACTIONS_REFUSED)
+    try:
+        pid = await asyncio.to_thread(ctx.producer_ids.generate)
+    except (OSError, ValueError) as e:
+        log.error("producer id allocation failed: %s", e)
+        return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, producer_id=-1, producer_epoch=-1,
+                     error_code=error_code(KAFKA_STORAGE_ERROR))
+    return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error_code(0),
+                 producer_id=pid, producer_epoch=0)

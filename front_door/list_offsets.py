@@ -1,0 +1,66 @@
+"""ListOffsets (key 2, v1-v10) from segment storage: earliest (-2), latest (-1), max timestamp (-3,
+KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`, reference
+§5.5). Not found is timestamp -1 / offset -1, as Kafka answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.wire import Request
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader
+from validators.append_result import GATEWAY_LEADER_EPOCH
+
+LIST_OFFSETS = 2
+NONE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, KAFKA_STORAGE_ERROR = 0, 3, 35, 56
+
+
+@dataclass(frozen=True)
+class Found:
+    error: int
+    timestamp: int = -1
+    offset: int = -1
+    leader_epoch: int = -1
+
+
+def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
+    """Runs on a worker thread (file I/O)."""
+    try:
+        reader = PartitionReader(root, topic, partition)
+    except FileNotFoundError:  # nothing appended yet: earliest = latest = 0
+        empty = target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+        return Found(NONE, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
+    with reader:
+        try:
+            found = reader.offsets_for_times(target)
+        except ValueError:  # a target this storage does not know (e.g. -4 earliest-local, -5 tiered)
+            return Found(UNSUPPORTED_VERSION)
+        except (KafkaStorageError, OSError):
+            return Found(KAFKA_STORAGE_ERROR)
+        epoch = found.leader_epoch if found.leader_epoch is not None else -1
+        return Found(NONE, found.timestamp, found.offset, epoch)
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    module = response_module(LIST_OFFSETS, request.api_version)
+    registry = ctx.registry()
+    topics = []
+    for lt in request.body.topics:
+        config = registry.get(lt.name)
+        partitions = []
+        for lp in lt.partitions:
+            if config is None or not 0 <= lp.partition_index < config.partitions:
+                found = Found(UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
+            partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,
+                                    error_code=error_code(found.error), timestamp=found.timestamp,
+                                    offset=found.offset, leader_epoch=found.leader_epoch))
+        topics.append(build(module.ListOffsetsTopicResponse, name=lt.name, partitions=tuple(partitions)))
+    return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,92 @@
+"""Produce (key 0, v3-v13): each partition's records become one ingress message, and the answer is the
+gateway's response in Kafka's ProduceResponse fields (reference §6.1).
+
+- The batch is not looked at here: the gateway's stage is the leader and decides everything a broker's
+  `LogValidator` would (unknown topic, CRC, size, timestamps, sequences), so every batch ends appended
+  or dead-lettered with its error — never dropped at the door.
+- acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response).
+- A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
+  the gateway still decides its batch exactly once (an idempotent client's retry is then acknowledged
+  as a duplicate with the original offsets).
+- Refused at the door, as a broker refuses before any append: acks outside {-1, 0, 1}
+  (INVALID_REQUIRED_ACKS), a transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door
+  has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
+from front_door.wire import Request
+
+PRODUCE = 0
+REQUEST_TIMED_OUT, INVALID_REQUIRED_ACKS, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 7, 21, 53, 100
+TRANSACTIONS_REFUSED = "The gateway's front door does not support transactions; produce without a transactional.id."
+
+
+def _refused(code: int, message: str | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": []}
+
+
+def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
+    errors = tuple(build(module.BatchIndexAndErrorMessage, batch_index=e["batch_index"],
+                         batch_index_error_message=e.get("message"))
+                   for e in r.get("record_errors") or ())
+    code = r["error_code"]
+    return build(module.PartitionProduceResponse, index=index, error_code=error_code(code),
+                 base_offset=r["base_offset"], log_append_time=timestamp(r["log_append_time_ms"]),
+                 log_start_offset=r["log_start_offset"], record_errors=errors,
+                 error_message=r.get("error_message") if code != 0 else None)
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    """The ProduceResponse, or None for acks=0."""
+    body, version = request.body, request.api_version
+    started = time.monotonic()
+    refusal = None
+    if body.acks not in (-1, 0, 1):
+        refusal = _refused(INVALID_REQUIRED_ACKS)
+    elif body.transactional_id is not None:
+        refusal = _refused(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED)
+    # (topic key as the request named it, name, partition) -> the response or its future
+    answers: dict[tuple[Any, int], Any] = {}
+    pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
+    topic_ids = ctx.topic_ids() if version >= 13 else {}
+    for td in body.topic_data:
+        key = td.topic_id if version >= 13 else td.name
+        name = topic_ids.get(td.topic_id) if version >= 13 else td.name
+        for pd in td.partition_data:
+            if refusal is not None or name is None:
+                answers[(key, pd.index)] = refusal or _refused(UNKNOWN_TOPIC_ID)
+                continue
+            request_id, waiter = ctx.bridge.send(name, pd.index, bytes(pd.records or b""),
+                                                 client_id=request.client_id, acks=body.acks)
+            if waiter is not None:
+                pending[waiter] = (request_id, (key, pd.index))
+    if body.acks == 0:
+        return None
+    if pending:
+        with ctx.metrics.in_flight():
+            done, late = await asyncio.wait(pending, timeout=millis(body.timeout) / 1000)
+        for waiter in done:
+            answers[pending[waiter][1]] = waiter.result()
+        for waiter in late:
+            request_id, where = pending[waiter]
+            ctx.bridge.forget(request_id)
+            waiter.cancel()
+            answers[where] = _refused(REQUEST_TIMED_OUT)
+    ctx.metrics.produce_latency(time.monotonic() - started)
+    module = response_module(PRODUCE, version)
+    topics = []
+    for td in body.topic_data:
+        key = td.topic_id if version >= 13 else td.name
+        partitions = tuple(_partition_response(module, pd.index, answers[(key, pd.index)]) for pd in td.partition_data)
+        topics.append(build(module.TopicProduceResponse, name=td.name if version < 13 else None,
+                            topic_id=td.topic_id if version >= 13 else None, partition_responses=partitions))
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)

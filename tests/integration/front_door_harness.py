@@ -1,0 +1,85 @@
+"""A running gateway with its Kafka front door, for tests with real Kafka clients: the query on the
+session's Spark and broker, the front door on a free port of loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from front_door.metrics import FrontDoorMetrics
+from front_door.server import FrontDoor, FrontDoorSettings
+from sinks.registry_watcher import RegistryWatcher
+from streaming.config import GatewayConfig
+from streaming.query import start_gateway, stop_gracefully
+from tests.integration.gateway_io import create_gateway_topics
+
+HOUR_MS = 3_600_000
+# the integration tests' registry plus a topic with a one-hour `before` window (KIP-937)
+FRONT_DOOR_TOPICS = {
+    "defaults": {"log.message.timestamp.after.max.ms": "3600000"},
+    "topics": {
+        "ct": {"partitions": 2, "configs": {"message.timestamp.type": "CreateTime"}},
+        "lat": {"partitions": 2, "configs": {"message.timestamp.type": "LogAppendTime"}},
+        "window": {"partitions": 1, "configs": {"message.timestamp.type": "CreateTime",
+                                                "message.timestamp.before.max.ms": str(HOUR_MS)}},
+    },
+}
+
+
+@dataclass
+class RunningDoor:
+    config: GatewayConfig
+    door: FrontDoor
+    settings: FrontDoorSettings
+    registry: RegistryWatcher
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.door.address is not None
+        return f"{self.door.address.host}:{self.door.address.port}"
+
+    @property
+    def segments_root(self) -> Path:
+        return self.config.path(self.config.segments_root)
+
+    def restart(self) -> None:
+        """Stop the front door (its connections drop) and start a new one on the same port."""
+        port = self.door.address.port if self.door.address else 0
+        self.door.stop()
+        self.settings = replace(self.settings, listen=f"127.0.0.1:{port}")
+        self.door = FrontDoor(self.settings, self.registry.current, FrontDoorMetrics())
+        self.door.start()
+
+
+def door_settings(config: GatewayConfig) -> FrontDoorSettings:
+    assert config.bootstrap_servers is not None
+    return FrontDoorSettings(
+        listen="127.0.0.1:0", advertised=None, bootstrap_servers=config.bootstrap_servers,
+        ingress_topic=config.ingress_topic, response_topic=config.response_topic,
+        segments_root=config.path(config.segments_root), publish_timeout_ms=config.publish_timeout_ms,
+        ingress_max_message_bytes=config.ingress_max_message_bytes,
+    )
+
+
+@contextmanager
+def running_front_door(spark: SparkSession, gateway_config: GatewayConfig) -> Iterator[RunningDoor]:
+    topics_file = Path(gateway_config.topics_file)
+    topics_file.write_text(json.dumps(FRONT_DOOR_TOPICS))
+    config = gateway_config.with_overrides(trigger_interval="200 milliseconds")
+    create_gateway_topics(config)
+    query, _ = start_gateway(spark, config)
+    registry = RegistryWatcher(config.path(config.topics_file))
+    settings = door_settings(config)
+    door = FrontDoor(settings, registry.current, FrontDoorMetrics())
+    running = RunningDoor(config, door, settings, registry)
+    try:
+        door.start()
+        yield running
+    finally:
+        running.door.stop()
+        stop_gracefully(query)

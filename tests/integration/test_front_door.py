@@ -1,0 +1,292 @@
+"""The Kafka front door with real clients (librdkafka through confluent-kafka, and kcat), on a running
+gateway: what producers get back (offsets, KIP-32 timestamps), what assigned consumers read back, that
+a front-door restart loses and duplicates nothing, and that hostile bytes only close their own
+connection."""
+
+from __future__ import annotations
+
+import datetime
+import io
+import socket
+import struct
+import subprocess
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.response import ProduceResponse
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32Timedelta
+
+from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
+from tests.integration.front_door_harness import RunningDoor, running_front_door
+from tests.integration.gateway_io import read_all
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def door(spark, gateway_config) -> Iterator[RunningDoor]:
+    with running_front_door(spark, gateway_config) as running:
+        yield running
+
+
+class Deliveries:
+    """Delivery reports by value, in the order librdkafka fired them."""
+
+    def __init__(self) -> None:
+        self.by_value: dict[bytes, Any] = {}
+        self.errors: list[str] = []
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(f"{msg.value()!r}: {err}")
+        else:
+            self.by_value[msg.value()] = msg
+
+
+def stored(door: RunningDoor, topic: str, partitions: int) -> dict[bytes, ConsumerRecord]:
+    out: dict[bytes, ConsumerRecord] = {}
+    for p in range(partitions):
+        try:
+            for r in read(door.segments_root, topic, p, 0, 1_000_000):
+                assert r.value not in out, f"{r.value!r} stored twice"
+                out[r.value] = r
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def consume_assigned(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
+    """Every record of `topic` through an assigned (group-less) librdkafka consumer."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"unused-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False, "enable.auto.offset.store": False})
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(got) < expected and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    c.close()
+    return got
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_librdkafka_idempotent_producer_then_assigned_consumer(door: RunningDoor, compression: str) -> None:
+    now = int(time.time() * 1000)
+    reports = Deliveries()
+    p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 20,
+                  "compression.type": compression, "client.id": f"it-{compression}"})
+    sent: dict[bytes, tuple[str, bytes, int, list[tuple[str, bytes]]]] = {}
+    for i in range(120):
+        topic = "lat" if i % 2 else "ct"
+        value, key, ts = f"{compression}-{i}".encode(), f"k{i % 7}".encode(), now - 5000 + i
+        headers = [("n", str(i).encode()), ("codec", compression.encode())]
+        sent[value] = (topic, key, ts, headers)
+        p.produce(topic, value=value, key=key, timestamp=ts, headers=headers, on_delivery=reports)
+        if i % 40 == 39:
+            p.poll(0)
+    assert p.flush(120) == 0
+    assert reports.errors == []
+    assert set(reports.by_value) == set(sent)
+
+    kept = {**stored(door, "ct", 2), **stored(door, "lat", 2)}
+    assert set(kept) == set(sent)
+    for value, msg in reports.by_value.items():
+        topic, key, ts, headers = sent[value]
+        record = kept[value]
+        assert (msg.topic(), msg.partition(), msg.offset()) == (topic, record.partition, record.offset)
+        if topic == "lat":  # KIP-32: the broker's stamp, from the ProduceResponse's log_append_time
+            assert msg.timestamp() == (TIMESTAMP_LOG_APPEND_TIME, record.log_append_time)
+            assert record.create_time == ts and record.log_append_time >= now
+        else:
+            assert msg.timestamp() == (TIMESTAMP_CREATE_TIME, ts)
+        assert record.key == key and list(record.headers) == headers
+
+    for topic, ts_type in (("ct", TIMESTAMP_CREATE_TIME), ("lat", TIMESTAMP_LOG_APPEND_TIME)):
+        expected = {v: s for v, s in sent.items() if s[0] == topic}
+        got = consume_assigned(door.bootstrap, topic, 2, len(expected))
+        assert sorted(m.value() for m in got) == sorted(expected)
+        for m in got:
+            record = kept[m.value()]
+            _, key, ts, headers = expected[m.value()]
+            assert (m.partition(), m.offset(), m.key(), m.headers()) == (record.partition, record.offset, key, headers)
+            assert m.timestamp() == (ts_type, ts if ts_type == TIMESTAMP_CREATE_TIME else record.log_append_time)
+
+
+def test_offsets_for_times_and_watermarks_agree_with_the_segment_storage(door: RunningDoor) -> None:
+    now = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    reports = Deliveries()
+    for i in range(12):
+        p.produce("ct", value=f"t{i}".encode(), partition=0, timestamp=now - 12_000 + 1000 * i, on_delivery=reports)
+        p.flush(60)  # one batch per record: the time index gets entries of its own
+    assert reports.errors == []
+    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": f"unused-{uuid.uuid4().hex}"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition("ct", 0), timeout=30)
+        assert (low, high) == (0, 12)
+        targets = [now - 20_000, now - 12_000, now - 6_500, now - 1000, now + 1]
+        # one partition per request: a ListOffsets request names a partition once
+        answers = [c.offsets_for_times([TopicPartition("ct", 0, t)], timeout=30)[0] for t in targets]
+        for target, answer in zip(targets, answers, strict=True):
+            expected = offsets_for_times(door.segments_root, "ct", 0, target)
+            assert answer.error is None
+            assert answer.offset == (expected.offset if expected.found else -1), target
+        assert [a.offset for a in answers] == [0, 0, 6, 11, -1]
+        # a topic the registry lacks: Kafka's error in Metadata, and no auto-creation
+        unknown = c.list_topics("nope", timeout=30).topics["nope"]
+        assert unknown.error is not None and unknown.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert "nope" not in c.list_topics(timeout=30).topics
+    finally:
+        c.close()
+
+
+def test_kcat_produces_and_consumes_through_the_front_door(door: RunningDoor) -> None:
+    lines = "".join(f"key-{i}\tvalue-{i}\n" for i in range(25))
+    produced = subprocess.run(
+        ["kcat", "-b", door.bootstrap, "-P", "-t", "lat", "-p", "1", "-K", "\t", "-H", "origin=kcat"],
+        input=lines, capture_output=True, text=True, timeout=120,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        ["kcat", "-b", door.bootstrap, "-C", "-t", "lat", "-p", "1", "-o", "beginning", "-e",
+         "-f", "%o|%k|%s|%h|%T\n"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    rows = [line.split("|") for line in consumed.stdout.splitlines()]
+    kept = read(door.segments_root, "lat", 1, 0, 100)
+    assert [(int(o), k, v, h) for o, k, v, h, _ in rows] == [
+        (i, f"key-{i}", f"value-{i}", "origin=kcat") for i in range(25)]
+    assert [int(t) for *_, t in rows] == [r.log_append_time for r in kept]  # LogAppendTime, from the header
+    listed = subprocess.run(["kcat", "-b", door.bootstrap, "-L", "-t", "lat"], capture_output=True, text=True,
+                            timeout=60)
+    assert 'topic "lat" with 2 partitions' in listed.stdout
+
+
+def test_a_front_door_restart_mid_stream_loses_and_duplicates_nothing(door: RunningDoor) -> None:
+    reports = Deliveries()
+    p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                  "message.timeout.ms": 120_000, "reconnect.backoff.ms": 50})
+    values: list[bytes] = []
+    stop = threading.Event()
+
+    def send() -> None:
+        i = 0
+        while not stop.is_set():
+            value = f"r{i}".encode()
+            values.append(value)
+            p.produce("ct", value=value, partition=i % 2, on_delivery=reports)
+            p.poll(0)
+            i += 1
+            stop.wait(0.005)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        _wait_for(lambda: len(reports.by_value) >= 100, "first deliveries")
+        door.restart()
+        sent_before = len(values)
+        _wait_for(lambda: len(reports.by_value) > sent_before + 50 or reports.errors, "deliveries after the restart")
+    finally:
+        stop.set()
+        sender.join()
+    assert p.flush(120) == 0
+    assert reports.errors == []
+    kept = stored(door, "ct", 2)
+    assert set(kept) == set(values)  # nothing lost; `stored` fails on a value stored twice
+    by_partition: dict[int, list[bytes]] = defaultdict(list)
+    for value in values:
+        by_partition[int(value[1:]) % 2].append(value)
+    for partition, in_order in by_partition.items():  # and in send order, at the offsets reported
+        assert [kept[v].offset for v in in_order] == list(range(len(in_order)))
+        assert all(reports.by_value[v].offset() == kept[v].offset for v in in_order), partition
+
+
+def _wait_for(condition: Any, what: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _exchange(address: tuple[str, int], data: bytes) -> bytes:
+    """Send bytes, then read until the front door closes the connection (or answers and idles)."""
+    with socket.create_connection(address, timeout=30) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_hostile_bytes_close_only_their_own_connection(door: RunningDoor) -> None:
+    assert door.door.address is not None
+    address = (door.door.address.host, door.door.address.port)
+    healthy = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "unused"})
+    try:
+        assert "lat" in healthy.list_topics(timeout=30).topics
+        hostile = [
+            b"\xff\xff\xff\xff",  # negative size
+            b"\x7f\xff\xff\xff",  # larger than socket.request.max.bytes
+            b"\x00\x00\x00\x10" + b"\x00\x00",  # truncated frame, then EOF
+            b"\x00\x00\x00\x0c" + b"\x27\x0f\x00\x00\x00\x00\x00\x01\xff\xff\x00\x00",  # unknown API key 9999
+            b"\x00\x00\x00\x0a" + b"\x00\x00\x00\x02\x00\x00\x00\x01\xff\xff",  # Produce v2 (removed in 4.0)
+            b"\x00\x00\x00\x0e" + b"\x00\x03\x00\x0c\x00\x00\x00\x01" + b"garbag",  # Metadata v12 that does not parse
+            bytes(range(256)) * 4,  # noise
+        ]
+        for data in hostile:
+            assert _exchange(address, data) == b"", data[:16]
+        # ApiVersions in a version the front door lacks: UNSUPPORTED_VERSION (35) in v0, with the versions it has
+        answer = _exchange(address, b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x63\x00\x00\x00\x07\xff\xff")
+        assert answer[4:8] == b"\x00\x00\x00\x07" and answer[8:10] == b"\x00\x23"
+        # every other client is untouched
+        assert "lat" in healthy.list_topics(timeout=30).topics
+    finally:
+        healthy.close()
+
+
+def _produce_frame(records: bytes) -> bytes:
+    """A ProduceRequest v9 for `ct`-0 carrying `records`, encoded with kio (Kafka's message schemas)."""
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=9,
+                                                       correlation_id=42, client_id="raw"))
+    entity_writer(ProduceRequest)(buffer, ProduceRequest(
+        acks=-1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)), transactional_id=None,
+        topic_data=(TopicProduceData(name="ct", partition_data=(PartitionProduceData(index=0, records=records),)),),
+    ))
+    return struct.pack(">i", buffer.tell()) + buffer.getvalue()
+
+
+def test_a_batch_of_garbage_is_answered_and_dead_lettered_not_lost(door: RunningDoor) -> None:
+    assert door.door.address is not None
+    answer = _exchange((door.door.address.host, door.door.address.port), _produce_frame(b"\x00garbage, not a batch"))
+    header, used = entity_reader(ResponseHeader)(answer, 4)
+    response, _ = entity_reader(ProduceResponse)(answer, 4 + used)
+    assert header.correlation_id == 42
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.index, partition.error_code, partition.base_offset) == (0, ErrorCode.corrupt_message, -1)
+    letters = read_all(door.config, door.config.dlq_topic)
+    assert [m.value() for m in letters] == [b"\x00garbage, not a batch"]
+    headers = dict(letters[0].headers())
+    assert headers["gw.errors.request.id"].startswith(b"fd-") and headers["gw.errors.client.id"] == b"raw"
