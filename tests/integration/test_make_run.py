@@ -32,7 +32,7 @@ def test_run_demo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     config.update(
         bootstrap_servers=None, local_broker_port=free_port(), local_broker_dir=str(tmp_path / "kafka"),
         segments_root=str(tmp_path / "segments"), checkpoint_root=str(tmp_path / "checkpoints"),
-        spark_master="local[2]", shuffle_partitions=2, ui_enabled=False,
+        spark_master="local[2]", shuffle_partitions=2, ui_enabled=False, front_door_address="127.0.0.1:0",
     )
     config_file = tmp_path / "gateway.json"
     config_file.write_text(json.dumps(config))
@@ -51,6 +51,11 @@ def test_run_demo_answers_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert any("first response" in line for line in lines), "".join(lines[-40:])
         assert any("gateway.demo responses:" in line and "OK=" in line for line in lines), "".join(lines[-40:])
         assert _java_processes_under(tmp_path / "kafka"), "the local broker should be running"
+        # the front door's address, and its one-line kcat example works as written
+        assert any(re.search(r"front door on 127\.0\.0\.1:\d+$", line.rstrip()) for line in lines), "".join(lines[-40:])
+        (example,) = [line.split("try: ", 1)[1].strip() for line in lines if "try: " in line and "kcat" in line]
+        tried = subprocess.run(example, shell=True, capture_output=True, text=True, timeout=120)
+        assert tried.returncode == 0 and "hello" in tried.stdout.splitlines(), tried.stderr
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=120)
         lines.append(rest)

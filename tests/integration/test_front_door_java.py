@@ -1,0 +1,306 @@
+"""The front door with the real Apache Kafka Java client (kafka-clients from `.jvm/kafka`), on the real
+broker and a running gateway query.
+
+`java/FrontDoorProbe.java` is compiled with the JDK's `javac` once per module and run once per step: a
+`KafkaProducer` with its defaults (idempotence on, acks=all) whose `RecordMetadata` and exceptions are
+checked against segment storage (KIP-32: the offset is the gateway's, `timestamp()` is the gateway's
+stamp on a LogAppendTime topic and the producer's own on a CreateTime topic), a record outside a topic's
+timestamp window (KIP-937) that fails with Kafka's `InvalidTimestampException` and text and is
+dead-lettered, not appended, and a `KafkaConsumer` with `assign()` reading the records back.
+The client's debug log says which API versions it chose; the tests check each is one the front door
+advertises, and that produce and fetch named topics by id (Produce v13, Fetch v13+).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+import pytest
+from pyspark.sql import SparkSession
+
+from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
+from front_door.api_versions import ADVERTISED, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
+from front_door.wire import API_VERSIONS_KEY
+from sinks.storage.log_reader import ConsumerRecord, batch_records, read
+from streaming.config import GatewayConfig
+from tests.integration.front_door_harness import HOUR_MS, running_front_door
+from tests.integration.gateway_io import read_all
+
+pytestmark = pytest.mark.integration
+
+DAY_MS = 86_400_000
+PROBE_SOURCE = Path(__file__).parent / "java" / "FrontDoorProbe.java"
+PROBE_CLASS = "FrontDoorProbe"
+JAVA_TIMEOUT_S = 180.0  # beyond the probe's own delivery timeout (120 s)
+INVALID_TIMESTAMP_EXCEPTION = "org.apache.kafka.common.errors.InvalidTimestampException"
+KAFKA_EXCEPTION = "org.apache.kafka.common.KafkaException"
+# Sender.failBatch: what the other records of a batch with record errors fail with (Kafka's spelling)
+PART_OF_INVALID_BATCH = "Failed to append record because it was part of a batch which had one more more invalid records"
+# NetworkClient at DEBUG: "Sending PRODUCE request with header RequestHeader(apiKey=PRODUCE, apiVersion=13, ..."
+SENT_REQUEST = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=\w+, apiVersion=(\d+)")
+# LogValidator's per-record INVALID_TIMESTAMP text (reference §2.2)
+OUT_OF_RANGE = re.compile(
+    r"Timestamp (-?\d+) of message with offset (\d+) is out of range\. "
+    r"The timestamp should be within \[(-?\d+), (-?\d+)\]"
+)
+# TransactionManager, INFO: the producer id and epoch an idempotent producer uses from then on
+PRODUCER_ID_SET = re.compile(r"ProducerId set to (-?\d+) with epoch (-?\d+)")
+API_KEYS = {"PRODUCE": PRODUCE, "FETCH": FETCH, "LIST_OFFSETS": LIST_OFFSETS, "METADATA": METADATA,
+            "API_VERSIONS": API_VERSIONS_KEY, "INIT_PRODUCER_ID": INIT_PRODUCER_ID}
+TOPIC_ID_VERSIONS = 13  # Produce v13 and Fetch v13+ name topics by id (KIP-516)
+
+
+@dataclass(frozen=True)
+class Send:
+    topic: str
+    partition: int
+    timestamp: int
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    lines: list[dict[str, Any]]
+    versions: dict[str, set[int]]  # request name (Kafka's ApiKeys) -> versions the client sent
+    log: str
+
+
+class Probe:
+    """Runs the compiled FrontDoorProbe with kafka-clients and its dependencies on the classpath."""
+
+    def __init__(self, classes: Path, work: Path) -> None:
+        self.classes = classes
+        self.work = work
+        self.runs = 0
+
+    def run(self, args: Sequence[str], stdin: str = "") -> ProbeRun:
+        self.runs += 1
+        log_file = self.work / f"probe-{self.runs}.log"
+        config = self.work / f"log4j2-{self.runs}.xml"
+        config.write_text(_log4j2_config(log_file))
+        cmd = [java_executable(), "-Xmx256m", f"-Dlog4j2.configurationFile={config}",
+               "-cp", os.pathsep.join([str(self.classes), kafka_classpath(KAFKA_JARS_DIR)]), PROBE_CLASS, *args]
+        try:
+            done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"{PROBE_CLASS} {' '.join(args)} did not finish in {JAVA_TIMEOUT_S} s\nstderr:\n{e.stderr!r}\n"
+                        f"client log {log_file} (tail):\n{_tail(log_file.read_text() if log_file.exists() else '')}")
+        log_text = log_file.read_text() if log_file.exists() else ""
+        assert done.returncode == 0, (
+            f"{PROBE_CLASS} {' '.join(args)} exited {done.returncode}\nstdout:\n{done.stdout}\n"
+            f"stderr:\n{done.stderr}\nclient log {log_file} (tail):\n{_tail(log_text)}"
+        )
+        versions: dict[str, set[int]] = defaultdict(set)
+        for name, version in SENT_REQUEST.findall(log_text):
+            versions[name].add(int(version))
+        return ProbeRun([json.loads(line) for line in done.stdout.splitlines() if line.strip()], dict(versions),
+                        log_text)
+
+    def produce(self, bootstrap: str, groups: Sequence[Sequence[Send]]) -> tuple[list[dict[str, Any]], ProbeRun]:
+        """Each group is sent, then flushed (one batch per partition); the outcomes in send order."""
+        script = []
+        for group in groups:
+            for s in group:
+                script.append("\t".join(["send", s.topic, str(s.partition), str(s.timestamp), s.key, s.value]))
+            script.append("flush")
+        run = self.run(["produce", bootstrap], "\n".join(script) + "\n")
+        sent = sum(len(g) for g in groups)
+        assert [line["i"] for line in run.lines] == list(range(sent)), run.lines
+        return run.lines, run
+
+    def consume(self, bootstrap: str, counts: dict[tuple[str, int], int]) -> ProbeRun:
+        return self.run(["consume", bootstrap, *(f"{t}:{p}:{n}" for (t, p), n in counts.items())])
+
+
+def _log4j2_config(log_file: Path) -> str:
+    """The client's log to a file (stdout is the probe's output): INFO, and every request it sends."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName={quoteattr(str(log_file))}>
+      <PatternLayout pattern="[%d{{ISO8601}}] %-5p [%t] %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Logger name="org.apache.kafka.clients.NetworkClient" level="DEBUG"/>
+    <Root level="INFO"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+def _tail(text: str, lines: int = 60) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
+    work = tmp_path_factory.mktemp("java-probe")
+    classes = work / "classes"
+    javac = Path(java_executable()).resolve().parent / "javac"
+    done = subprocess.run([str(javac), "-Xlint:all", "-Werror", "-cp", kafka_classpath(KAFKA_JARS_DIR), "-d",
+                           str(classes), str(PROBE_SOURCE)], capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
+    assert done.returncode == 0, f"javac failed:\n{done.stdout}\n{done.stderr}"
+    return Probe(classes, work)
+
+
+def stored(root: Path, topic: str, partition: int) -> list[ConsumerRecord]:
+    try:
+        return read(root, topic, partition, 0, 1000)
+    except FileNotFoundError:  # nothing was ever appended to the partition
+        return []
+
+
+def by_partition(sends: Sequence[Send], outcomes: Sequence[dict[str, Any]]) -> Iterator[
+        tuple[tuple[str, int], list[tuple[Send, dict[str, Any]]]]]:
+    groups: dict[tuple[str, int], list[tuple[Send, dict[str, Any]]]] = defaultdict(list)
+    for s, o in zip(sends, outcomes, strict=True):
+        groups[(s.topic, s.partition)].append((s, o))
+    yield from groups.items()
+
+
+def assert_spoke_advertised_versions(*runs: ProbeRun) -> None:
+    """Every request in a version the front door advertises; produce and fetch by topic id."""
+    for run in runs:
+        assert set(run.versions) <= set(API_KEYS), run.versions
+        for name, versions in run.versions.items():
+            low, high = ADVERTISED[API_KEYS[name]]
+            assert all(low <= v <= high for v in versions), (name, versions)
+            if name in ("PRODUCE", "FETCH"):
+                assert min(versions) >= TOPIC_ID_VERSIONS, (name, versions)
+
+
+# ============================================================================== KIP-32 offsets and timestamps
+
+
+def test_java_producer_and_consumer_get_the_gateways_offsets_and_kip32_timestamps(
+    spark: SparkSession, gateway_config: GatewayConfig, probe: Probe
+) -> None:
+    create_ms = int(time.time() * 1000) - DAY_MS  # a day old: inside "ct"'s window (no `before` limit)
+
+    def sends(tag: str, layout: dict[tuple[str, int], int], first_ts: int) -> list[Send]:
+        return [Send(t, p, first_ts + i, f"{tag}-{t}-{p}-k{i}", f"{tag}-{t}-{p}-v{i}")
+                for (t, p), n in layout.items() for i in range(n)]
+
+    first = sends("a", {("ct", 0): 3, ("ct", 1): 2, ("lat", 0): 3, ("lat", 1): 1}, create_ms)
+    second = sends("b", {("ct", 0): 2, ("lat", 0): 2, ("lat", 1): 1}, create_ms + 1000)
+    all_sends = first + second
+
+    with running_front_door(spark, gateway_config) as door:
+        outcomes, produced = probe.produce(door.bootstrap, [first, second])
+        root = door.segments_root
+        counts = {(t, p): len(stored(root, t, p)) for t in ("ct", "lat") for p in (0, 1)}
+        consumed = probe.consume(door.bootstrap, counts)
+
+    assert all("error" not in o for o in outcomes), outcomes
+    assert counts == {("ct", 0): 5, ("ct", 1): 2, ("lat", 0): 5, ("lat", 1): 2}
+    metadata: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for (topic, partition), pairs in by_partition(all_sends, outcomes):
+        records = stored(root, topic, partition)
+        # offsets: the gateway's, contiguous from 0 in send order, and as stored
+        assert [o["offset"] for _, o in pairs] == list(range(len(pairs))) == [r.offset for r in records]
+        for (s, o), r in zip(pairs, records, strict=True):
+            assert (o["topic"], o["partition"]) == (topic, partition)
+            assert (r.key, r.value) == (s.key.encode(), s.value.encode())
+            assert r.create_time == s.timestamp  # the producer's clock is kept in both topic types
+            if topic == "lat":
+                # KIP-32: the broker's stamp, not the CreateTime the producer set
+                assert r.timestamp_type == "LogAppendTime"
+                assert o["timestamp"] == r.log_append_time == r.timestamp != s.timestamp
+            else:
+                assert r.timestamp_type == "CreateTime"
+                assert o["timestamp"] == s.timestamp == r.timestamp
+            metadata[(topic, partition, o["offset"])] = o
+        if topic == "lat":  # one stamp per batch: each flush group made one batch per partition
+            for group in (first, second):
+                stamps = {metadata[(topic, partition, o["offset"])]["timestamp"]
+                          for s, o in pairs if s in group}
+                assert len(stamps) == 1, stamps
+
+    # the Java consumer (assign + seekToBeginning: ListOffsets, then Fetch) reads what is stored
+    got = {(c["topic"], c["partition"], c["offset"]): c for c in consumed.lines}
+    assert len(got) == len(consumed.lines) == sum(counts.values())
+    for (topic, partition), _ in counts.items():
+        for r in stored(root, topic, partition):
+            c = got[(topic, partition, r.offset)]
+            assert (c["key"], c["value"]) == ((r.key or b"").decode(), (r.value or b"").decode())
+            assert (c["timestamp"], c["timestampType"]) == (r.timestamp, r.timestamp_type)
+            assert c["timestamp"] == metadata[(topic, partition, r.offset)]["timestamp"]
+            assert c["leaderEpoch"] == r.leader_epoch
+    assert {c["timestampType"] for c in consumed.lines if c["topic"] == "lat"} == {"LogAppendTime"}
+
+    assert {"PRODUCE", "INIT_PRODUCER_ID", "METADATA", "API_VERSIONS"} <= set(produced.versions), produced.versions
+    assert {"FETCH", "LIST_OFFSETS", "METADATA", "API_VERSIONS"} <= set(consumed.versions), consumed.versions
+    assert_spoke_advertised_versions(produced, consumed)
+
+
+# ============================================================================== KIP-937 window
+
+
+def test_java_producer_gets_invalid_timestamp_with_kafkas_text_and_the_batch_is_dead_lettered(
+    spark: SparkSession, gateway_config: GatewayConfig, probe: Probe
+) -> None:
+    now = int(time.time() * 1000)
+    too_old = now - 2 * HOUR_MS  # "window" accepts [now - 1 h, now + 1 h]
+    alone = [Send("window", 0, too_old, "alone", "too-old-alone")]
+    mixed = [Send("window", 0, now, "m0", "fine-but-with-a-bad-neighbour"),
+             Send("window", 0, too_old - 1, "m1", "too-old-in-a-batch"),
+             Send("window", 0, now + 1, "m2", "fine-but-with-a-bad-neighbour-too")]
+    # after two rejections the idempotent producer bumps its epoch and starts every partition at sequence 0
+    after = [Send("window", 0, now + 2, "ok", "in-the-window"), Send("ct", 0, now + 3, "ok", "ct-after")]
+
+    with running_front_door(spark, gateway_config) as door:
+        outcomes, produced = probe.produce(door.bootstrap, [alone, mixed, after])
+        root = door.segments_root
+        window_records = stored(root, "window", 0)
+        ct_records = stored(root, "ct", 0)
+    letters = read_all(gateway_config, gateway_config.dlq_topic)
+
+    # --- the Java exceptions: Kafka's class; with one record error in a batch, that record's text
+    o_alone, o_m0, o_m1, o_m2, o_ok, o_ct = outcomes
+    assert o_alone["error"] == o_m1["error"] == INVALID_TIMESTAMP_EXCEPTION, outcomes
+    assert o_m0 == {"i": 1, "error": KAFKA_EXCEPTION, "message": PART_OF_INVALID_BATCH}
+    assert o_m2 == {"i": 3, "error": KAFKA_EXCEPTION, "message": PART_OF_INVALID_BATCH}
+    for outcome, send, index in ((o_alone, alone[0], 0), (o_m1, mixed[1], 1)):
+        found = OUT_OF_RANGE.fullmatch(outcome["message"])
+        assert found is not None, outcome["message"]
+        ts, offset, lower, upper = (int(g) for g in found.groups())
+        # the offset as sent (the record's index in its batch) and the window [now - 1 h, now + 1 h]
+        assert (ts, offset) == (send.timestamp, index)
+        assert upper - lower == 2 * HOUR_MS and ts < lower
+
+    # --- nothing of the rejected batches was appended; the producer went on after them
+    assert [(o_ok["offset"], o_ok["timestamp"]), (o_ct["offset"], o_ct["timestamp"])] == [(0, now + 2), (0, now + 3)]
+    assert [(r.offset, r.value, r.timestamp) for r in window_records] == [(0, b"in-the-window", now + 2)]
+    assert [(r.offset, r.value, r.timestamp) for r in ct_records] == [(0, b"ct-after", now + 3)]
+
+    # --- the gateway dead-lettered both rejected batches, with the text the Java client got
+    headers = [{k: (v or b"").decode() for k, v in (m.headers() or [])} for m in letters]
+    assert len(letters) == 2, headers
+    for letter, h, outcomes_of_batch in zip(letters, headers, ([o_alone], [o_m0, o_m1, o_m2]), strict=True):
+        assert (h["gw.errors.topic"], h["gw.errors.partition"], h["gw.errors.name"], h["gw.errors.code"]) == (
+            "window", "0", "INVALID_TIMESTAMP", "32")
+        assert h["gw.errors.message"] == "One or more records have been rejected due to invalid timestamp"
+        assert h["gw.errors.client.id"] == "front-door-probe"
+        bad = [(i, o["message"]) for i, o in enumerate(outcomes_of_batch) if o["error"] == INVALID_TIMESTAMP_EXCEPTION]
+        assert [(e["batch_index"], e["message"]) for e in json.loads(h["gw.errors.record.errors"])] == bad
+        # the original bytes: the Java client's batch as it was sent
+        assert [r.value for r in batch_records(bytes(letter.value()))] == [
+            s.value.encode() for s in (alone if len(outcomes_of_batch) == 1 else mixed)]
+
+    # one InitProducerId; after each rejection the client bumped its epoch itself (KIP-360) and began
+    # every partition at sequence 0 again, which the gateway's producer state accepted
+    ids = [(int(p), int(e)) for p, e in PRODUCER_ID_SET.findall(produced.log)]
+    assert [e for _, e in ids] == [0, 1, 2] and len({p for p, _ in ids}) == 1, ids
+    assert_spoke_advertised_versions(produced)
