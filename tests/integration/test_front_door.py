@@ -35,9 +35,11 @@ from kio.schema.response_header.v1.header import ResponseHeader
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
+from contract.responses import decode_response
 from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.gateway_io import read_all
+from validators.codec.record_batch import build_record_batch
 
 pytestmark = pytest.mark.integration
 
@@ -266,13 +268,13 @@ def test_hostile_bytes_close_only_their_own_connection(door: RunningDoor) -> Non
         healthy.close()
 
 
-def _produce_frame(records: bytes) -> bytes:
+def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000) -> bytes:
     """A ProduceRequest v9 for `ct`-0 carrying `records`, encoded with kio (Kafka's message schemas)."""
     buffer = io.BytesIO()
     entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=9,
                                                        correlation_id=42, client_id="raw"))
     entity_writer(ProduceRequest)(buffer, ProduceRequest(
-        acks=-1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)), transactional_id=None,
+        acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)), transactional_id=None,
         topic_data=(TopicProduceData(name="ct", partition_data=(PartitionProduceData(index=0, records=records),)),),
     ))
     return struct.pack(">i", buffer.tell()) + buffer.getvalue()
@@ -290,3 +292,28 @@ def test_a_batch_of_garbage_is_answered_and_dead_lettered_not_lost(door: Running
     assert [m.value() for m in letters] == [b"\x00garbage, not a batch"]
     headers = dict(letters[0].headers())
     assert headers["gw.errors.request.id"].startswith(b"fd-") and headers["gw.errors.client.id"] == b"raw"
+
+
+def _stored_values(door: RunningDoor) -> list[bytes | None]:
+    try:
+        return [r.value for r in read(door.segments_root, "ct", 0, 0, 1000)]
+    except FileNotFoundError:
+        return []
+
+
+def test_request_timeout_and_acks_0_still_append_exactly_once(door: RunningDoor) -> None:
+    assert door.door.address is not None
+    address = (door.door.address.host, door.door.address.port)
+    now = int(time.time() * 1000)
+    late = build_record_batch([(now, b"k", b"answered too late")])
+    answer = _exchange(address, _produce_frame(late, timeout_ms=1))
+    response, _ = entity_reader(ProduceResponse)(answer, 4 + entity_reader(ResponseHeader)(answer, 4)[1])
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.error_code, partition.base_offset) == (ErrorCode.request_timed_out, -1)
+    _wait_for(lambda: _stored_values(door) == [b"answered too late"], "the timed-out batch to be appended")
+
+    unacked = build_record_batch([(now, b"k", b"fire and forget")])
+    assert _exchange(address, _produce_frame(unacked, acks=0)) == b""  # acks=0: Kafka answers nothing
+    _wait_for(lambda: _stored_values(door) == [b"answered too late", b"fire and forget"], "the acks=0 batch")
+    responses = [decode_response(m.value()) for m in read_all(door.config, door.config.response_topic)]
+    assert [r["error_code"] for r in responses] == [0]  # gw.acks=0: the gateway published no response
