@@ -16,7 +16,7 @@ from typing import Any
 from kio._kio_native import tz_aware_from_i64
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i32Timedelta
+from kio.static.primitive import i32Timedelta, i64Timedelta
 
 
 @cache
@@ -73,7 +73,8 @@ def _zero_value(f: dataclasses.Field[Any]) -> Any:
     if kind.startswith(("int", "uint", "float")):
         return -1
     return {"string": "", "bool": False, "uuid": _ZERO_UUID, "records": None, "bytes": b"",
-            "timedelta_i32": NO_THROTTLE, "datetime_i64": None}.get(kind)
+            "timedelta_i32": NO_THROTTLE, "timedelta_i64": i64Timedelta.parse(datetime.timedelta(0)),
+            "datetime_i64": None}.get(kind)
 
 
 def error_response(api_key: int, version: int, code: int, message: str) -> Any:
