@@ -17,7 +17,7 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.
 
 class FrontDoorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        r = registry or CollectorRegistry(auto_describe=True)
+        self.registry = r = registry or CollectorRegistry(auto_describe=True)
         self.connections = Gauge(f"{P}connections", "Open client connections.", registry=r)
         self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted.",
                                             registry=r)

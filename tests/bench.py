@@ -67,13 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--core-only", action="store_true")
     parser.add_argument("--end-to-end-only", action="store_true")
+    parser.add_argument("--only", choices=["front-door"], help="just these end-to-end rows")
     args = parser.parse_args(argv)
-    if not args.end_to_end_only:
+    if not args.end_to_end_only and not args.only:
         bench_core(0.2 if args.quick else 1.0)
     if not args.core_only:
         from tests.bench_stack import bench_end_to_end
 
-        bench_end_to_end(quick=args.quick)
+        bench_end_to_end(quick=args.quick, only=args.only)
     return 0
 
 

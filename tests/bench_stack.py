@@ -7,6 +7,10 @@ Anchors (same raw batches, same topic configs, same broker, same machine, same r
 - Spark's floor (`tests.spark_floor`): the gateway's plan shape with a pass-through stage and a
   counting sink, at the same trigger and load (the fixed cost of Spark itself).
 
+The Kafka front door (`tests.bench_front_door`): a librdkafka producer (idempotent, linger 5 ms) through
+the front door to a running gateway query, beside the same producer to Apache Kafka; send->delivery
+report latency. Alone: `python -m tests.bench --quick --only front-door`.
+
 Reported, never asserted: records/s, MB/s, produce->response p50/p95/p99, micro-batch duration
 p50/p95, the ratios of the targets (issue 9), and the scaling of micro-batch duration with ingress
 batches per micro-batch and with target partitions touched (fixed and marginal cost).
@@ -349,7 +353,10 @@ def target(label: str, value: str, goal: str, met: bool | None) -> None:
     print(f"  {label:62} {value:>10}  target {goal:12} {verdict}")
 
 
-def bench_end_to_end(quick: bool = False) -> None:
+def bench_end_to_end(quick: bool = False, only: str | None = None) -> None:
+    """The end-to-end tables; `only="front-door"`: just the front door's rows (after a gateway warm-up)."""
+    from tests.bench_front_door import FRONT_DOOR_TRIGGERS, front_door_rows
+
     work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
     latency_batches = 50 if quick else 200
     now = int(time.time() * 1000)
@@ -360,6 +367,18 @@ def bench_end_to_end(quick: bool = False) -> None:
     if quick:
         per_trigger = {k: v // 10 for k, v in per_trigger.items()}
     workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
+    # librdkafka through the front door: a quarter of a throughput row's backlog (each row sends it twice:
+    # the front door and the Kafka anchor)
+    front_door_records = per_trigger[small.name] * small.records
+    if only == "front-door":
+        print(f"\n== end to end, front door only: LogAppendTime topic, 4 target partitions, local[2], {KAFKA_VERSION} "
+              f"broker on loopback; {front_door_records} records of {small.name} ==")
+        with Stack(work) as stack:
+            stack.drain("gateway", small.batches(2000, 4, now), 500)  # warm-up, not reported
+            rows = front_door_rows(stack, small, front_door_records, FRONT_DOOR_TRIGGERS)
+            print()
+            print_table(rows)
+        return
     print(f"\n== end to end: LogAppendTime topic, 4 target partitions, local[2], {KAFKA_VERSION} broker on loopback; "
           f"throughput rows drain a backlog of 4 micro-batches ({', '.join(f'{k}: {v}' for k, v in per_trigger.items())} "
           f"batches per micro-batch) ==")
@@ -388,6 +407,7 @@ def bench_end_to_end(quick: bool = False) -> None:
                 what = "gateway produce->response" if kind == "gateway" else "Spark floor produce->micro-batch end"
                 rows.append(Row(f"{what}, 10 batches/s, trigger {trigger} ({len(lat)}/{latency_batches})",
                                 latency_ms=lat, micro_batch_s=mb))
+        rows += front_door_rows(stack, small, front_door_records, FRONT_DOOR_TRIGGERS)
         print()
         print_table(rows)
 

@@ -123,6 +123,13 @@ def test_librdkafka_idempotent_producer_then_assigned_consumer(door: RunningDoor
             assert msg.timestamp() == (TIMESTAMP_CREATE_TIME, ts)
         assert record.key == key and list(record.headers) == headers
 
+    value = door.door.metrics.registry.get_sample_value  # what the dashboard's front-door row shows
+    assert value("gateway_front_door_requests_total", {"api": "produce", "error": "NONE"}) >= 1
+    assert value("gateway_front_door_requests_total", {"api": "init_producer_id", "error": "NONE"}) == 1
+    assert value("gateway_front_door_produce_latency_seconds_count") == value(
+        "gateway_front_door_requests_total", {"api": "produce", "error": "NONE"})
+    assert value("gateway_front_door_produce_in_flight") == 0 and value("gateway_front_door_connections") >= 1
+
     for topic, ts_type in (("ct", TIMESTAMP_CREATE_TIME), ("lat", TIMESTAMP_LOG_APPEND_TIME)):
         expected = {v: s for v, s in sent.items() if s[0] == topic}
         got = consume_assigned(door.bootstrap, topic, 2, len(expected))

@@ -224,7 +224,8 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
         assert scalar(prom, "gateway_metrics_observer_failures_total") == 0
 
         # ---- every expression of every dashboard panel returns data
-        expressions = dashboard_expressions()
+        # (the front door does not run here: its row's metrics are checked after real clients in test_front_door)
+        expressions = [(t, e) for t, e in dashboard_expressions() if "gateway_front_door_" not in e]
         assert len(expressions) >= 20
         empty = []
         for title, expr in expressions:
