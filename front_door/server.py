@@ -27,7 +27,7 @@ from kio.schema.index import api_key_map
 
 from front_door import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, unsupported
 from front_door.api_versions import ADVERTISED, UNSUPPORTED_VERSION
-from front_door.context import BrokerAddress, Context
+from front_door.context import AppendSignal, BrokerAddress, Context
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
@@ -111,22 +111,27 @@ class FrontDoor:
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.context: Context | None = None
+        self._bridge: IngressBridge | None = None
         self.address: BrokerAddress | None = None
 
     def start(self) -> BrokerAddress:
-        s = self.settings
-        host, port = parse_host_port(s.listen, "front_door_address")
+        host, port = parse_host_port(self.settings.listen, "front_door_address")
         self._thread.start()
-        return asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result(timeout=120)
+        try:
+            return asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result(timeout=120)
+        except BaseException:
+            self.stop()
+            raise
 
     async def _start(self, host: str, port: int) -> BrokerAddress:
         s = self.settings
-        signal_holder: list[Context] = []
-        bridge = IngressBridge(s.bootstrap_servers, s.ingress_topic, s.response_topic,
-                               publish_timeout_ms=s.publish_timeout_ms, max_message_bytes=s.ingress_max_message_bytes,
-                               on_response=lambda: signal_holder[0].appended.notify() if signal_holder else None)
+        appended = AppendSignal()
+        self._bridge = bridge = IngressBridge(
+            s.bootstrap_servers, s.ingress_topic, s.response_topic, publish_timeout_ms=s.publish_timeout_ms,
+            max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify)
+        # Bound first (a taken port fails before anything else starts), served once the bridge is up.
+        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True, start_serving=False)
         await asyncio.to_thread(bridge.start, self._loop)
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
         bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
         if s.advertised:
             adv_host, adv_port = parse_host_port(s.advertised, "front_door_advertised_address")
@@ -135,8 +140,8 @@ class FrontDoor:
             adv_port = bound_port
         self.address = BrokerAddress(adv_host, adv_port)
         self.context = Context(self.address, self._registry, bridge, s.segments_root,
-                               ProducerIdManager(s.segments_root), self.metrics)
-        signal_holder.append(self.context)
+                               ProducerIdManager(s.segments_root), self.metrics, appended)
+        await self._server.start_serving()
         return BrokerAddress(bound_host, bound_port)
 
     def stop(self) -> None:
@@ -145,6 +150,8 @@ class FrontDoor:
         asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()
 
     async def _stop(self) -> None:
         if self._server is not None:
@@ -152,8 +159,8 @@ class FrontDoor:
         for writer in list(self._writers):  # each connection's reader then ends, as on a client's close
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
-        if self.context is not None:
-            await asyncio.to_thread(self.context.bridge.stop)
+        if self._bridge is not None:
+            await asyncio.to_thread(self._bridge.stop)
 
     # ------------------------------------------------------------------ connections
 

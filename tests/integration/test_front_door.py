@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import json
 import socket
 import struct
 import subprocess
@@ -15,6 +16,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.response import FetchResponse
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.request_header.v2.header import RequestHeader
@@ -36,8 +40,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
 from contract.responses import decode_response
+from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
-from tests.integration.front_door_harness import RunningDoor, running_front_door
+from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.gateway_io import read_all
 from validators.codec.record_batch import build_record_batch
 
@@ -165,6 +170,11 @@ def test_offsets_for_times_and_watermarks_agree_with_the_segment_storage(door: R
         unknown = c.list_topics("nope", timeout=30).topics["nope"]
         assert unknown.error is not None and unknown.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         assert "nope" not in c.list_topics(timeout=30).topics
+        # a registry reload: the new topic is led by the front door at once
+        reloaded = {**FRONT_DOOR_TOPICS, "topics": {**FRONT_DOOR_TOPICS["topics"], "nope": {"partitions": 4}}}
+        Path(door.config.topics_file).write_text(json.dumps(reloaded))
+        added = c.list_topics("nope", timeout=30).topics["nope"]
+        assert added.error is None and sorted(added.partitions) == [0, 1, 2, 3]
     finally:
         c.close()
 
@@ -324,3 +334,52 @@ def test_request_timeout_and_acks_0_still_append_exactly_once(door: RunningDoor)
     _wait_for(lambda: _stored_values(door) == [b"answered too late", b"fire and forget"], "the acks=0 batch")
     responses = [decode_response(m.value()) for m in read_all(door.config, door.config.response_topic)]
     assert [r["error_code"] for r in responses] == [0]  # gw.acks=0: the gateway published no response
+
+
+def _fetch(address: tuple[str, int], partitions: list[tuple[int, int, int]], max_bytes: int) -> Any:
+    """A Fetch v12 of `ct` (partition, offset, partition_max_bytes), kio-encoded; the decoded answer."""
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=1, request_api_version=12,
+                                                       correlation_id=9, client_id="raw"))
+    entity_writer(FetchRequest)(buffer, FetchRequest(
+        replica_id=-1, max_wait=i32Timedelta.parse(datetime.timedelta(0)), min_bytes=0, max_bytes=max_bytes,
+        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+        topics=(FetchTopic(topic="ct", partitions=tuple(
+            FetchPartition(partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1,
+                           log_start_offset=-1, partition_max_bytes=m) for p, o, m in partitions)),),
+    ))
+    answer = _exchange(address, struct.pack(">i", buffer.tell()) + buffer.getvalue())
+    _, used = entity_reader(ResponseHeader)(answer, 4)
+    return {p.partition_index: p for p in entity_reader(FetchResponse)(answer, 4 + used)[0].responses[0].partitions}
+
+
+def test_fetch_serves_byte_ranges_of_the_log_as_kafka_does(door: RunningDoor) -> None:
+    assert door.door.address is not None
+    address = (door.door.address.host, door.door.address.port)
+    p = Producer({"bootstrap.servers": door.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        for partition in (0, 1):
+            p.produce("ct", value=f"batch {i} of partition {partition}".encode(), partition=partition)
+        assert p.flush(60) == 0  # one batch each
+    log = (door.segments_root / "ct-0" / "00000000000000000000.log").read_bytes()
+    batches = split_batches(log)
+    assert len(batches) == 5
+    position = [pos for pos, _ in batches]
+    size = [header.size_in_bytes for _, header in batches]
+
+    # at least one whole batch (KIP-74), even above partition_max_bytes; the second partition gets
+    # nothing once the request's max_bytes is used up
+    first = _fetch(address, [(0, 0, 1), (1, 0, 1_000_000)], max_bytes=1)
+    assert first[0].records == log[: size[0]] and first[1].records == b""
+    assert (first[0].error_code, first[0].high_watermark, first[0].last_stable_offset, first[0].log_start_offset) \
+        == (ErrorCode.none, 5, 5, 0)
+    # a byte range through the offset index: from the batch holding the offset, cut at the limit
+    middle = _fetch(address, [(0, 2, size[2] + 10)], max_bytes=1_000_000)
+    assert middle[0].records == log[position[2]: position[2] + size[2] + 10]
+    rest = _fetch(address, [(0, 4, 1_000_000)], max_bytes=1_000_000)
+    assert rest[0].records == log[position[4]:]
+    # the log end offset: nothing yet; beyond it: OFFSET_OUT_OF_RANGE
+    end = _fetch(address, [(0, 5, 1_000_000)], max_bytes=1_000_000)
+    assert (end[0].error_code, end[0].records) == (ErrorCode.none, b"")
+    beyond = _fetch(address, [(0, 6, 1_000_000)], max_bytes=1_000_000)
+    assert (beyond[0].error_code, beyond[0].high_watermark) == (ErrorCode.offset_out_of_range, 5)

@@ -155,3 +155,21 @@ def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_ke
     for version in range(low, high + 1):
         body = error_response(api_key, version, unsupported.UNSUPPORTED_VERSION, unsupported.MESSAGE)
         assert len(encode_response(api_key, version, 1, body)) > 8
+
+
+def test_a_taken_port_fails_the_start_and_leaves_nothing_running(tmp_path: Path) -> None:
+    import socket
+
+    from front_door.server import FrontDoor, FrontDoorSettings
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = FrontDoorSettings(listen=f"127.0.0.1:{port}", advertised=None, bootstrap_servers="127.0.0.1:1",
+                                     ingress_topic="i", response_topic="r", segments_root=tmp_path,
+                                     publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
+        door = FrontDoor(settings, lambda: REGISTRY, FrontDoorMetrics())
+        with pytest.raises(OSError):
+            door.start()
+        assert not door._thread.is_alive() and door.context is None
