@@ -355,9 +355,13 @@ def target(label: str, value: str, goal: str, met: bool | None) -> None:
 
 def bench_end_to_end(quick: bool = False, only: str | None = None) -> None:
     """The end-to-end tables; `only="front-door"`: just the front door's rows (after a gateway warm-up)."""
+    with tempfile.TemporaryDirectory(prefix="gateway-bench-") as work:  # several GB of segments and broker logs
+        _bench_end_to_end(Path(work), quick, only)
+
+
+def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
     from tests.bench_front_door import FRONT_DOOR_TRIGGERS, front_door_rows
 
-    work = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
     latency_batches = 50 if quick else 200
     now = int(time.time() * 1000)
     small = Workload("100 x 100 B, none")
