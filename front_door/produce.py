@@ -4,7 +4,8 @@ gateway's response in Kafka's ProduceResponse fields (reference §6.1).
 - The batch is not looked at here: the gateway's stage is the leader and decides everything a broker's
   `LogValidator` would (unknown topic, CRC, size, timestamps, sequences), so every batch ends appended
   or dead-lettered with its error — never dropped at the door.
-- acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response).
+- acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response); a
+  partition refused at the door closes the connection instead, as Kafka does.
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
   the gateway still decides its batch exactly once (an idempotent client's retry is then acknowledged
   as a duplicate with the original offsets).
@@ -22,7 +23,7 @@ from typing import Any
 
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
-from front_door.wire import Request
+from front_door.wire import CloseConnection, Request
 
 PRODUCE = 0
 REQUEST_TIMED_OUT, INVALID_REQUIRED_ACKS, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 7, 21, 53, 100
@@ -46,7 +47,7 @@ def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
 
 
 async def handle(ctx: Context, request: Request) -> Any:
-    """The ProduceResponse, or None for acks=0."""
+    """The ProduceResponse; for acks=0 None, or CloseConnection when a partition was refused."""
     body, version = request.body, request.api_version
     started = time.monotonic()
     refusal = None
@@ -54,7 +55,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         refusal = _refused(INVALID_REQUIRED_ACKS)
     elif body.transactional_id is not None:
         refusal = _refused(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED)
-    # (topic key as the request named it, name, partition) -> the response or its future
+    # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
     topic_ids = ctx.topic_ids() if version >= 13 else {}
@@ -70,7 +71,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             if waiter is not None:
                 pending[waiter] = (request_id, (key, pd.index))
     if body.acks == 0:
-        return None
+        return CloseConnection(f"error during produce request with correlation id {request.correlation_id} with "
+                               "ack=0") if answers else None
     if pending:
         with ctx.metrics.in_flight():
             done, late = await asyncio.wait(pending, timeout=millis(body.timeout) / 1000)

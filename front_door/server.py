@@ -36,6 +36,7 @@ from front_door.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
     BadRequestError,
+    CloseConnection,
     Request,
     UnsupportedApiError,
     encode_response,
@@ -172,7 +173,7 @@ class FrontDoor:
         self.metrics.connections.inc()
         self.metrics.connections_accepted.inc()
         peer = writer.get_extra_info("peername")
-        responses: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
+        responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
         sender = asyncio.create_task(self._send_in_order(responses, writer, peer))
         try:
             await self._read_requests(reader, responses, peer)
@@ -194,7 +195,7 @@ class FrontDoor:
             self._writers.discard(writer)
 
     async def _read_requests(self, reader: asyncio.StreamReader,
-                             responses: asyncio.Queue[asyncio.Task[bytes | None] | None], peer: Any) -> None:
+                             responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None], peer: Any) -> None:
         assert self.context is not None
         while True:
             prefix = await reader.readexactly(SIZE.size)
@@ -219,24 +220,27 @@ class FrontDoor:
             await asyncio.sleep(0)
             await responses.put(task)
 
-    async def _handle(self, request: Request) -> bytes | None:
+    async def _handle(self, request: Request) -> bytes | CloseConnection | None:
         assert self.context is not None
         name = api_name(request.api_key)
         body = await HANDLERS[request.api_key](self.context, request)
-        if body is None:  # acks=0 produce: Kafka sends nothing
+        if body is None or isinstance(body, CloseConnection):  # acks=0 produce: Kafka sends nothing
             self.metrics.request(name)
-            return None
+            return body
         code = getattr(body, "error_code", 0)
         self.metrics.request(name, _error_name(int(code)))
         return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
-    async def _send_in_order(self, responses: asyncio.Queue[asyncio.Task[bytes | None] | None],
+    async def _send_in_order(self, responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None],
                              writer: asyncio.StreamWriter, peer: Any) -> None:
         while (task := await responses.get()) is not None:
             try:
                 data = await task
             except Exception:
                 log.exception("request from %s failed; closing the connection", peer)
+                data = CloseConnection("the request failed")
+            if isinstance(data, CloseConnection):
+                log.info("closing connection from %s: %s", peer, data.reason)
                 writer.close()
                 while not responses.empty():  # what was still queued is not answered on a closed connection
                     if (queued := responses.get_nowait()) is not None:
@@ -247,8 +251,8 @@ class FrontDoor:
                 await writer.drain()
 
 
-def _done(data: bytes) -> asyncio.Task[bytes | None]:
-    async def ready() -> bytes | None:
+def _done(data: bytes) -> asyncio.Task[bytes | CloseConnection | None]:
+    async def ready() -> bytes | CloseConnection | None:
         return data
 
     return asyncio.ensure_future(ready())

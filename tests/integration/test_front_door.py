@@ -285,13 +285,30 @@ def test_hostile_bytes_close_only_their_own_connection(door: RunningDoor) -> Non
         healthy.close()
 
 
-def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000) -> bytes:
+def _read_when(door: RunningDoor, topic: str, count: int) -> list[Any]:
+    """The messages of one of the gateway's topics once it holds `count` (the sink publishes responses and
+    dead letters after the segment commit, so they can trail what storage already shows)."""
+    c = Consumer({"bootstrap.servers": door.config.bootstrap_servers, "group.id": f"count-{uuid.uuid4().hex}"})
+    try:
+        partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
+
+        def held() -> int:
+            return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions)
+
+        _wait_for(lambda: held() >= count, f"{count} message(s) on {topic}")
+    finally:
+        c.close()
+    return read_all(door.config, topic)
+
+
+def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000, transactional_id: str | None = None) -> bytes:
     """A ProduceRequest v9 for `ct`-0 carrying `records`, encoded with kio (Kafka's message schemas)."""
     buffer = io.BytesIO()
     entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=9,
                                                        correlation_id=42, client_id="raw"))
     entity_writer(ProduceRequest)(buffer, ProduceRequest(
-        acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)), transactional_id=None,
+        acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
+        transactional_id=transactional_id,
         topic_data=(TopicProduceData(name="ct", partition_data=(PartitionProduceData(index=0, records=records),)),),
     ))
     return struct.pack(">i", buffer.tell()) + buffer.getvalue()
@@ -305,10 +322,13 @@ def test_a_batch_of_garbage_is_answered_and_dead_lettered_not_lost(door: Running
     assert header.correlation_id == 42
     (partition,) = response.responses[0].partition_responses
     assert (partition.index, partition.error_code, partition.base_offset) == (0, ErrorCode.corrupt_message, -1)
-    letters = read_all(door.config, door.config.dlq_topic)
+    letters = _read_when(door, door.config.dlq_topic, 1)  # published beside the response, maybe just after
     assert [m.value() for m in letters] == [b"\x00garbage, not a batch"]
     headers = dict(letters[0].headers())
     assert headers["gw.errors.request.id"].startswith(b"fd-") and headers["gw.errors.client.id"] == b"raw"
+
+
+API_VERSIONS_V0 = b"\x00\x00\x00\x0a" + b"\x00\x12\x00\x00\x00\x00\x00\x07\xff\xff"  # correlation id 7
 
 
 def _stored_values(door: RunningDoor) -> list[bytes | None]:
@@ -330,9 +350,14 @@ def test_request_timeout_and_acks_0_still_append_exactly_once(door: RunningDoor)
     _wait_for(lambda: _stored_values(door) == [b"answered too late"], "the timed-out batch to be appended")
 
     unacked = build_record_batch([(now, b"k", b"fire and forget")])
-    assert _exchange(address, _produce_frame(unacked, acks=0)) == b""  # acks=0: Kafka answers nothing
+    # acks=0: Kafka answers nothing (the ApiVersions request after it is answered) ...
+    answered = _exchange(address, _produce_frame(unacked, acks=0) + API_VERSIONS_V0)
+    assert answered[4:8] == struct.pack(">i", 7)
+    # ... and closes the connection when it refuses the batch (no transactions here): no more answers
+    refused = build_record_batch([(now, b"k", b"transactional")])
+    assert _exchange(address, _produce_frame(refused, acks=0, transactional_id="tx") + API_VERSIONS_V0) == b""
     _wait_for(lambda: _stored_values(door) == [b"answered too late", b"fire and forget"], "the acks=0 batch")
-    responses = [decode_response(m.value()) for m in read_all(door.config, door.config.response_topic)]
+    responses = [decode_response(m.value()) for m in _read_when(door, door.config.response_topic, 1)]
     assert [r["error_code"] for r in responses] == [0]  # gw.acks=0: the gateway published no response
 
 
