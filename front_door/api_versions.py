@@ -9,27 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, response_module
-from front_door.wire import API_VERSIONS_KEY, Request
-
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID = 0, 1, 2, 3, 22
+from front_door.wire import Request
 
 # api key -> (min, max) version served
 ADVERTISED: dict[int, tuple[int, int]] = {
-    PRODUCE: (3, 13),
-    FETCH: (4, 17),
-    LIST_OFFSETS: (1, 10),
-    METADATA: (0, 13),
-    API_VERSIONS_KEY: (0, 4),
-    INIT_PRODUCER_ID: (0, 5),
+    ApiKey.PRODUCE: (3, 13),
+    ApiKey.FETCH: (4, 17),
+    ApiKey.LIST_OFFSETS: (1, 10),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
 }
-
-UNSUPPORTED_VERSION = 35
 
 
 def api_versions_body(version: int, code: int = 0) -> Any:
-    module = response_module(API_VERSIONS_KEY, version)
+    module = response_module(ApiKey.API_VERSIONS, version)
     keys = tuple(build(module.ApiVersion, api_key=k, min_version=lo, max_version=hi)
                  for k, (lo, hi) in sorted(ADVERTISED.items()))
     return build(module.ApiVersionsResponse, error_code=error_code(code), api_keys=keys, throttle_time=NO_THROTTLE)

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import OffsetOutOfRangeError, PartitionReader
 
-FETCH = 1
-NONE, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR, UNKNOWN_TOPIC_ID = 0, 1, 3, 56, 100
 READ_COMMITTED = 1
 # a long poll re-reads storage at least this often (appends answered with acks=0 publish no response)
 RECHECK_S = 0.2
@@ -33,7 +34,7 @@ RECHECK_S = 0.2
 
 @dataclass(frozen=True)
 class PartitionData:
-    error: int
+    error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes = b""
@@ -44,17 +45,17 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
     try:
         reader = PartitionReader(root, topic, partition)
     except FileNotFoundError:  # nothing appended yet: an empty log
-        return PartitionData(NONE, 0, 0) if offset == 0 else PartitionData(OFFSET_OUT_OF_RANGE, 0, 0)
+        return PartitionData(ErrorCode.none, 0, 0) if offset == 0 else PartitionData(ErrorCode.offset_out_of_range, 0, 0)
     with reader:
         hw, start = reader.log_end_offset, reader.log_start_offset
         try:
-            return PartitionData(NONE, hw, start, reader.read_log(offset, max_bytes, min_one))
+            return PartitionData(ErrorCode.none, hw, start, reader.read_log(offset, max_bytes, min_one))
         except OffsetOutOfRangeError:
-            return PartitionData(OFFSET_OUT_OF_RANGE, hw, start)
+            return PartitionData(ErrorCode.offset_out_of_range, hw, start)
         except FileNotFoundError:  # retention deleted the segment after the commit record was read
-            return PartitionData(OFFSET_OUT_OF_RANGE, hw, start)
+            return PartitionData(ErrorCode.offset_out_of_range, hw, start)
         except (KafkaStorageError, OSError):
-            return PartitionData(KAFKA_STORAGE_ERROR, hw, start)
+            return PartitionData(ErrorCode.kafka_storage_error, hw, start)
 
 
 Topics = list[tuple[Any, list[tuple[int, PartitionData]]]]
@@ -73,7 +74,7 @@ async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
         parts = []
         for fp in ft.partitions:
             if config is None or not 0 <= fp.partition < config.partitions:
-                missing = UNKNOWN_TOPIC_ID if version >= 13 and name is None else UNKNOWN_TOPIC_OR_PARTITION
+                missing = ErrorCode.unknown_topic_id if version >= 13 and name is None else ErrorCode.unknown_topic_or_partition
                 parts.append((fp.partition, PartitionData(missing)))
                 continue
             data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
@@ -86,7 +87,7 @@ async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
 
 
 def _response(version: int, body: Any, topics: Topics) -> Any:
-    module = response_module(FETCH, version)
+    module = response_module(ApiKey.FETCH, version)
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     responses = tuple(
         build(module.FetchableTopicResponse, topic=key if version < 13 else None,
@@ -98,7 +99,7 @@ def _response(version: int, body: Any, topics: Topics) -> Any:
                   for p, d in parts))
         for key, parts in topics
     )
-    return build(module.FetchResponse, throttle_time=NO_THROTTLE, error_code=error_code(NONE), session_id=0,
+    return build(module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
                  responses=responses)
 
 
@@ -108,7 +109,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     while True:
         topics, total = await _read(ctx, body, version)
         left = deadline - time.monotonic()
-        errors = any(d.error != NONE for _, parts in topics for _, d in parts)
+        errors = any(d.error != ErrorCode.none for _, parts in topics for _, d in parts)
         if total >= body.min_bytes or left <= 0 or errors:
             return _response(version, body, topics)
         await ctx.appended.wait(min(left, RECHECK_S))

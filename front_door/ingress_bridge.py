@@ -21,19 +21,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 
 log = logging.getLogger("gateway.front_door")
 
-KAFKA_STORAGE_ERROR = 56
-
 
 def failed(request_id: str, topic: str, partition: int, message: str) -> dict[str, Any]:
     """The answer when the ingress topic did not take a batch: nothing was decided, the client may
     retry (KAFKA_STORAGE_ERROR is retriable)."""
-    return {"request_id": request_id, "topic": topic, "partition": partition, "error_code": KAFKA_STORAGE_ERROR,
+    return {"request_id": request_id, "topic": topic, "partition": partition, "error_code": ErrorCode.kafka_storage_error,
             "error_name": "KAFKA_STORAGE_ERROR", "error_message": message, "base_offset": -1,
             "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
 

@@ -11,26 +11,27 @@ import asyncio
 import logging
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
 from front_door.context import Context
-from front_door.messages import NO_THROTTLE, build, error_code, response_module
-from front_door.produce import TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.produce import TRANSACTIONS_REFUSED
 from front_door.wire import Request
 
-INIT_PRODUCER_ID = 22
-KAFKA_STORAGE_ERROR = 56
 log = logging.getLogger("gateway.front_door")
 
 
 async def handle(ctx: Context, request: Request) -> Any:
-    module = response_module(INIT_PRODUCER_ID, request.api_version)
+    module = response_module(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if request.body.transactional_id is not None:
         return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, producer_id=-1, producer_epoch=-1,
-                     error_code=error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED), error_message=TRANSACTIONS_REFUSED)
+                     error_code=ErrorCode.transactional_id_authorization_failed, error_message=TRANSACTIONS_REFUSED)
     try:
         pid = await asyncio.to_thread(ctx.producer_ids.generate)
     except (OSError, ValueError) as e:
         log.error("producer id allocation failed: %s", e)
         return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, producer_id=-1, producer_epoch=-1,
-                     error_code=error_code(KAFKA_STORAGE_ERROR))
-    return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=error_code(0),
+                     error_code=ErrorCode.kafka_storage_error)
+    return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  producer_id=pid, producer_epoch=0)

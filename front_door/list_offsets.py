@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, response_module
 from front_door.wire import Request
@@ -17,13 +20,10 @@ from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader
 from validators.append_result import GATEWAY_LEADER_EPOCH
 
-LIST_OFFSETS = 2
-NONE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, KAFKA_STORAGE_ERROR = 0, 3, 35, 56
-
 
 @dataclass(frozen=True)
 class Found:
-    error: int
+    error: ErrorCode
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
@@ -35,20 +35,20 @@ def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
         reader = PartitionReader(root, topic, partition)
     except FileNotFoundError:  # nothing appended yet: earliest = latest = 0
         empty = target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
-        return Found(NONE, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
+        return Found(ErrorCode.none, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
     with reader:
         try:
             found = reader.offsets_for_times(target)
         except ValueError:  # a target this storage does not know (e.g. -4 earliest-local, -5 tiered)
-            return Found(UNSUPPORTED_VERSION)
+            return Found(ErrorCode.unsupported_version)
         except (KafkaStorageError, OSError):
-            return Found(KAFKA_STORAGE_ERROR)
+            return Found(ErrorCode.kafka_storage_error)
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
-        return Found(NONE, found.timestamp, found.offset, epoch)
+        return Found(ErrorCode.none, found.timestamp, found.offset, epoch)
 
 
 async def handle(ctx: Context, request: Request) -> Any:
-    module = response_module(LIST_OFFSETS, request.api_version)
+    module = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     registry = ctx.registry()
     topics = []
     for lt in request.body.topics:
@@ -56,7 +56,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         partitions = []
         for lp in lt.partitions:
             if config is None or not 0 <= lp.partition_index < config.partitions:
-                found = Found(UNKNOWN_TOPIC_OR_PARTITION)
+                found = Found(ErrorCode.unknown_topic_or_partition)
             else:
                 found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,

@@ -30,19 +30,11 @@ def build(entity: type, **values: Any) -> Any:
     return entity(**{k: v for k, v in values.items() if k in names})
 
 
-def has_field(entity: type, name: str) -> bool:
-    return name in _field_names(entity)
-
-
 def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module of one response version, where its nested entity classes live."""
     import sys
 
     return sys.modules[load_response_schema(api_key, version).__module__]
-
-
-def nested(api_key: int, version: int, name: str) -> type:
-    return getattr(response_module(api_key, version), name)
 
 
 def error_code(code: int) -> ErrorCode:

@@ -9,15 +9,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
 from front_door.context import CLUSTER_ID, NODE_ID, Context
-from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.topic_ids import topic_id
 from front_door.wire import Request
 from validators.append_result import GATEWAY_LEADER_EPOCH
 from validators.topic_config import TopicRegistry, topic_name_error
 
-METADATA = 3
-NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_ID = 0, 3, 17, 100
 # Kafka's "authorized operations not requested" (Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
@@ -36,29 +37,31 @@ def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None,
     if name is None:  # asked by id (v10+)
         name = ctx.topic_ids().get(tid) if tid is not None else None
         if name is None:
-            return build(module.MetadataResponseTopic, error_code=error_code(UNKNOWN_TOPIC_ID), name=None,
+            return build(module.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None,
                          topic_id=tid or _ZERO_UUID, is_internal=False, partitions=(),
                          topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     config = registry.get(name)
-    code = NONE if config is not None else (INVALID_TOPIC_EXCEPTION if topic_name_error(name) else
-                                            UNKNOWN_TOPIC_OR_PARTITION)
+    if config is not None:
+        code = ErrorCode.none
+    else:
+        code = ErrorCode.invalid_topic_exception if topic_name_error(name) else ErrorCode.unknown_topic_or_partition
     partitions = () if config is None else tuple(
-        build(module.MetadataResponsePartition, error_code=error_code(NONE), partition_index=p, leader_id=NODE_ID,
+        build(module.MetadataResponsePartition, error_code=ErrorCode.none, partition_index=p, leader_id=NODE_ID,
               leader_epoch=GATEWAY_LEADER_EPOCH, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,), offline_replicas=())
         for p in range(config.partitions)
     )
-    return build(module.MetadataResponseTopic, error_code=error_code(code), name=name,
+    return build(module.MetadataResponseTopic, error_code=code, name=name,
                  topic_id=topic_id(name) if config is not None else _ZERO_UUID, is_internal=False,
                  partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 async def handle(ctx: Context, request: Request) -> Any:
-    module = response_module(METADATA, request.api_version)
+    module = response_module(ApiKey.METADATA, request.api_version)
     registry = ctx.registry()
     broker = build(module.MetadataResponseBroker, node_id=NODE_ID, host=ctx.advertised.host,
                    port=ctx.advertised.port, rack=None)
     topics = tuple(_topic(module, ctx, registry, name, tid)
                    for name, tid in _requested(request.body, request.api_version, registry))
-    return build(module.MetadataResponse, throttle_time=NO_THROTTLE, error_code=error_code(NONE), brokers=(broker,),
+    return build(module.MetadataResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, brokers=(broker,),
                  cluster_id=CLUSTER_ID,
                  controller_id=NODE_ID, topics=topics, cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

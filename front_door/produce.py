@@ -21,12 +21,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.wire import CloseConnection, Request
 
-PRODUCE = 0
-REQUEST_TIMED_OUT, INVALID_REQUIRED_ACKS, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID = 7, 21, 53, 100
 TRANSACTIONS_REFUSED = "The gateway's front door does not support transactions; produce without a transactional.id."
 
 
@@ -52,9 +53,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     started = time.monotonic()
     refusal = None
     if body.acks not in (-1, 0, 1):
-        refusal = _refused(INVALID_REQUIRED_ACKS)
+        refusal = _refused(ErrorCode.invalid_required_acks)
     elif body.transactional_id is not None:
-        refusal = _refused(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_REFUSED)
+        refusal = _refused(ErrorCode.transactional_id_authorization_failed, TRANSACTIONS_REFUSED)
     # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
@@ -64,7 +65,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         name = topic_ids.get(td.topic_id) if version >= 13 else td.name
         for pd in td.partition_data:
             if refusal is not None or name is None:
-                answers[(key, pd.index)] = refusal or _refused(UNKNOWN_TOPIC_ID)
+                answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
                 continue
             request_id, waiter = ctx.bridge.send(name, pd.index, bytes(pd.records or b""),
                                                  client_id=request.client_id, acks=body.acks)
@@ -82,9 +83,9 @@ async def handle(ctx: Context, request: Request) -> Any:
             request_id, where = pending[waiter]
             ctx.bridge.forget(request_id)
             waiter.cancel()
-            answers[where] = _refused(REQUEST_TIMED_OUT)
+            answers[where] = _refused(ErrorCode.request_timed_out)
     ctx.metrics.produce_latency(time.monotonic() - started)
-    module = response_module(PRODUCE, version)
+    module = response_module(ApiKey.PRODUCE, version)
     topics = []
     for td in body.topic_data:
         key = td.topic_id if version >= 13 else td.name

@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from kio.index import schema_name_map
+from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from front_door import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, unsupported
-from front_door.api_versions import ADVERTISED, UNSUPPORTED_VERSION
+from front_door.api_keys import ApiKey
+from front_door.api_versions import ADVERTISED
 from front_door.context import AppendSignal, BrokerAddress, Context
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.wire import (
-    API_VERSIONS_KEY,
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
     BadRequestError,
@@ -49,12 +50,12 @@ log = logging.getLogger("gateway.front_door")
 
 Handler = Callable[[Context, Request], Awaitable[Any]]
 HANDLERS: dict[int, Handler] = {
-    api_versions.PRODUCE: produce.handle,
-    api_versions.FETCH: fetch.handle,
-    api_versions.LIST_OFFSETS: list_offsets.handle,
-    api_versions.METADATA: metadata.handle,
-    API_VERSIONS_KEY: api_versions.handle,
-    api_versions.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.PRODUCE: produce.handle,
+    ApiKey.FETCH: fetch.handle,
+    ApiKey.LIST_OFFSETS: list_offsets.handle,
+    ApiKey.METADATA: metadata.handle,
+    ApiKey.API_VERSIONS: api_versions.handle,
+    ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
 }
 
 
@@ -205,9 +206,9 @@ class FrontDoor:
                 request = parse_request(frame, READABLE)
             except UnsupportedApiError as e:
                 self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
-                if e.api_key == API_VERSIONS_KEY:  # KIP-511: answer in v0 so the client can downgrade
-                    body = api_versions.api_versions_body(0, UNSUPPORTED_VERSION)
-                    await responses.put(_done(encode_response(API_VERSIONS_KEY, 0, e.correlation_id, body)))
+                if e.api_key == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 so the client can downgrade
+                    body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
+                    await responses.put(_done(encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)))
                     continue
                 log.info("closing connection from %s: %s", peer, e)
                 return
@@ -259,8 +260,6 @@ def _done(data: bytes) -> asyncio.Task[bytes | CloseConnection | None]:
 
 
 def _error_name(code: int) -> str:
-    from kio.schema.errors import ErrorCode
-
     try:
         return "NONE" if code == 0 else ErrorCode(code).name.upper()
     except ValueError:

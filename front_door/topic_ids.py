@@ -15,7 +15,3 @@ _NAMESPACE = uuid.UUID("5f6d1a3e-8c2b-4e7a-9b1d-2c4e6a8b0d1f")
 
 def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_NAMESPACE, name)
-
-
-def topic_name(topic_ids: dict[uuid.UUID, str], value: uuid.UUID | None) -> str | None:
-    return None if value is None else topic_ids.get(value)

@@ -22,7 +22,6 @@ from kio.serial.errors import SerialError
 
 SIZE = struct.Struct(">i")
 API_KEY_AND_VERSION = struct.Struct(">hh")
-API_VERSIONS_KEY = 18
 # Kafka's socket.request.max.bytes default
 DEFAULT_MAX_REQUEST_BYTES = 104857600
 

@@ -29,8 +29,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
-from front_door.api_versions import ADVERTISED, FETCH, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA, PRODUCE
-from front_door.wire import API_VERSIONS_KEY
+from front_door.api_keys import ApiKey
+from front_door.api_versions import ADVERTISED
 from sinks.storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import HOUR_MS, running_front_door
@@ -55,8 +55,6 @@ OUT_OF_RANGE = re.compile(
 )
 # TransactionManager, INFO: the producer id and epoch an idempotent producer uses from then on
 PRODUCER_ID_SET = re.compile(r"ProducerId set to (-?\d+) with epoch (-?\d+)")
-API_KEYS = {"PRODUCE": PRODUCE, "FETCH": FETCH, "LIST_OFFSETS": LIST_OFFSETS, "METADATA": METADATA,
-            "API_VERSIONS": API_VERSIONS_KEY, "INIT_PRODUCER_ID": INIT_PRODUCER_ID}
 TOPIC_ID_VERSIONS = 13  # Produce v13 and Fetch v13+ name topics by id (KIP-516)
 
 
@@ -173,9 +171,9 @@ def by_partition(sends: Sequence[Send], outcomes: Sequence[dict[str, Any]]) -> I
 def assert_spoke_advertised_versions(*runs: ProbeRun) -> None:
     """Every request in a version the front door advertises; produce and fetch by topic id."""
     for run in runs:
-        assert set(run.versions) <= set(API_KEYS), run.versions
+        assert set(run.versions) <= {ApiKey(k).name for k in ADVERTISED}, run.versions
         for name, versions in run.versions.items():
-            low, high = ADVERTISED[API_KEYS[name]]
+            low, high = ADVERTISED[ApiKey[name]]
             assert all(low <= v <= high for v in versions), (name, versions)
             if name in ("PRODUCE", "FETCH"):
                 assert min(versions) >= TOPIC_ID_VERSIONS, (name, versions)

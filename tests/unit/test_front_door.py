@@ -153,7 +153,7 @@ def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_ke
 
     low, high = READABLE[api_key]
     for version in range(low, high + 1):
-        body = error_response(api_key, version, unsupported.UNSUPPORTED_VERSION, unsupported.MESSAGE)
+        body = error_response(api_key, version, ErrorCode.unsupported_version, unsupported.MESSAGE)
         assert len(encode_response(api_key, version, 1, body)) > 8
 
 
