@@ -44,12 +44,14 @@ from front_door.wire import (
     frame_size,
     parse_request,
 )
+from sinks.metrics.server import parse_address
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.front_door")
 
 Handler = Callable[[Context, Request], Awaitable[Any]]
 HANDLERS: dict[int, Handler] = {
+    **dict.fromkeys(unsupported.REFUSED_APIS, unsupported.handle),
     ApiKey.PRODUCE: produce.handle,
     ApiKey.FETCH: fetch.handle,
     ApiKey.LIST_OFFSETS: list_offsets.handle,
@@ -66,11 +68,9 @@ def _kio_versions(name: str) -> tuple[int, int]:
 
 # What is read: the advertised APIs, and the refused ones in every version kio knows (to answer them).
 READABLE: dict[int, tuple[int, int]] = {
-    **{key: _kio_versions(name) for key, name in {**unsupported.GROUP_APIS, **unsupported.TRANSACTION_APIS}.items()},
+    **{key: _kio_versions(name) for key, name in unsupported.REFUSED_APIS.items()},
     **ADVERTISED,
 }
-for _key in {**unsupported.GROUP_APIS, **unsupported.TRANSACTION_APIS}:
-    HANDLERS[_key] = unsupported.handle
 # Requests a connection may have in flight before the front door stops reading from it.
 MAX_IN_FLIGHT_PER_CONNECTION = 100
 
@@ -92,13 +92,6 @@ class FrontDoorSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 
 
-def parse_host_port(address: str, what: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{what} must be host:port, got {address!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
 class FrontDoor:
     """`start()` binds and returns the address clients use; `stop()` closes every connection."""
 
@@ -117,7 +110,7 @@ class FrontDoor:
         self.address: BrokerAddress | None = None
 
     def start(self) -> BrokerAddress:
-        host, port = parse_host_port(self.settings.listen, "front_door_address")
+        host, port = parse_address(self.settings.listen, "front_door_address")
         self._thread.start()
         try:
             return asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result(timeout=120)
@@ -136,7 +129,7 @@ class FrontDoor:
         await asyncio.to_thread(bridge.start, self._loop)
         bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
         if s.advertised:
-            adv_host, adv_port = parse_host_port(s.advertised, "front_door_advertised_address")
+            adv_host, adv_port = parse_address(s.advertised, "front_door_advertised_address")
         else:
             adv_host = bound_host if bound_host not in ("0.0.0.0", "::") else socket.getfqdn()
             adv_port = bound_port

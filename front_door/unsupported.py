@@ -18,6 +18,7 @@ GROUP_APIS = {8: "offset_commit", 9: "offset_fetch", 10: "find_coordinator", 11:
               13: "leave_group", 14: "sync_group", 15: "describe_groups", 16: "list_groups", 42: "delete_groups",
               68: "consumer_group_heartbeat", 69: "consumer_group_describe"}
 TRANSACTION_APIS = {24: "add_partitions_to_txn", 25: "add_offsets_to_txn", 26: "end_txn", 28: "txn_offset_commit"}
+REFUSED_APIS = {**GROUP_APIS, **TRANSACTION_APIS}
 MESSAGE = ("The gateway's front door has no consumer groups or transactions: assign() partitions and keep "
            "offsets in the client; produce without a transactional.id.")
 

@@ -29,7 +29,7 @@ from pyspark.sql import SparkSession
 
 from embedded.local_kafka import LocalKafka, free_port
 from front_door.metrics import FrontDoorMetrics
-from front_door.server import FrontDoor, FrontDoorSettings, parse_host_port
+from front_door.server import FrontDoor
 from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
@@ -109,20 +109,13 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDo
     """The Kafka front door beside the query (a free port if the configured one is taken)."""
     if not config.front_door_address:
         return None
-    assert config.bootstrap_servers is not None
-    settings = FrontDoorSettings(
-        listen=config.front_door_address, advertised=config.front_door_advertised_address,
-        bootstrap_servers=config.bootstrap_servers, ingress_topic=config.ingress_topic,
-        response_topic=config.response_topic, segments_root=config.path(config.segments_root),
-        publish_timeout_ms=config.publish_timeout_ms, ingress_max_message_bytes=config.ingress_max_message_bytes,
-        max_request_bytes=config.front_door_max_request_bytes,
-    )
+    settings = config.front_door_settings()
     watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the loop thread reads it
     door = FrontDoor(settings, watcher.current, FrontDoorMetrics(metrics.registry))
     try:
         door.start()
     except OSError as e:
-        host, _ = parse_host_port(config.front_door_address, "front_door_address")
+        host, _ = parse_address(config.front_door_address, "front_door_address")
         door = FrontDoor(replace(settings, listen=f"{host}:0"), watcher.current, FrontDoorMetrics(metrics.registry))
         door.start()
         log.warning("front door address %s unavailable (%s); using a free port", config.front_door_address, e)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
+
+if TYPE_CHECKING:  # the driver's front door; executors import this module without it
+    from front_door.server import FrontDoorSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
@@ -64,6 +67,19 @@ class GatewayConfig:
     front_door_address: str | None = "127.0.0.1:9093"
     front_door_advertised_address: str | None = None
     front_door_max_request_bytes: int = 104857600
+
+    def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
+        """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
+        from front_door.server import FrontDoorSettings
+
+        assert self.bootstrap_servers is not None, "the front door needs the gateway's Kafka cluster"
+        return FrontDoorSettings(
+            listen=listen or self.front_door_address or "127.0.0.1:0", advertised=self.front_door_advertised_address,
+            bootstrap_servers=self.bootstrap_servers, ingress_topic=self.ingress_topic,
+            response_topic=self.response_topic, segments_root=self.path(self.segments_root),
+            publish_timeout_ms=self.publish_timeout_ms, ingress_max_message_bytes=self.ingress_max_message_bytes,
+            max_request_bytes=self.front_door_max_request_bytes,
+        )
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

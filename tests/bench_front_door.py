@@ -32,7 +32,6 @@ from sinks.kafka_admin import create_topics
 from sinks.registry_watcher import RegistryWatcher
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from tests.bench_stack import BENCH_TOPIC, KAFKA_VERSION, Row, Stack, Workload
-from tests.integration.front_door_harness import door_settings
 
 LINGER_MS = 5
 PRODUCER_CONFIG: dict[str, Any] = {
@@ -95,7 +94,7 @@ def gateway_with_front_door(stack: Stack, trigger: str) -> Iterator[tuple[str, A
     config = stack.config("front-door", trigger_interval=trigger)
     create_topics(config.bootstrap_servers, topic_specs(config))
     query, _ = start_gateway(stack.spark, config)
-    door = FrontDoor(door_settings(config), RegistryWatcher(config.path(config.topics_file)).current,
+    door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"), RegistryWatcher(config.path(config.topics_file)).current,
                      FrontDoorMetrics())
     try:
         door.start()

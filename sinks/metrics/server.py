@@ -19,10 +19,11 @@ from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
 
 
-def parse_address(address: str) -> tuple[str, int]:
+def parse_address(address: str, setting: str = "metrics_address") -> tuple[str, int]:
+    """(host, port) of a `host:port` setting; an empty host is every interface, `[::1]` IPv6."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
-        raise ValueError(f"metrics_address must be host:port, got {address!r}")
+        raise ValueError(f"{setting} must be host:port, got {address!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 

@@ -56,16 +56,6 @@ class RunningDoor:
         self.door.start()
 
 
-def door_settings(config: GatewayConfig) -> FrontDoorSettings:
-    assert config.bootstrap_servers is not None
-    return FrontDoorSettings(
-        listen="127.0.0.1:0", advertised=None, bootstrap_servers=config.bootstrap_servers,
-        ingress_topic=config.ingress_topic, response_topic=config.response_topic,
-        segments_root=config.path(config.segments_root), publish_timeout_ms=config.publish_timeout_ms,
-        ingress_max_message_bytes=config.ingress_max_message_bytes,
-    )
-
-
 @contextmanager
 def running_front_door(spark: SparkSession, gateway_config: GatewayConfig) -> Iterator[RunningDoor]:
     topics_file = Path(gateway_config.topics_file)
@@ -74,7 +64,7 @@ def running_front_door(spark: SparkSession, gateway_config: GatewayConfig) -> It
     create_gateway_topics(config)
     query, _ = start_gateway(spark, config)
     registry = RegistryWatcher(config.path(config.topics_file))
-    settings = door_settings(config)
+    settings = config.front_door_settings(listen="127.0.0.1:0")
     door = FrontDoor(settings, registry.current, FrontDoorMetrics())
     running = RunningDoor(config, door, settings, registry)
     try:

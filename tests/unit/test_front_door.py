@@ -147,7 +147,7 @@ def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) 
         ProducerIdManager(tmp_path).generate()
 
 
-@pytest.mark.parametrize("api_key", sorted({**unsupported.GROUP_APIS, **unsupported.TRANSACTION_APIS}))
+@pytest.mark.parametrize("api_key", sorted(unsupported.REFUSED_APIS))
 def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_key: int) -> None:
     from front_door.messages import error_response
 
