@@ -490,6 +490,13 @@ class LogSegment:
         entries = []
         valid_bytes = last_index_entry = 0
         for batch in self.batches_from(0):
+            # recover's offset-range check (§5.8): a header the log's damage made point outside the segment
+            if not (self.can_convert_to_relative_offset(batch.base_offset)
+                    and self.can_convert_to_relative_offset(batch.last_offset)):
+                raise CorruptRecordError(
+                    f"Found invalid batch in {self.log_path} at byte offset {valid_bytes}: offsets "
+                    f"{batch.base_offset}..{batch.last_offset} are outside segment {self.base_offset}"
+                )
             last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
             valid_bytes += batch.size
             lat = batch.timestamp_type == TimestampType.LOG_APPEND_TIME

@@ -19,7 +19,7 @@ from streaming.query import start_gateway, stop_gracefully
 from tests.integration.gateway_io import create_gateway_topics
 
 HOUR_MS = 3_600_000
-# the integration tests' registry plus a topic with a one-hour `before` window (KIP-937)
+# the integration tests' registry, a topic with a one-hour `before` window (KIP-937) and a rolling one
 FRONT_DOOR_TOPICS = {
     "defaults": {"log.message.timestamp.after.max.ms": "3600000"},
     "topics": {
@@ -27,6 +27,8 @@ FRONT_DOOR_TOPICS = {
         "lat": {"partitions": 2, "configs": {"message.timestamp.type": "LogAppendTime"}},
         "window": {"partitions": 1, "configs": {"message.timestamp.type": "CreateTime",
                                                 "message.timestamp.before.max.ms": str(HOUR_MS)}},
+        # a segment per micro-batch (segment.ms=1): fetches cross segment boundaries
+        "rolling": {"partitions": 1, "configs": {"segment.ms": "1"}},
     },
 }
 

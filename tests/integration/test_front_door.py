@@ -408,3 +408,16 @@ def test_fetch_serves_byte_ranges_of_the_log_as_kafka_does(door: RunningDoor) ->
     assert (end[0].error_code, end[0].records) == (ErrorCode.none, b"")
     beyond = _fetch(address, [(0, 6, 1_000_000)], max_bytes=1_000_000)
     assert (beyond[0].error_code, beyond[0].high_watermark) == (ErrorCode.offset_out_of_range, 5)
+
+
+def test_an_assigned_consumer_reads_across_segments(door: RunningDoor) -> None:
+    p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+    values = [f"rolled {i}".encode() for i in range(12)]
+    for i, value in enumerate(values):
+        p.produce("rolling", value=value, key=b"k", partition=0)
+        if i % 3 == 2:
+            assert p.flush(60) == 0  # a micro-batch each: a segment each
+    segments = sorted((door.segments_root / "rolling-0").glob("*.log"))
+    assert len(segments) >= 3
+    got = consume_assigned(door.bootstrap, "rolling", 1, len(values))
+    assert [(m.offset(), m.value()) for m in got] == list(enumerate(values))
