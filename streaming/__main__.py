@@ -111,12 +111,13 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDo
         return None
     settings = config.front_door_settings()
     watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the loop thread reads it
-    door = FrontDoor(settings, watcher.current, FrontDoorMetrics(metrics.registry))
+    door_metrics = FrontDoorMetrics(metrics.registry)
+    door = FrontDoor(settings, watcher.current, door_metrics)
     try:
         door.start()
     except OSError as e:
         host, _ = parse_address(config.front_door_address, "front_door_address")
-        door = FrontDoor(replace(settings, listen=f"{host}:0"), watcher.current, FrontDoorMetrics(metrics.registry))
+        door = FrontDoor(replace(settings, listen=f"{host}:0"), watcher.current, door_metrics)
         door.start()
         log.warning("front door address %s unavailable (%s); using a free port", config.front_door_address, e)
     assert door.address is not None

@@ -421,3 +421,27 @@ def test_an_assigned_consumer_reads_across_segments(door: RunningDoor) -> None:
     assert len(segments) >= 3
     got = consume_assigned(door.bootstrap, "rolling", 1, len(values))
     assert [(m.offset(), m.value()) for m in got] == list(enumerate(values))
+
+
+def test_a_taken_front_door_address_falls_back_to_a_free_port(gateway_config) -> None:
+    from sinks.metrics.gateway_metrics import GatewayMetrics
+    from streaming.__main__ import _start_front_door
+    from tests.integration.gateway_io import create_gateway_topics
+
+    create_gateway_topics(gateway_config)
+    metrics = GatewayMetrics({"ct": 2})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        door = _start_front_door(gateway_config.with_overrides(front_door_address=f"127.0.0.1:{port}"), metrics)
+    assert door is not None and door.address is not None
+    try:
+        assert door.address.port != port
+        c = Consumer({"bootstrap.servers": f"127.0.0.1:{door.address.port}", "group.id": "unused"})
+        assert "ct" in c.list_topics(timeout=30).topics
+        c.close()
+        # the one set of front-door metrics on the gateway's exporter
+        assert metrics.registry.get_sample_value("gateway_front_door_connections_accepted_total") >= 1
+    finally:
+        door.stop()
