@@ -47,6 +47,7 @@ class IngressBridge:
         self.ingress_topic = ingress_topic
         self.response_topic = response_topic
         self.instance = uuid.uuid4().hex[:12]
+        self._prefix = f"fd-{self.instance}-".encode()
         self._ids = itertools.count()
         self._publish_timeout_ms = publish_timeout_ms
         self._max_message_bytes = max_message_bytes
@@ -101,7 +102,7 @@ class IngressBridge:
         return ends
 
     def next_request_id(self) -> str:
-        return f"fd-{self.instance}-{next(self._ids)}"
+        return f"{self._prefix.decode()}{next(self._ids)}"
 
     def send(
         self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int,
@@ -156,7 +157,7 @@ class IngressBridge:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._on_response)
             key = msg.key()
-            if key is None or not key.startswith(b"fd-" + self.instance.encode()):
+            if key is None or not key.startswith(self._prefix):  # another front door's or producer's
                 continue
             try:
                 response = decode_response(msg.value())
