@@ -17,14 +17,17 @@ import asyncio
 import itertools
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
+from front_door.metrics import ProducePhases
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 
 log = logging.getLogger("gateway.front_door")
@@ -38,10 +41,20 @@ def failed(request_id: str, topic: str, partition: int, message: str) -> dict[st
             "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
 
 
+@dataclass
+class _Pending:
+    """A batch waiting for its response, with the wall-clock times of its hops (ProducePhases)."""
+
+    waiter: asyncio.Future[dict[str, Any]]
+    handed: float
+    acked: float | None = None
+
+
 class IngressBridge:
     def __init__(
         self, bootstrap_servers: str, ingress_topic: str, response_topic: str, *, publish_timeout_ms: int,
         max_message_bytes: int, on_response: Callable[[], None] = lambda: None,
+        on_phases: Callable[[ProducePhases], None] = lambda _phases: None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.ingress_topic = ingress_topic
@@ -52,7 +65,8 @@ class IngressBridge:
         self._publish_timeout_ms = publish_timeout_ms
         self._max_message_bytes = max_message_bytes
         self._on_response = on_response
-        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._on_phases = on_phases
+        self._waiters: dict[str, _Pending] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -115,10 +129,14 @@ class IngressBridge:
         if acks != 0:
             waiter = self._loop.create_future()
             with self._lock:
-                self._waiters[request_id] = waiter
+                self._waiters[request_id] = _Pending(waiter, time.time())
 
         def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
+            if err is None:
+                with self._lock:
+                    if (pending := self._waiters.get(request_id)) is not None:
+                        pending.acked = time.time()
+            else:
                 log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, err)
                 self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {err}"))
 
@@ -136,17 +154,26 @@ class IngressBridge:
         with self._lock:
             self._waiters.pop(request_id, None)
 
-    def _complete(self, request_id: str, response: dict[str, Any]) -> None:
+    def _complete(self, request_id: str, response: dict[str, Any], published_ms: int | None = None) -> None:
+        """Resolve the request's waiter; `published_ms` (the response message's timestamp) times its hops."""
+        received = time.time()
         with self._lock:
-            waiter = self._waiters.pop(request_id, None)
-        if waiter is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(_resolve, waiter, response)
+            pending = self._waiters.pop(request_id, None)
+        if pending is None or self._loop is None:
+            return
+        self._loop.call_soon_threadsafe(_resolve, pending.waiter, response)
+        if published_ms is not None and pending.acked is not None:
+            published = published_ms / 1000
+            self._on_phases(ProducePhases(ingress_append=pending.acked - pending.handed,
+                                          gateway=published - pending.acked, response_delivery=received - published))
 
     def _deliveries(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.1)
 
     def _responses(self) -> None:
+        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
+
         while not self._stop.is_set():
             msg = self._consumer.poll(0.1)
             if msg is None:
@@ -165,7 +192,8 @@ class IngressBridge:
                 log.warning("undecodable response %r at %s-%d@%d: %s", key, msg.topic(), msg.partition(),
                             msg.offset(), e)
                 continue
-            self._complete(key.decode(), response)
+            kind, published_ms = msg.timestamp()
+            self._complete(key.decode(), response, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
 
     def stop(self) -> None:
         self._stop.set()

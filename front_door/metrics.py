@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, fields
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -13,6 +14,27 @@ from sinks.batch_metrics import PREFIX
 P = f"{PREFIX}front_door_"
 # produce request received -> ProduceResponse sent: a micro-batch or two of the gateway
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0)
+# the hops of one batch's round trip, from milliseconds (a broker ack, a response read) to a micro-batch or two
+PHASE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True)
+class ProducePhases:
+    """Where one partition batch's produce round trip went (seconds), hop by hop:
+    - `ingress_append`: handed to the ingress producer -> the ingress topic acknowledged it (acks=all);
+    - `gateway`: acknowledged -> the gateway published its response (the response message's timestamp):
+      waiting for the next micro-batch, then the micro-batch up to the sink's publish (its Spark phases are
+      `gateway_micro_batch_phase_duration_seconds`, its wait `gateway_append_latency_seconds`);
+    - `response_delivery`: published -> read by the front door.
+    `gateway` and `response_delivery` compare wall clocks of two processes (the sink's task and the driver):
+    on a cluster they carry the hosts' clock offset."""
+
+    ingress_append: float
+    gateway: float
+    response_delivery: float
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self))
 
 
 class FrontDoorMetrics:
@@ -28,6 +50,12 @@ class FrontDoorMetrics:
                                      "responses.", registry=r)
         self.produce_seconds = Histogram(f"{P}produce_latency_seconds", "Produce request received to "
                                          "ProduceResponse sent (acks 1/-1).", buckets=LATENCY_BUCKETS, registry=r)
+        self.produce_phase_seconds = Histogram(f"{P}produce_phase_seconds", "One partition batch's produce round "
+                                               "trip by hop: ingress_append, gateway (wait for the micro-batch and "
+                                               "the micro-batch up to its publish), response_delivery.", ["phase"],
+                                               buckets=PHASE_BUCKETS, registry=r)
+        for phase in fields(ProducePhases):
+            self.produce_phase_seconds.labels(phase.name)
 
     @contextmanager
     def in_flight(self) -> Iterator[None]:
@@ -39,6 +67,10 @@ class FrontDoorMetrics:
 
     def produce_latency(self, seconds: float) -> None:
         self.produce_seconds.observe(seconds)
+
+    def produce_phases(self, phases: ProducePhases) -> None:
+        for name, seconds in phases.items():
+            self.produce_phase_seconds.labels(name).observe(max(0.0, seconds))
 
     def request(self, api: str, error: str = "NONE") -> None:
         self.requests.labels(api, error).inc()

@@ -123,7 +123,8 @@ class FrontDoor:
         appended = AppendSignal()
         self._bridge = bridge = IngressBridge(
             s.bootstrap_servers, s.ingress_topic, s.response_topic, publish_timeout_ms=s.publish_timeout_ms,
-            max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify)
+            max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify,
+            on_phases=self.metrics.produce_phases)
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
         self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True, start_serving=False)
         await asyncio.to_thread(bridge.start, self._loop)

@@ -46,7 +46,12 @@ class GatewayConfig:
     # a fixed cost per micro-batch (a state store, two Python workers), so more tasks than cores only add
     # latency. Fixed by the checkpoint once a query has run (Spark keeps its state partitioning).
     shuffle_partitions: int = 2
-    trigger_interval: str = "1 second"
+    # Spark's processing-time trigger. "0 seconds": each micro-batch starts as soon as the last one ends,
+    # so a produce waits one micro-batch, not a trigger interval (a producer's throughput is its bytes in
+    # flight / this round trip). An idle query then asks the ingress topic for new data every
+    # `idle_poll_ms` (Spark's spark.sql.streaming.pollingDelay; each ask is a ListOffsets to the broker).
+    trigger_interval: str = "0 seconds"
+    idle_poll_ms: int = 50
     max_offsets_per_trigger: int = 20000
     metrics_address: str = "127.0.0.1:9108"
     # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (reference §5.6)

@@ -14,7 +14,8 @@ from sinks.storage.file_records import BatchInfo
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.log_reader import PartitionReader
 from sinks.storage.segment import LogSegment
-from validators.codec.record_batch import is_valid
+from validators.append_result import GATEWAY_LEADER_EPOCH
+from validators.codec.record_batch import is_valid, parse_header
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ class _LogScan:
 
 
 def _scan_log(seg: LogSegment, expected_next: int, problems: list[str]) -> _LogScan:
-    """Batch CRCs, contiguous offsets from `expected_next`, no trailing bytes."""
+    """Batch CRCs, the gateway's leader epoch, contiguous offsets from `expected_next`, no trailing bytes.
+    A batch's CRC starts at its attributes (KIP-98), so the partition leader epoch before it is checked on its own."""
     name = seg.log_path.name
     if seg.base_offset != expected_next:
         problems.append(f"{name}: base offset {seg.base_offset}, expected {expected_next}")
@@ -132,8 +134,12 @@ def _scan_log(seg: LogSegment, expected_next: int, problems: list[str]) -> _LogS
         for batch in seg.batches_from(0):
             scan.batches += 1
             scan.by_last_offset[batch.last_offset] = batch
-            if not is_valid(seg.read_bytes(batch.position, batch.size)):
+            data = seg.read_bytes(batch.position, batch.size)
+            if not is_valid(data):
                 problems.append(f"{name}: batch at position {batch.position} fails its CRC")
+            elif (epoch := parse_header(data).partition_leader_epoch) != GATEWAY_LEADER_EPOCH:
+                problems.append(f"{name}: batch at position {batch.position} has partition leader epoch {epoch}, "
+                                f"the gateway writes {GATEWAY_LEADER_EPOCH}")
             if batch.base_offset != scan.next_offset:
                 problems.append(f"{name}: batch at position {batch.position} starts at offset "
                                 f"{batch.base_offset}, expected {scan.next_offset}")
