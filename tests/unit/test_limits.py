@@ -1,15 +1,23 @@
 """The size limits of the gateway's own hops, derived once (`contract.limits`), and where they are used:
 the gateway's topics, the sink's producer, the Spark source, the local broker, the front door's ingress
-producer. No Kafka, no Spark."""
+bridge and its per-connection bound on request bytes in flight. No Kafka, no Spark."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import io
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.serial import entity_writer
+from kio.static.primitive import i32Timedelta
 
 from clients.producer import ProducerConfig
 from contract.limits import (
@@ -23,7 +31,14 @@ from contract.limits import (
     batch_bytes_through,
 )
 from embedded.local_kafka import LocalKafka
-from front_door.wire import DEFAULT_MAX_REQUEST_BYTES
+from front_door import produce
+from front_door.context import BrokerAddress, Context
+from front_door.in_flight import InFlightBytes
+from front_door.ingress_bridge import IngressBridge
+from front_door.metrics import FrontDoorMetrics
+from front_door.producer_id_manager import ProducerIdManager
+from front_door.server import READABLE
+from front_door.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs
 from validators.topic_config import TopicRegistry
@@ -139,3 +154,65 @@ def test_the_removed_ingress_setting_is_ignored_with_a_warning(tmp_path: Path, c
         config = load_gateway_config(path)
     assert config.query_name == "q"
     assert "ingress_max_message_bytes is no longer used" in caplog.text and "front_door_max_request_bytes" in caplog.text
+
+
+# ------------------------------------------------------------------------------- the front door
+
+
+def _produce(records: bytes, acks: int = -1) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=9, correlation_id=7,
+                                                       client_id="unit"))
+    entity_writer(ProduceRequest)(buffer, ProduceRequest(
+        acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(seconds=5)), transactional_id=None,
+        topic_data=(TopicProduceData(name="orders", partition_data=(PartitionProduceData(index=2, records=records),)),),
+    ))
+    return buffer.getvalue()
+
+
+def test_a_batch_the_ingress_hop_cannot_carry_gets_message_too_large_at_the_door(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Not retriable (RecordTooLargeException at a Java client), nothing handed to the ingress topic; with
+    acks=0 the connection is closed, as Kafka closes it on a failed acks=0 produce."""
+    registry = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})
+    bridge = IngressBridge("127.0.0.1:1", "ingress", "responses", publish_timeout_ms=1000, max_message_bytes=MIB)
+    assert bridge.max_batch_bytes == MIB - INGRESS_ENVELOPE_BYTES  # until start() reads the cluster's limits
+    ctx = Context(BrokerAddress("gw", 9093), lambda: registry, bridge, tmp_path, ProducerIdManager(tmp_path),
+                  FrontDoorMetrics())
+    batch = b"\x00" * (bridge.max_batch_bytes + 1)  # never parsed: its size is enough
+    with caplog.at_level(logging.WARNING, logger="gateway.front_door"):
+        answer = asyncio.run(produce.handle(ctx, parse_request(_produce(batch), READABLE)))
+    (partition,) = answer.responses[0].partition_responses
+    assert (partition.index, partition.error_code, partition.base_offset) == (2, ErrorCode.message_too_large, -1)
+    assert partition.error_message == (
+        f"The record batch size in the append to orders-2 is {len(batch)} bytes which exceeds the "
+        f"{bridge.max_batch_bytes} bytes the gateway's ingress topic ingress carries.")
+    assert "Refused at the front door" in caplog.text
+    closed = asyncio.run(produce.handle(ctx, parse_request(_produce(batch, acks=0), READABLE)))
+    assert isinstance(closed, CloseConnection)
+
+
+def test_a_connection_holds_one_largest_request_or_several_small_ones_in_flight() -> None:
+    async def scenario() -> None:
+        held = InFlightBytes(100)
+        await held.acquire(60)
+        await held.acquire(40)  # fits beside the first
+        third = asyncio.create_task(held.acquire(30))
+        await asyncio.sleep(0)  # one turn of the loop: the task runs up to its wait
+        assert not third.done() and held.held == 100
+        held.release(60)
+        await third
+        assert held.held == 70
+        done = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(done)
+        held.release_when_done(task, 70)
+        largest = asyncio.create_task(held.acquire(100))  # as large as the limit: waits until nothing is held
+        await asyncio.sleep(0)
+        assert not largest.done()
+        done.set_result(None)
+        await largest
+        assert held.held == 100
+        held.release(100)
+        await held.acquire(100)  # alone, it always gets through
+
+    asyncio.run(scenario())
