@@ -62,6 +62,7 @@ from clients.errors import (
 from clients.partitioner import partition_for_key
 from clients.record_metadata import Callback, RecordMetadata, error_metadata, metadata_from_response
 from contract.ingress import ingress_headers
+from contract.limits import IngressLimits
 from contract.responses import decode_response
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from validators.codec.compression import CompressionType
@@ -91,7 +92,8 @@ class ProducerConfig:
     delivery_timeout_ms: int = 120_000
     max_request_size: int = 1_048_576
     partitions: Mapping[str, int] = field(default_factory=dict)  # partition counts for keyed sends without a partition
-    ingress_message_max_bytes: int = 16 * 1024 * 1024 + 65536
+    # the ingress hop's message.max.bytes: the default gateway's ingress topic limit (contract.limits)
+    ingress_message_max_bytes: int = IngressLimits().ingress_message_bytes
 
     @property
     def acks_value(self) -> int:

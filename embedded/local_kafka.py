@@ -42,19 +42,13 @@ from xml.sax.saxutils import quoteattr
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from contract.limits import IngressLimits
 from sinks.kafka_admin import TopicSpec, create_topics, remaining_s
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_JARS_DIR = REPO_ROOT / ".jvm" / "kafka"
-
-# One produce batch may be up to a target topic's max.message.bytes (Kafka's default is 1 MiB + 12),
-# and the ingress message carrying it adds headers, so the ingress broker must accept far more.
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-# A request holds the message plus protocol overhead; Kafka's default (100 MiB) already covers it,
-# set explicitly so the relation to MAX_MESSAGE_BYTES is visible.
-SOCKET_REQUEST_MAX_BYTES = 100 * 1024 * 1024
 
 BROKER_HEAP = "512m"  # the machine also runs Spark; Kafka's scripts default to 1 GiB
 TOOL_HEAP = "256m"
@@ -270,8 +264,12 @@ class LocalKafka:
         *,
         heap: str = BROKER_HEAP,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
+        limits: IngressLimits | None = None,
     ) -> None:
         self.work_dir = Path(work_dir).resolve()
+        # The gateway's hops through this broker (contract.limits): the default is the default
+        # gateway's (front door requests up to Kafka's socket.request.max.bytes).
+        self.limits = limits or IngressLimits()
         self.port = port if port is not None else free_port()
         self.controller_port = free_port()
         self.extra_properties = {k: str(v) for k, v in (broker_properties or {}).items()}
@@ -347,9 +345,8 @@ class LocalKafka:
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "false",
             "num.partitions": "1",
-            "message.max.bytes": str(MAX_MESSAGE_BYTES),
-            "replica.fetch.max.bytes": str(MAX_MESSAGE_BYTES),
-            "socket.request.max.bytes": str(SOCKET_REQUEST_MAX_BYTES),
+            # an ingress message or dead letter as large as the largest batch the gateway may get
+            **self.limits.broker_properties(),
         }
         props.update(self.extra_properties)
         return props

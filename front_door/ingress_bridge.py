@@ -9,6 +9,15 @@ completes the waiter, later copies find none.
 
 confluent-kafka runs two threads here (ingress delivery reports, the response reader); results reach
 the asyncio loop through `call_soon_threadsafe`.
+
+Sizes (`contract.limits`): the ingress producer's message.max.bytes is the gateway's ingress message
+limit, so any batch the front door reads can be handed on and the stage decides about its size
+(MESSAGE_TOO_LARGE and a dead letter over its topic's max.message.bytes). At start the bridge reads
+what the cluster itself lets through (the ingress topic's max.message.bytes, the brokers'
+socket.request.max.bytes): on a cluster that carries less, a larger batch gets MESSAGE_TOO_LARGE at the
+door (it could never get through: not retriable) with a log line saying which setting to raise. The batch
+bytes are handed to librdkafka as kio parsed them (bytes: `produce` takes no memoryview); librdkafka
+copies them into its queue until the ingress broker has them.
 """
 
 from __future__ import annotations
@@ -23,21 +32,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException
 from kio.schema.errors import ErrorCode
 
 from contract.ingress import ingress_headers, ingress_key
+from contract.limits import PRODUCE_REQUEST_OVERHEAD_BYTES, batch_bytes_through
 from contract.responses import decode_response
 from front_door.metrics import ProducePhases
+from sinks.kafka_admin import HopLimits, describe_hop_limits
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 
 log = logging.getLogger("gateway.front_door")
 
 
-def failed(request_id: str, topic: str, partition: int, message: str) -> dict[str, Any]:
-    """The answer when the ingress topic did not take a batch: nothing was decided, the client may
-    retry (KAFKA_STORAGE_ERROR is retriable)."""
-    return {"request_id": request_id, "topic": topic, "partition": partition, "error_code": ErrorCode.kafka_storage_error,
-            "error_name": "KAFKA_STORAGE_ERROR", "error_message": message, "base_offset": -1,
+def failed(request_id: str, topic: str, partition: int, message: str,
+           code: ErrorCode = ErrorCode.kafka_storage_error) -> dict[str, Any]:
+    """The answer when the ingress topic did not take a batch: nothing was decided. KAFKA_STORAGE_ERROR
+    (the default) is retriable; MESSAGE_TOO_LARGE, for a batch the ingress hop can never carry, is not
+    (RecordTooLargeException at a Java client)."""
+    return {"request_id": request_id, "topic": topic, "partition": partition, "error_code": code,
+            "error_name": code.name.upper(), "error_message": message, "base_offset": -1,
             "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
 
 
@@ -64,6 +78,9 @@ class IngressBridge:
         self._ids = itertools.count()
         self._publish_timeout_ms = publish_timeout_ms
         self._max_message_bytes = max_message_bytes
+        # the largest batch the ingress hop carries: what this producer may send until start() has read
+        # what the cluster takes
+        self.max_batch_bytes = batch_bytes_through(max_message_bytes, None, None)
         self._on_response = on_response
         self._on_phases = on_phases
         self._waiters: dict[str, _Pending] = {}
@@ -97,6 +114,7 @@ class IngressBridge:
             "logger": KAFKA_CLIENT_LOG,
         })
         self._consumer.assign(self._response_ends())
+        self.max_batch_bytes = self._batch_bytes_through_cluster()
         for name, target in (("ingress", self._deliveries), ("responses", self._responses)):
             t = threading.Thread(target=target, name=f"front-door-{name}", daemon=True)
             t.start()
@@ -114,6 +132,35 @@ class IngressBridge:
             _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.response_topic, p), timeout=30)
             ends.append(TopicPartition(self.response_topic, p, high))
         return ends
+
+    def _batch_bytes_through_cluster(self) -> int:
+        wanted = batch_bytes_through(self._max_message_bytes, None, None)
+        try:
+            hop = describe_hop_limits(self.bootstrap_servers, self.ingress_topic)
+        except Exception as e:  # a cluster that does not answer DescribeConfigs: assume what was asked for
+            log.warning("cannot read the ingress topic's size limits (%s); assuming batches up to %d bytes pass",
+                        e, wanted)
+            hop = HopLimits(None, None)
+        carried = batch_bytes_through(self._max_message_bytes, hop.topic_max_message_bytes, hop.broker_request_bytes)
+        if carried < wanted:
+            log.warning(
+                "the ingress hop carries batches up to %d bytes only, not the %d the front door accepts (ingress "
+                "topic %s: max.message.bytes=%s, needs %d; brokers: socket.request.max.bytes=%s, needs %d): larger "
+                "batches get MESSAGE_TOO_LARGE at the door and no dead letter. Raise those (README: the front door, "
+                "sizes and limits) or lower front_door_max_request_bytes.",
+                carried, wanted, self.ingress_topic, hop.topic_max_message_bytes, self._max_message_bytes,
+                hop.broker_request_bytes, self._max_message_bytes + PRODUCE_REQUEST_OVERHEAD_BYTES)
+        return carried
+
+    def too_large(self, topic: str, partition: int, size: int) -> dict[str, Any] | None:
+        """MESSAGE_TOO_LARGE for a batch the ingress hop cannot carry (logged with the reason), else None."""
+        if size <= self.max_batch_bytes:
+            return None
+        message = (f"The record batch size in the append to {topic}-{partition} is {size} bytes which exceeds the "
+                   f"{self.max_batch_bytes} bytes the gateway's ingress topic {self.ingress_topic} carries.")
+        log.warning("%s Refused at the front door: raise the ingress topic's max.message.bytes (and the brokers' "
+                    "socket.request.max.bytes) to carry it, see the start-up warning.", message)
+        return failed("", topic, partition, message, ErrorCode.message_too_large)
 
     def next_request_id(self) -> str:
         return f"{self._prefix.decode()}{next(self._ids)}"
@@ -138,16 +185,27 @@ class IngressBridge:
                         pending.acked = time.time()
             else:
                 log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, err)
-                self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {err}"))
+                self._complete(request_id, self._not_taken(request_id, topic, partition, err))
 
         try:
             self._producer.produce(
                 self.ingress_topic, key=ingress_key(topic, partition), value=records, on_delivery=delivered,
                 headers=ingress_headers(topic, partition, request_id, client_id=client_id, acks=acks),
             )
-        except (BufferError, ValueError) as e:  # queue full / message too large for the ingress hop
+        except KafkaException as e:  # refused by librdkafka itself: too large for its message.max.bytes
+            log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, e)
+            self._complete(request_id, self._not_taken(request_id, topic, partition, e.args[0]))
+        except (BufferError, ValueError) as e:  # queue full / a value librdkafka does not take
             self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {e}"))
         return request_id, waiter
+
+    def _not_taken(self, request_id: str, topic: str, partition: int, err: KafkaError) -> dict[str, Any]:
+        """A size the ingress hop refused (librdkafka's message.max.bytes, the topic's max.message.bytes,
+        changed since start) can never get through: MESSAGE_TOO_LARGE. Anything else may pass later."""
+        if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            return failed(request_id, topic, partition, f"ingress topic {self.ingress_topic}: {err.str()}",
+                          ErrorCode.message_too_large)
+        return failed(request_id, topic, partition, f"ingress topic: {err}")
 
     def forget(self, request_id: str) -> None:
         """Drop a waiter that timed out: its late response finds nobody."""
@@ -172,8 +230,6 @@ class IngressBridge:
             self._producer.poll(0.1)
 
     def _responses(self) -> None:
-        from confluent_kafka import TIMESTAMP_NOT_AVAILABLE
-
         while not self._stop.is_set():
             msg = self._consumer.poll(0.1)
             if msg is None:

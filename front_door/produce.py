@@ -3,7 +3,10 @@ gateway's response in Kafka's ProduceResponse fields (reference §6.1).
 
 - The batch is not looked at here: the gateway's stage is the leader and decides everything a broker's
   `LogValidator` would (unknown topic, CRC, size, timestamps, sequences), so every batch ends appended
-  or dead-lettered with its error — never dropped at the door.
+  or dead-lettered with its error — never dropped at the door. The one exception is a batch larger than
+  the ingress hop can carry (a cluster whose ingress topic or brokers take less than the gateway asked
+  for, `contract.limits`): MESSAGE_TOO_LARGE here, logged, as it could never reach the leader.
+- The batch's bytes go on as kio parsed them out of the request (`bytes`, not copied again here).
 - acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response); a
   partition refused at the door closes the connection instead, as Kafka does.
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
@@ -67,8 +70,12 @@ async def handle(ctx: Context, request: Request) -> Any:
             if refusal is not None or name is None:
                 answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
                 continue
-            request_id, waiter = ctx.bridge.send(name, pd.index, bytes(pd.records or b""),
-                                                 client_id=request.client_id, acks=body.acks)
+            records = b"" if pd.records is None else pd.records
+            too_large = ctx.bridge.too_large(name, pd.index, len(records))
+            if too_large is not None:
+                answers[(key, pd.index)] = too_large
+                continue
+            request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks)
             if waiter is not None:
                 pending[waiter] = (request_id, (key, pd.index))
     if body.acks == 0:

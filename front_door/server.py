@@ -30,6 +30,7 @@ from front_door import api_versions, fetch, init_producer_id, list_offsets, meta
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.context import AppendSignal, BrokerAddress, Context
+from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
@@ -71,7 +72,8 @@ READABLE: dict[int, tuple[int, int]] = {
     **{key: _kio_versions(name) for key, name in unsupported.REFUSED_APIS.items()},
     **ADVERTISED,
 }
-# Requests a connection may have in flight before the front door stops reading from it.
+# Requests a connection may have in flight before the front door stops reading from it; their bytes are
+# bounded too, by max_request_bytes per connection (front_door/in_flight.py).
 MAX_IN_FLIGHT_PER_CONNECTION = 100
 
 
@@ -192,13 +194,16 @@ class FrontDoor:
     async def _read_requests(self, reader: asyncio.StreamReader,
                              responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None], peer: Any) -> None:
         assert self.context is not None
+        in_flight = InFlightBytes(self.settings.max_request_bytes)
         while True:
             prefix = await reader.readexactly(SIZE.size)
             try:
                 size = frame_size(prefix, self.settings.max_request_bytes)
-                frame = await reader.readexactly(size)
-                request = parse_request(frame, READABLE)
+                await in_flight.acquire(size)
+                # the frame is dropped once parsed: kio copies out what the request holds
+                request = parse_request(await reader.readexactly(size), READABLE)
             except UnsupportedApiError as e:
+                in_flight.release(size)
                 self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
                 if e.api_key == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 so the client can downgrade
                     body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
@@ -212,6 +217,7 @@ class FrontDoor:
                 return
             # Started now: a produce hands its batches to the ingress topic before the next request is read.
             task = asyncio.create_task(self._handle(request))
+            in_flight.release_when_done(task, size)
             await asyncio.sleep(0)
             await responses.put(task)
 

@@ -20,10 +20,12 @@ from kio.index import UnknownAPIKey, UnknownEntity, load_request_schema, load_re
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
+from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
+
 SIZE = struct.Struct(">i")
 API_KEY_AND_VERSION = struct.Struct(">hh")
-# Kafka's socket.request.max.bytes default
-DEFAULT_MAX_REQUEST_BYTES = 104857600
+# Kafka's socket.request.max.bytes default (the front door's front_door_max_request_bytes)
+DEFAULT_MAX_REQUEST_BYTES = KAFKA_SOCKET_REQUEST_MAX_BYTES
 
 
 class BadRequestError(ValueError):

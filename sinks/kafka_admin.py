@@ -7,14 +7,27 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
 
 log = logging.getLogger("gateway.kafka_admin")
 
 # (topic name, partition count, topic configs)
 TopicSpec = tuple[str, int, Mapping[str, str]]
+# Topic configs a spec gives as a lower bound: a topic that already exists with a smaller value is raised
+# to it (never lowered). max.message.bytes: the gateway's topics must carry its largest batch
+# (contract.limits); an ingress topic made for a smaller front door would refuse what the door accepts.
+RAISED_CONFIGS = ("max.message.bytes",)
 
 
 _RETRIABLE_METADATA_ERRORS = frozenset(
@@ -34,8 +47,10 @@ _RETRIABLE_METADATA_ERRORS = frozenset(
 def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
     """Create topics (name, partitions, configs) and wait until every partition has a serving leader.
 
-    Idempotent: a topic that already exists is left as it is (its partitions and configs are not
-    compared). Replication factor is the cluster's `default.replication.factor`.
+    Idempotent: a topic that already exists keeps its partitions and configs, except that a
+    `RAISED_CONFIGS` value below the spec's is raised to it (Admin API IncrementalAlterConfigs); where the
+    cluster refuses that, an error says what to run. Replication factor is the cluster's
+    `default.replication.factor`.
     """
     specs = list(specs)
     if not specs:
@@ -47,6 +62,7 @@ def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: f
         for name, partitions, configs in specs
     ]
     futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
+    existing = set()
     for name, future in futures.items():
         try:
             future.result(timeout=remaining_s(deadline))
@@ -54,7 +70,77 @@ def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: f
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             log.debug("topic %s already exists", name)
+            existing.add(name)
+    raise_lower_bounds(bootstrap_servers, admin, [s for s in specs if s[0] in existing], deadline)
     wait_for_partition_leaders(admin, [name for name, _, _ in specs], deadline)
+
+
+def raise_lower_bounds(bootstrap_servers: str, admin: AdminClient, specs: Sequence[TopicSpec], deadline: float) -> None:
+    """Raise the `RAISED_CONFIGS` of existing topics that are below their spec's value. Nothing here fails
+    the start: a cluster that refuses (no ALTER_CONFIGS permission, say) gets an error line with the
+    kafka-configs command that does it."""
+    wanted = {name: {k: int(v) for k, v in configs.items() if k in RAISED_CONFIGS} for name, _, configs in specs}
+    wanted = {name: bounds for name, bounds in wanted.items() if bounds}
+    if not wanted:
+        return
+    described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, name) for name in wanted],
+                                       request_timeout=max(1.0, remaining_s(deadline)))
+    for resource, future in described.items():
+        name = resource.name
+        try:
+            entries = future.result(timeout=max(1.0, remaining_s(deadline)))
+            low = {k: v for k, v in wanted[name].items() if k in entries and int(entries[k].value) < v}
+        except KafkaException as exc:
+            log.error("cannot read the configs of topic %s to check %s: %s", name, ", ".join(wanted[name]), exc)
+            continue
+        if not low:
+            continue
+        alter = ConfigResource(ResourceType.TOPIC, name, incremental_configs=[
+            ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in low.items()])
+        settings = ",".join(f"{k}={v}" for k, v in low.items())
+        try:
+            admin.incremental_alter_configs([alter], request_timeout=max(1.0, remaining_s(deadline)))[alter].result(
+                timeout=max(1.0, remaining_s(deadline)))
+        except KafkaException as exc:
+            log.error(
+                "topic %s exists with %s, below what the gateway needs (%s), and the cluster refused to raise it "
+                "(%s). Until it is raised, batches larger than the topic takes get MESSAGE_TOO_LARGE at the front "
+                "door, or fail the sink's dead-letter publish. Run: kafka-configs.sh --bootstrap-server %s --alter "
+                "--entity-type topics --entity-name %s --add-config %s",
+                name, ", ".join(f"{k}={entries[k].value}" for k in low), settings, exc, bootstrap_servers, name,
+                settings)
+            continue
+        log.warning("topic %s existed with %s; raised to %s (what the gateway's largest batch needs)",
+                    name, ", ".join(f"{k}={entries[k].value}" for k in low), settings)
+
+
+@dataclass(frozen=True)
+class HopLimits:
+    """What a cluster lets through to one topic, as its configs say (None: could not be read)."""
+
+    topic_max_message_bytes: int | None  # the topic's max.message.bytes
+    broker_request_bytes: int | None  # the smallest socket.request.max.bytes among the cluster's brokers
+
+
+def describe_hop_limits(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> HopLimits:
+    """The topic's max.message.bytes and the brokers' socket.request.max.bytes (Admin API
+    DescribeConfigs). A config the cluster does not show (no DESCRIBE_CONFIGS permission) is None."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    brokers = sorted(admin.list_topics(timeout=timeout).brokers)
+    resources = [ConfigResource(ResourceType.TOPIC, topic),
+                 *(ConfigResource(ResourceType.BROKER, str(b)) for b in brokers)]
+    values: dict[tuple[ResourceType, str], int | None] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+        key = "max.message.bytes" if resource.restype == ResourceType.TOPIC else "socket.request.max.bytes"
+        try:
+            entry = future.result(timeout=timeout).get(key)
+            values[(resource.restype, resource.name)] = None if entry is None or entry.value is None else int(entry.value)
+        except KafkaException as exc:
+            log.info("cannot read %s of %s %s: %s", key, resource.restype.name.lower(), resource.name, exc)
+            values[(resource.restype, resource.name)] = None
+    request_bytes = [values.get((ResourceType.BROKER, str(b))) for b in brokers]
+    known = [v for v in request_bytes if v is not None]
+    return HopLimits(values.get((ResourceType.TOPIC, topic)), min(known) if known else None)
 
 
 def wait_for_partition_leaders(admin: AdminClient, topics: Sequence[str], deadline: float) -> None:

@@ -35,7 +35,7 @@ class SinkConfig:
     ingress_topic: str
     response_topic: str
     dlq_topic: str
-    max_message_bytes: int  # for dead letters: as large as the biggest ingress message
+    max_message_bytes: int  # the producer's message.max.bytes: IngressLimits.dead_letter_message_bytes
     publish_timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS  # a response or dead letter not acknowledged by then fails the task
 
 

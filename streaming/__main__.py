@@ -91,7 +91,7 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
         try:
             if not config.bootstrap_servers:
                 port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
-                broker = LocalKafka(config.path(config.local_broker_dir), port=port)
+                broker = LocalKafka(config.path(config.local_broker_dir), port=port, limits=config.ingress_limits())
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES, IngressLimits
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
+from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
     from front_door.server import FrontDoorSettings
 
+log = logging.getLogger("gateway.config")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
+# Settings of earlier versions, ignored with a warning saying what replaced them.
+REMOVED_SETTINGS = {
+    "ingress_max_message_bytes": "the ingress hop's limits now follow front_door_max_request_bytes and the "
+                                 "topics' max.message.bytes (contract/limits.py; README: the front door)",
+}
 
 
 @dataclass(frozen=True)
@@ -24,9 +34,6 @@ class GatewayConfig:
     local_broker_dir: str = "var/kafka"
     ingress_topic: str = DEFAULT_INGRESS_TOPIC
     ingress_partitions: int = 3
-    # Larger than any target topic's max.message.bytes, so an oversized batch reaches the
-    # gateway and is rejected there with MESSAGE_TOO_LARGE rather than by the ingress broker.
-    ingress_max_message_bytes: int = 16 * 1024 * 1024
     response_topic: str = DEFAULT_RESPONSE_TOPIC
     dlq_topic: str = DEFAULT_DLQ_TOPIC
     topics_file: str = "conf/topics.json"
@@ -68,10 +75,17 @@ class GatewayConfig:
     check_shared_storage: bool = True
     # The Kafka front door (DESIGN §4.7; port 0 picks a free port; null: none). Clients are told the
     # advertised address in Metadata (default: the bound one); larger requests close the connection
-    # (Kafka's socket.request.max.bytes).
+    # (Kafka's socket.request.max.bytes). The ingress hop's limits follow it (`ingress_limits`).
     front_door_address: str | None = "127.0.0.1:9093"
     front_door_advertised_address: str | None = None
-    front_door_max_request_bytes: int = 104857600
+    front_door_max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES
+
+    def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
+        """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
+        the largest max.message.bytes of the registry (read from `topics_file` when not given)."""
+        if registry is None:
+            registry = TopicRegistry.load(self.path(self.topics_file))
+        return IngressLimits(self.front_door_max_request_bytes, registry.largest_max_message_bytes)
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
@@ -82,7 +96,8 @@ class GatewayConfig:
             listen=listen or self.front_door_address or "127.0.0.1:0", advertised=self.front_door_advertised_address,
             bootstrap_servers=self.bootstrap_servers, ingress_topic=self.ingress_topic,
             response_topic=self.response_topic, segments_root=self.path(self.segments_root),
-            publish_timeout_ms=self.publish_timeout_ms, ingress_max_message_bytes=self.ingress_max_message_bytes,
+            publish_timeout_ms=self.publish_timeout_ms,
+            ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
             max_request_bytes=self.front_door_max_request_bytes,
         )
 
@@ -101,6 +116,9 @@ class GatewayConfig:
 
 def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> GatewayConfig:
     doc = json.loads(Path(path).read_text())
+    for key in REMOVED_SETTINGS.keys() & doc.keys():
+        log.warning("%s: the setting %s is no longer used and is ignored: %s; remove it", path, key, REMOVED_SETTINGS[key])
+        del doc[key]
     known = {f.name for f in fields(GatewayConfig)}
     unknown = set(doc) - known
     if unknown:

@@ -13,6 +13,7 @@ from contract.ingress import (
     HEADER_REQUEST_ID,
     HEADER_TOPIC,
 )
+from contract.limits import IngressLimits
 from streaming.config import GatewayConfig
 
 
@@ -30,7 +31,8 @@ def _header_int(name: str) -> Column:
     return F.expr(f"try_cast(trim({_header_sql(name)}) as int)")
 
 
-def read_ingress(spark: SparkSession, config: GatewayConfig) -> DataFrame:
+def read_ingress(spark: SparkSession, config: GatewayConfig, limits: IngressLimits | None = None) -> DataFrame:
+    limits = limits or config.ingress_limits()
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
@@ -38,9 +40,10 @@ def read_ingress(spark: SparkSession, config: GatewayConfig) -> DataFrame:
         .option("includeHeaders", "true")
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
-        # Large ingress messages (oversized batches are to be rejected by the gateway, not lost).
-        .option("kafka.max.partition.fetch.bytes", str(config.ingress_max_message_bytes + 1024))
-        .option("kafka.fetch.max.bytes", str(max(config.ingress_max_message_bytes + 1024, 52428800)))
+        # A fetch carries a whole largest ingress message (`contract.limits`); oversized batches are
+        # rejected by the stage, never stuck in the source.
+        .option("kafka.max.partition.fetch.bytes", str(limits.ingress_message_bytes))
+        .option("kafka.fetch.max.bytes", str(limits.fetch_max_bytes))
         # The task reads offsets the broker already has; a long-poll wait only delays a fetch that
         # the cached consumer left in flight at the end of the previous micro-batch.
         .option("kafka.fetch.max.wait.ms", "10")

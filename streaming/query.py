@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from contract.limits import IngressLimits
 from sinks.foreach_batch import GatewaySink, MicroBatchObserver
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.partition_task import SinkConfig
@@ -20,16 +21,17 @@ from streaming.stage import apply_stage
 log = logging.getLogger("gateway.query")
 
 
-def sink_config(config: GatewayConfig) -> SinkConfig:
+def sink_config(config: GatewayConfig, limits: IngressLimits | None = None) -> SinkConfig:
     if not config.bootstrap_servers:
         raise ValueError("bootstrap_servers is not set")
+    limits = limits or config.ingress_limits()
     return SinkConfig(
         bootstrap_servers=config.bootstrap_servers,
         segments_root=config.path(config.segments_root),
         ingress_topic=config.ingress_topic,
         response_topic=config.response_topic,
         dlq_topic=config.dlq_topic,
-        max_message_bytes=config.ingress_max_message_bytes + 65536,
+        max_message_bytes=limits.dead_letter_message_bytes,
         publish_timeout_ms=config.publish_timeout_ms,
     )
 
@@ -46,11 +48,12 @@ def start_gateway(
     registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
         config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
     )
-    sink = GatewaySink(sink_config(config), registry, observers)
+    limits = config.ingress_limits(registry.current())
+    sink = GatewaySink(sink_config(config, limits), registry, observers)
     # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
                                   metrics=metrics)
-    decided = apply_stage(read_ingress(spark, config), registry)
+    decided = apply_stage(read_ingress(spark, config, limits), registry)
     writer = (
         decided.writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
@@ -63,13 +66,17 @@ def start_gateway(
     return query, sink
 
 
-def topic_specs(config: GatewayConfig) -> list[tuple[str, int, dict[str, str]]]:
-    """The gateway's own Kafka topics: ingress (large messages allowed), responses, dead letters."""
-    big = {"max.message.bytes": str(config.ingress_max_message_bytes)}
+def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> list[tuple[str, int, dict[str, str]]]:
+    """The gateway's own Kafka topics, each as large as it must be (`contract.limits`): ingress carries
+    the largest batch that can pass the front door; dead letters that batch and their headers; responses
+    as many record errors as dead letters. `create_topics` raises a smaller max.message.bytes of a topic
+    that already exists."""
+    limits = limits or config.ingress_limits()
+    letters = {"max.message.bytes": str(limits.dead_letter_message_bytes)}
     return [
-        (config.ingress_topic, config.ingress_partitions, big),
-        (config.response_topic, config.ingress_partitions, {}),
-        (config.dlq_topic, 1, {"max.message.bytes": str(config.ingress_max_message_bytes + 65536)}),
+        (config.ingress_topic, config.ingress_partitions, {"max.message.bytes": str(limits.ingress_message_bytes)}),
+        (config.response_topic, config.ingress_partitions, letters),
+        (config.dlq_topic, 1, letters),
     ]
 
 

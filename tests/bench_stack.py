@@ -292,7 +292,7 @@ def _floor_completions(progress: list[dict], positions: dict[tuple[int, int], st
 
 def produce_ingress(config: GatewayConfig, payloads: list[tuple[str, int, bytes]]) -> None:
     p = Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 20, "enable.idempotence": True,
-                  "message.max.bytes": config.ingress_max_message_bytes + 65536})
+                  "message.max.bytes": config.ingress_limits().ingress_message_bytes})
     for i, (topic, partition, batch) in enumerate(payloads):
         while True:
             try:

@@ -375,6 +375,12 @@ class TopicRegistry:
     def __len__(self) -> int:
         return len(self.topics)
 
+    @property
+    def largest_max_message_bytes(self) -> int:
+        """The largest max.message.bytes of the registry's topics (0 without topics): the largest batch
+        a producer may rightly send, which the gateway's own hops must carry (`contract.limits`)."""
+        return max((t.max_message_bytes for t in self.topics.values()), default=0)
+
     @staticmethod
     def from_json(doc: Any) -> TopicRegistry:
         if not isinstance(doc, dict):

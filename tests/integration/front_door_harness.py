@@ -4,10 +4,11 @@ session's Spark and broker, the front door on a free port of loopback."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -29,6 +30,17 @@ FRONT_DOOR_TOPICS = {
                                                 "message.timestamp.before.max.ms": str(HOUR_MS)}},
         # a segment per micro-batch (segment.ms=1): fetches cross segment boundaries
         "rolling": {"partitions": 1, "configs": {"segment.ms": "1"}},
+    },
+}
+# ... and two for large batches: "large" takes batches of several MB, "capped" Kafka's default 1 MiB + 12
+LARGE_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+CAPPED_MAX_MESSAGE_BYTES = 1_048_588
+LARGE_TOPICS = {
+    **FRONT_DOOR_TOPICS,
+    "topics": {
+        **FRONT_DOOR_TOPICS["topics"],
+        "large": {"partitions": 2, "configs": {"max.message.bytes": str(LARGE_MAX_MESSAGE_BYTES)}},
+        "capped": {"partitions": 1, "configs": {"max.message.bytes": str(CAPPED_MAX_MESSAGE_BYTES)}},
     },
 }
 
@@ -59,9 +71,11 @@ class RunningDoor:
 
 
 @contextmanager
-def running_front_door(spark: SparkSession, gateway_config: GatewayConfig) -> Iterator[RunningDoor]:
+def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
+                       topics: Mapping[str, Any] = FRONT_DOOR_TOPICS) -> Iterator[RunningDoor]:
+    """The gateway query and its front door on the registry `topics`."""
     topics_file = Path(gateway_config.topics_file)
-    topics_file.write_text(json.dumps(FRONT_DOOR_TOPICS))
+    topics_file.write_text(json.dumps(topics))
     config = gateway_config.with_overrides(trigger_interval="200 milliseconds")
     create_gateway_topics(config)
     query, _ = start_gateway(spark, config)

@@ -29,7 +29,7 @@ class SentBatch:
 
 
 def produce_batches(config: GatewayConfig, batches: list[tuple[str, int, bytes]], acks: str | None = None) -> list[SentBatch]:
-    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": config.ingress_max_message_bytes + 65536,
+    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": config.ingress_limits().ingress_message_bytes,
                   "enable.idempotence": True})
     sent = []
     for topic, partition, batch in batches:

@@ -214,7 +214,7 @@ def mixed_workload(n: int, now: int, seed: int = 5) -> list[Item]:
 def produce_items(config, items: list[Item]) -> list[Item]:
     """Produce in order (one idempotent producer keeps each key's order); returns items with positions."""
     p = Producer({"bootstrap.servers": config.bootstrap_servers, "enable.idempotence": True, "linger.ms": 20,
-                  "message.max.bytes": config.ingress_max_message_bytes + 65536})
+                  "message.max.bytes": config.ingress_limits().ingress_message_bytes})
     positions: dict[int, tuple[int, int]] = {}
 
     def report(i: int):

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
+import string
 import subprocess
 import time
 from collections import defaultdict
@@ -31,9 +33,15 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
+from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig
-from tests.integration.front_door_harness import HOUR_MS, running_front_door
+from tests.integration.front_door_harness import (
+    CAPPED_MAX_MESSAGE_BYTES,
+    HOUR_MS,
+    LARGE_TOPICS,
+    running_front_door,
+)
 from tests.integration.gateway_io import read_all
 
 pytestmark = pytest.mark.integration
@@ -43,6 +51,7 @@ PROBE_SOURCE = Path(__file__).parent / "java" / "FrontDoorProbe.java"
 PROBE_CLASS = "FrontDoorProbe"
 JAVA_TIMEOUT_S = 180.0  # beyond the probe's own delivery timeout (120 s)
 INVALID_TIMESTAMP_EXCEPTION = "org.apache.kafka.common.errors.InvalidTimestampException"
+RECORD_TOO_LARGE_EXCEPTION = "org.apache.kafka.common.errors.RecordTooLargeException"
 KAFKA_EXCEPTION = "org.apache.kafka.common.KafkaException"
 # Sender.failBatch: what the other records of a batch with record errors fail with (Kafka's spelling)
 PART_OF_INVALID_BATCH = "Failed to append record because it was part of a batch which had one more more invalid records"
@@ -105,14 +114,16 @@ class Probe:
         return ProbeRun([json.loads(line) for line in done.stdout.splitlines() if line.strip()], dict(versions),
                         log_text)
 
-    def produce(self, bootstrap: str, groups: Sequence[Sequence[Send]]) -> tuple[list[dict[str, Any]], ProbeRun]:
-        """Each group is sent, then flushed (one batch per partition); the outcomes in send order."""
+    def produce(self, bootstrap: str, groups: Sequence[Sequence[Send]], settings: Sequence[str] = ()) -> tuple[
+            list[dict[str, Any]], ProbeRun]:
+        """Each group is sent, then flushed (one batch per partition); the outcomes in send order. `settings`:
+        further producer settings, NAME=VALUE."""
         script = []
         for group in groups:
             for s in group:
                 script.append("\t".join(["send", s.topic, str(s.partition), str(s.timestamp), s.key, s.value]))
             script.append("flush")
-        run = self.run(["produce", bootstrap], "\n".join(script) + "\n")
+        run = self.run(["produce", bootstrap, *settings], "\n".join(script) + "\n")
         sent = sum(len(g) for g in groups)
         assert [line["i"] for line in run.lines] == list(range(sent)), run.lines
         return run.lines, run
@@ -302,3 +313,58 @@ def test_java_producer_gets_invalid_timestamp_with_kafkas_text_and_the_batch_is_
     ids = [(int(p), int(e)) for p, e in PRODUCER_ID_SET.findall(produced.log)]
     assert [e for _, e in ids] == [0, 1, 2] and len({p for p, _ in ids}) == 1, ids
     assert_spoke_advertised_versions(produced)
+
+
+# ============================================================================== large batches
+
+
+def test_java_producer_sends_batches_of_several_mb_and_gets_record_too_large_over_its_topics_limit(
+    spark: SparkSession, gateway_config: GatewayConfig, probe: Probe
+) -> None:
+    """max.request.size and batch.size raised (defaults: 1 MiB and 16 KiB): two 2.5 MB records make one
+    ~5 MB batch for "large" (max.message.bytes 8 MiB); one 2 MB record for "capped" (Kafka's default 1 MiB
+    + 12) reaches the gateway, which answers MESSAGE_TOO_LARGE — RecordTooLargeException, a single record
+    so not split and retried — and dead-letters the batch; the producer goes on."""
+    now = int(time.time() * 1000)
+    rng = random.Random(19)
+
+    def text(size: int) -> str:  # incompressible enough, and one byte per char in UTF-8
+        return "".join(rng.choices(string.ascii_letters, k=size))
+
+    big = [Send("large", 0, now, f"big-{i}", text(2_500_000)) for i in range(2)]
+    too_large = [Send("capped", 0, now, "too-large", text(2_000_000))]
+    after = [Send("large", 0, now + 1, "after", "small, after")]
+    settings = ["max.request.size=16777216", "batch.size=8388608"]
+
+    with running_front_door(spark, gateway_config, LARGE_TOPICS) as door:
+        outcomes, produced = probe.produce(door.bootstrap, [big, too_large, after], settings)
+        root = door.segments_root
+        records = stored(root, "large", 0)
+        consumed = probe.consume(door.bootstrap, {("large", 0): 3})
+    letters = read_all(gateway_config, gateway_config.dlq_topic)
+
+    o_big0, o_big1, o_large, o_after = outcomes
+    assert [(o.get("offset"), o.get("error")) for o in (o_big0, o_big1, o_after)] == [(0, None), (1, None), (2, None)]
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (i, s.key.encode(), s.value.encode()) for i, s in enumerate(big + after)]
+    assert len(split_batches_of(root, "large", 0)[0]) > 5_000_000  # the two big records travelled as one batch
+    assert [(c["offset"], c["key"], c["value"]) for c in consumed.lines] == [
+        (i, s.key, s.value) for i, s in enumerate(big + after)]
+
+    assert len(letters) == 1
+    headers = {k: (v or b"").decode() for k, v in (letters[0].headers() or [])}
+    batch = bytes(letters[0].value())
+    assert (headers["gw.errors.name"], headers["gw.errors.code"], headers["gw.errors.topic"]) == (
+        "MESSAGE_TOO_LARGE", "10", "capped")
+    assert [(r.key, r.value) for r in batch_records(batch)] == [(b"too-large", too_large[0].value.encode())]
+    # RecordTooLargeException with the gateway's text (Kafka's RecordTooLargeException message)
+    assert o_large == {"i": 2, "error": RECORD_TOO_LARGE_EXCEPTION, "message": (
+        f"The record batch size in the append to capped-0 is {len(batch)} bytes which exceeds the maximum "
+        f"configured value of {CAPPED_MAX_MESSAGE_BYTES}).")}
+    assert_spoke_advertised_versions(produced, consumed)
+
+
+def split_batches_of(root: Path, topic: str, partition: int) -> list[bytes]:
+    """The stored batches of a partition's first segment, each as bytes."""
+    log = (root / f"{topic}-{partition}" / "00000000000000000000.log").read_bytes()
+    return [log[pos: pos + header.size_in_bytes] for pos, header in split_batches(log)]

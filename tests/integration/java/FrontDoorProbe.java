@@ -27,10 +27,13 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * (tests/integration/test_front_door_java.py). Prints one JSON object per line on stdout.
  *
  * <pre>
- * produce BOOTSTRAP      stdin: "send\tTOPIC\tPARTITION\tTIMESTAMP\tKEY\tVALUE" lines and "flush" lines.
+ * produce BOOTSTRAP [NAME=VALUE...]
+ *                        stdin: "send\tTOPIC\tPARTITION\tTIMESTAMP\tKEY\tVALUE" lines and "flush" lines.
  *                        Default producer settings (idempotence on, acks=all) but for timeouts and a long
  *                        linger, so each flush() sends exactly the records sent since the previous one, one
- *                        batch per partition. After each flush, one line per record of the group, in send order:
+ *                        batch per partition (as far as batch.size allows); NAME=VALUE are further producer
+ *                        settings (max.request.size, batch.size, ...). After each flush, one line per record of
+ *                        the group, in send order:
  *                        {"i":N,"topic":..,"partition":..,"offset":..,"timestamp":..} or
  *                        {"i":N,"error":"exception class","message":".."}
  * consume BOOTSTRAP TOPIC:PARTITION:COUNT...
@@ -46,13 +49,13 @@ public final class FrontDoorProbe {
 
     public static void main(String[] args) throws Exception {
         switch (args[0]) {
-            case "produce" -> produce(args[1]);
+            case "produce" -> produce(args[1], Arrays.copyOfRange(args, 2, args.length));
             case "consume" -> consume(args[1], Arrays.copyOfRange(args, 2, args.length));
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
 
-    private static void produce(String bootstrap) throws Exception {
+    private static void produce(String bootstrap, String[] settings) throws Exception {
         Properties props = new Properties();
         props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(ProducerConfig.CLIENT_ID_CONFIG, "front-door-probe");
@@ -64,6 +67,10 @@ public final class FrontDoorProbe {
         props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        for (String setting : settings) {
+            String[] kv = setting.split("=", 2);
+            props.put(kv[0], kv[1]);
+        }
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
             List<Future<RecordMetadata>> group = new ArrayList<>();
