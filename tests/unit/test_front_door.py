@@ -1,6 +1,6 @@
-"""The front door's pure parts, without Kafka or Spark: framing and refusals, the answers of Metadata,
-ApiVersions and the refused group APIs (encoded and decoded with kio, Kafka's own schemas), and the
-producer-id allocation across restarts and instances."""
+"""The front door's pure parts, without Kafka or Spark: framing and refusals, partition leadership, the
+answers of Metadata, ApiVersions and the refused group APIs (encoded and decoded with kio, Kafka's own
+schemas), and the producer-id allocation across restarts and instances."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from kio.serial import entity_reader, entity_writer
 
 from front_door import api_versions, metadata, unsupported
 from front_door.context import NODE_ID, BrokerAddress, Context
+from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from front_door.server import READABLE
@@ -78,6 +79,36 @@ def test_unknown_apis_versions_and_unreadable_bodies_are_refused() -> None:
     for cut in (len(good) - 4, 12, 9):
         with pytest.raises(BadRequestError, match="Error reading API key 3 version 12"):
             parse_request(good[:cut], READABLE)
+
+
+# ============================================================================== leadership
+
+
+def test_leadership_is_stable_across_restarts_and_front_doors() -> None:
+    # Golden values: clients cache leaders, and several front doors must agree — a change here moves every
+    # partition of every deployed topic to another node.
+    assert [leader("orders", p, 4) for p in range(8)] == [3, 4, 1, 2, 3, 4, 1, 2]
+    assert [leader("clicks", p, 4) for p in range(4)] == [1, 2, 3, 4]
+    assert [leader("orders", p, 3) for p in range(3)] == [2, 3, 1]
+    # the start is the topic id's (UUIDv5 of the name): the formula, nothing remembered
+    assert all(leader(t, p, n) == 1 + (topic_id(t).int + p) % n
+               for t in ("orders", "clicks", "a.b-c_d") for p in range(10) for n in (1, 2, 5, 7))
+
+
+def test_leadership_spreads_a_topics_partitions_round_robin_over_the_nodes() -> None:
+    for nodes in (2, 3, 4, 7):
+        for topic in ("orders", "clicks", "x", "gateway.demo"):
+            leaders = [leader(topic, p, nodes) for p in range(3 * nodes)]
+            assert sorted(leaders) == sorted(list(node_ids(nodes)) * 3), (topic, nodes)
+            # consecutive partitions on consecutive nodes: any `nodes` of them use every node once
+            assert all(leaders[p + 1] == leaders[p] % nodes + 1 for p in range(len(leaders) - 1))
+    # and topics start on different nodes, so one-partition topics spread too
+    assert {leader(f"topic-{i}", 0, 4) for i in range(40)} == set(node_ids(4))
+
+
+def test_one_node_leads_everything() -> None:
+    assert {leader(t, p, 1) for t in ("orders", "clicks", "x") for p in range(16)} == {1}
+    assert list(node_ids(1)) == [1]
 
 
 def test_metadata_names_the_one_broker_and_every_registry_partition(tmp_path: Path) -> None:
