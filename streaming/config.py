@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
@@ -61,12 +62,16 @@ class GatewayConfig:
     restart_backoff_max_s: float = 60.0
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True
-    # The Kafka front door (DESIGN §4.7; port 0 picks a free port; null: none). Clients are told the
+    # The Kafka front door (DESIGN §4.7; port 0 picks free ports; null: none). Clients are told the
     # advertised address in Metadata (default: the bound one); larger requests close the connection
     # (Kafka's socket.request.max.bytes).
     front_door_address: str | None = "127.0.0.1:9093"
     front_door_advertised_address: str | None = None
     front_door_max_request_bytes: int = 104857600
+    # Front-door nodes (brokers) 1..N, each with its own listener on front_door_address's port + i - 1 and
+    # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
+    # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
+    front_door_nodes: int = DEFAULT_NODES
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
@@ -78,7 +83,8 @@ class GatewayConfig:
             bootstrap_servers=self.bootstrap_servers, ingress_topic=self.ingress_topic,
             response_topic=self.response_topic, segments_root=self.path(self.segments_root),
             publish_timeout_ms=self.publish_timeout_ms, ingress_max_message_bytes=self.ingress_max_message_bytes,
-            max_request_bytes=self.front_door_max_request_bytes,
+            max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
+            free_port_fallback=True,
         )
 
     def path(self, value: str) -> Path:
