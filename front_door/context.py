@@ -1,5 +1,6 @@
-"""What every API handler of the front door reads: who this broker is, the topic registry, the ingress
-bridge, the segment storage, the producer-id allocation and the metrics."""
+"""What every API handler of the front door reads: the nodes of its cluster, the topic registry, the
+ingress bridge, the segment storage, the producer-id allocation and the metrics. One context serves
+every node's listener; which node a request came to is the request's (`wire.Request.node_id`)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from front_door.ingress_bridge import IngressBridge
+from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
 
-# The one broker of the front door's cluster: its node id, and the id of its "cluster".
-NODE_ID = 1
 CLUSTER_ID = "ingest-gateway"
+# Metadata's controller: the bootstrap node (there is no KRaft quorum; clients only display it)
+CONTROLLER_ID = FIRST_NODE_ID
 
 
 @dataclass(frozen=True)
 class BrokerAddress:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """One broker of the front door's cluster: a node id with a listener of its own, and the address
+    Metadata advertises for it."""
+
+    node_id: int
     host: str
     port: int
 
@@ -46,7 +58,7 @@ class AppendSignal:
 
 @dataclass
 class Context:
-    advertised: BrokerAddress
+    nodes: tuple[Node, ...]  # node ids 1..N, in order
     registry: Callable[[], TopicRegistry]
     bridge: IngressBridge
     segments_root: Path
@@ -54,6 +66,13 @@ class Context:
     metrics: FrontDoorMetrics
     appended: AppendSignal = field(default_factory=AppendSignal)
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The node id leading a partition (`leadership.py`)."""
+        return leader(topic, partition, len(self.nodes))
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id - FIRST_NODE_ID]
 
     def topic_ids(self) -> dict[uuid.UUID, str]:
         """Topic id -> name for the registry as it is now (reloads included)."""

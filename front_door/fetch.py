@@ -7,6 +7,10 @@ the first partition with data returns at least one whole batch (KIP-74).
 
 No fetch sessions (KIP-227): the answer's session id is 0, so clients send full fetches. A fetch that
 finds fewer than `min_bytes` waits up to `max_wait_ms` for the gateway to append.
+
+A registry partition another node leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker
+answers a consumer (`replica_id` -1) that fetches from a non-leader, with the leader where the version
+has room for it (KIP-951, `leader_hints.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door.api_keys import ApiKey
 from front_door.context import Context
+from front_door.leader_hints import current_leader, node_endpoints
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
@@ -38,6 +43,7 @@ class PartitionData:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    leader: int | None = None  # NOT_LEADER_OR_FOLLOWER: the node that leads the partition
 
 
 def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> PartitionData:
@@ -61,7 +67,7 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
 Topics = list[tuple[Any, list[tuple[int, PartitionData]]]]
 
 
-async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
+async def _read(ctx: Context, body: Any, version: int, node_id: int) -> tuple[Topics, int]:
     registry = ctx.registry()
     topic_ids = ctx.topic_ids() if version >= 13 else {}
     remaining = body.max_bytes
@@ -77,6 +83,9 @@ async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
                 missing = ErrorCode.unknown_topic_id if version >= 13 and name is None else ErrorCode.unknown_topic_or_partition
                 parts.append((fp.partition, PartitionData(missing)))
                 continue
+            if (leader := ctx.leader(name, fp.partition)) != node_id:
+                parts.append((fp.partition, PartitionData(ErrorCode.not_leader_or_follower, leader=leader)))
+                continue
             data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
                                            max(0, min(fp.partition_max_bytes, remaining)), total == 0)
             remaining -= len(data.records)
@@ -86,7 +95,7 @@ async def _read(ctx: Context, body: Any, version: int) -> tuple[Topics, int]:
     return out, total
 
 
-def _response(version: int, body: Any, topics: Topics) -> Any:
+def _response(ctx: Context, version: int, body: Any, topics: Topics) -> Any:
     module = response_module(ApiKey.FETCH, version)
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     responses = tuple(
@@ -95,21 +104,23 @@ def _response(version: int, body: Any, topics: Topics) -> Any:
                   build(module.PartitionData, partition_index=p, error_code=error_code(d.error),
                         high_watermark=d.high_watermark, last_stable_offset=d.high_watermark,
                         log_start_offset=d.log_start_offset, aborted_transactions=() if committed else None,
-                        preferred_read_replica=-1, records=d.records)
+                        preferred_read_replica=-1, records=d.records,
+                        **current_leader(module, d.leader))
                   for p, d in parts))
         for key, parts in topics
     )
+    leaders = [d.leader for _, parts in topics for _, d in parts if d.leader is not None]
     return build(module.FetchResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0,
-                 responses=responses)
+                 responses=responses, **node_endpoints(module, ctx, leaders))
 
 
 async def handle(ctx: Context, request: Request) -> Any:
     body, version = request.body, request.api_version
     deadline = time.monotonic() + millis(body.max_wait) / 1000
     while True:
-        topics, total = await _read(ctx, body, version)
+        topics, total = await _read(ctx, body, version, request.node_id)
         left = deadline - time.monotonic()
         errors = any(d.error != ErrorCode.none for _, parts in topics for _, d in parts)
         if total >= body.min_bytes or left <= 0 or errors:
-            return _response(version, body, topics)
+            return _response(ctx, version, body, topics)
         await ctx.appended.wait(min(left, RECHECK_S))

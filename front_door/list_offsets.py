@@ -1,6 +1,8 @@
 """ListOffsets (key 2, v1-v10) from segment storage: earliest (-2), latest (-1), max timestamp (-3,
 KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`, reference
-§5.5). Not found is timestamp -1 / offset -1, as Kafka answers.
+§5.5). Not found is timestamp -1 / offset -1, as Kafka answers. A registry partition another node
+leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer's ListOffsets
+(`replica_id` -1) for a partition it does not lead; the response has no field to name the leader.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ async def handle(ctx: Context, request: Request) -> Any:
         for lp in lt.partitions:
             if config is None or not 0 <= lp.partition_index < config.partitions:
                 found = Found(ErrorCode.unknown_topic_or_partition)
+            elif ctx.leader(lt.name, lp.partition_index) != request.node_id:
+                found = Found(ErrorCode.not_leader_or_follower)
             else:
                 found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,

@@ -1,5 +1,6 @@
 """The front door's metrics, on the gateway's exporter (its `CollectorRegistry`), DESIGN §4.6 style:
-`api` is an API name of kio's index or "unknown", `error` a Kafka error name — both closed sets."""
+`api` is an API name of kio's index or "unknown", `error` a Kafka error name — both closed sets — and
+`node` a front-door node id (at most `front_door_nodes` of them)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ class ProducePhases:
 class FrontDoorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = r = registry or CollectorRegistry(auto_describe=True)
-        self.connections = Gauge(f"{P}connections", "Open client connections.", registry=r)
-        self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted.",
-                                            registry=r)
+        # `node`: the front-door node id whose listener took the connection, 1..front_door_nodes
+        self.connections = Gauge(f"{P}connections", "Open client connections, by front-door node.", ["node"],
+                                 registry=r)
+        self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted, by "
+                                            "front-door node.", ["node"], registry=r)
         self.requests = Counter(f"{P}requests_total", "Requests answered (or refused), by API and the Kafka "
                                 "error of the whole request (NONE when served; per-partition errors are in the "
                                 "gateway's batch metrics).", ["api", "error"], registry=r)

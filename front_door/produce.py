@@ -14,7 +14,11 @@ gateway's response in Kafka's ProduceResponse fields (reference §6.1).
   as a duplicate with the original offsets).
 - Refused at the door, as a broker refuses before any append: acks outside {-1, 0, 1}
   (INVALID_REQUIRED_ACKS), a transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door
-  has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID).
+  has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
+  partition this node does not lead (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
+  room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
+  there. A topic or partition the registry lacks still goes to the gateway, which answers
+  UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -28,15 +32,16 @@ from kio.schema.errors import ErrorCode
 
 from front_door.api_keys import ApiKey
 from front_door.context import Context
+from front_door.leader_hints import current_leader, node_endpoints
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.wire import CloseConnection, Request
 
 TRANSACTIONS_REFUSED = "The gateway's front door does not support transactions; produce without a transactional.id."
 
 
-def _refused(code: int, message: str | None = None) -> dict[str, Any]:
+def _refused(code: int, message: str | None = None, leader: int | None = None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message, "base_offset": -1, "log_append_time_ms": -1,
-            "log_start_offset": -1, "record_errors": []}
+            "log_start_offset": -1, "record_errors": [], "leader": leader}
 
 
 def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
@@ -47,7 +52,7 @@ def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
     return build(module.PartitionProduceResponse, index=index, error_code=error_code(code),
                  base_offset=r["base_offset"], log_append_time=timestamp(r["log_append_time_ms"]),
                  log_start_offset=r["log_start_offset"], record_errors=errors,
-                 error_message=r.get("error_message") if code != 0 else None)
+                 error_message=r.get("error_message") if code != 0 else None, **current_leader(module, r.get("leader")))
 
 
 async def handle(ctx: Context, request: Request) -> Any:
@@ -63,12 +68,18 @@ async def handle(ctx: Context, request: Request) -> Any:
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
     topic_ids = ctx.topic_ids() if version >= 13 else {}
+    registry = ctx.registry()
     for td in body.topic_data:
         key = td.topic_id if version >= 13 else td.name
         name = topic_ids.get(td.topic_id) if version >= 13 else td.name
+        config = registry.get(name) if name is not None else None
         for pd in td.partition_data:
             if refusal is not None or name is None:
                 answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
+                continue
+            known = config is not None and 0 <= pd.index < config.partitions
+            if known and (leader := ctx.leader(name, pd.index)) != request.node_id:
+                answers[(key, pd.index)] = _refused(ErrorCode.not_leader_or_follower, leader=leader)
                 continue
             records = b"" if pd.records is None else pd.records
             too_large = ctx.bridge.too_large(name, pd.index, len(records))
@@ -93,10 +104,12 @@ async def handle(ctx: Context, request: Request) -> Any:
             answers[where] = _refused(ErrorCode.request_timed_out)
     ctx.metrics.produce_latency(time.monotonic() - started)
     module = response_module(ApiKey.PRODUCE, version)
+    leaders = [a["leader"] for a in answers.values() if a.get("leader") is not None]
     topics = []
     for td in body.topic_data:
         key = td.topic_id if version >= 13 else td.name
         partitions = tuple(_partition_response(module, pd.index, answers[(key, pd.index)]) for pd in td.partition_data)
         topics.append(build(module.TopicProduceResponse, name=td.name if version < 13 else None,
                             topic_id=td.topic_id if version >= 13 else None, partition_responses=partitions))
-    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE,
+                 **node_endpoints(module, ctx, leaders))

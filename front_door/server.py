@@ -8,16 +8,22 @@ batches to the ingress topic before the next request is read, so a partition's b
 A connection that sends something unreadable (a bad size, an unknown API or version, bytes that do not
 parse) is closed, as a Kafka broker closes it; nothing else is affected. A handler that fails closes only
 its own connection.
+
+The front door is a cluster of `nodes` brokers (`leadership.py` says why): node i has a listener of its
+own — node 1 on `listen` (the bootstrap address), node i on its port + i - 1, or each on a free port when
+that port is 0 — and every connection knows the node it was accepted on. All listeners share the loop,
+the ingress bridge and the context: a node is an address and a set of partitions it leads, not a process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import socket
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,9 +35,10 @@ from kio.schema.index import api_key_map
 from front_door import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, unsupported
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
-from front_door.context import AppendSignal, BrokerAddress, Context
+from front_door.context import AppendSignal, BrokerAddress, Context, Node
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
+from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.wire import (
@@ -81,10 +88,13 @@ def api_name(api_key: int) -> str:
     return api_key_map.get(api_key, "unknown") if api_key in READABLE else "unknown"
 
 
+_WILDCARDS = ("0.0.0.0", "::")
+
+
 @dataclass(frozen=True)
 class FrontDoorSettings:
-    listen: str  # host:port; port 0 picks a free one
-    advertised: str | None  # host:port clients connect to; None: the bound address
+    listen: str  # node 1's host:port (the bootstrap address); node i on port + i - 1; port 0: free ports
+    advertised: str | None  # host:port clients reach node 1 at, node i at port + i - 1; None: the bound ones
     bootstrap_servers: str
     ingress_topic: str
     response_topic: str
@@ -92,6 +102,35 @@ class FrontDoorSettings:
     publish_timeout_ms: int
     ingress_max_message_bytes: int
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    nodes: int = DEFAULT_NODES  # node ids 1..N, a listener each
+    ports: tuple[int, ...] = ()  # each node's port instead of `listen`'s (a restart on a previous start's ports)
+    # A taken port: a free one instead, with a warning (the gateway's run); False: the start fails.
+    free_port_fallback: bool = False
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"front_door_nodes must be at least 1, got {self.nodes}")
+        if self.ports and len(self.ports) != self.nodes:
+            raise ValueError(f"{len(self.ports)} ports for {self.nodes} front-door nodes")
+
+    def listen_addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of each node's listener, node 1 first."""
+        host, port = parse_address(self.listen, "front_door_address")
+        if self.ports:
+            return [(host, p) for p in self.ports]
+        if port and port + self.nodes - 1 > 65535:
+            raise ValueError(f"front_door_address {self.listen}: {self.nodes} nodes need ports up to "
+                             f"{port + self.nodes - 1}")
+        return [(host, port + i if port else 0) for i in range(self.nodes)]
+
+    def advertised_nodes(self, bound: Sequence[BrokerAddress]) -> tuple[Node, ...]:
+        """What Metadata says of each node: `advertised` with consecutive ports, or the bound address
+        (a wildcard host replaced by this host's name)."""
+        if self.advertised:
+            host, port = parse_address(self.advertised, "front_door_advertised_address")
+            return tuple(Node(n, host, port + i) for i, n in enumerate(node_ids(self.nodes)))
+        return tuple(Node(n, b.host if b.host not in _WILDCARDS else socket.getfqdn(), b.port)
+                     for n, b in zip(node_ids(self.nodes), bound, strict=True))
 
 
 class FrontDoor:
@@ -104,23 +143,25 @@ class FrontDoor:
         self.metrics = metrics
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="front-door", daemon=True)
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.context: Context | None = None
         self._bridge: IngressBridge | None = None
-        self.address: BrokerAddress | None = None
+        self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
+        self.bound: tuple[BrokerAddress, ...] = ()  # each node's listener, node 1 first
 
     def start(self) -> BrokerAddress:
-        host, port = parse_address(self.settings.listen, "front_door_address")
+        """Binds every node's listener and returns node 1's bound address."""
+        addresses = self.settings.listen_addresses()
         self._thread.start()
         try:
-            return asyncio.run_coroutine_threadsafe(self._start(host, port), self._loop).result(timeout=120)
+            return asyncio.run_coroutine_threadsafe(self._start(addresses), self._loop).result(timeout=120)
         except BaseException:
             self.stop()
             raise
 
-    async def _start(self, host: str, port: int) -> BrokerAddress:
+    async def _start(self, addresses: list[tuple[str, int]]) -> BrokerAddress:
         s = self.settings
         appended = AppendSignal()
         self._bridge = bridge = IngressBridge(
@@ -128,19 +169,30 @@ class FrontDoor:
             max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify,
             on_phases=self.metrics.produce_phases)
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
-        self._server = await asyncio.start_server(self._serve, host, port, reuse_address=True, start_serving=False)
+        for node_id, (host, port) in zip(node_ids(s.nodes), addresses, strict=True):
+            self._servers.append(await self._bind(node_id, host, port))
         await asyncio.to_thread(bridge.start, self._loop)
-        bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
-        if s.advertised:
-            adv_host, adv_port = parse_address(s.advertised, "front_door_advertised_address")
-        else:
-            adv_host = bound_host if bound_host not in ("0.0.0.0", "::") else socket.getfqdn()
-            adv_port = bound_port
-        self.address = BrokerAddress(adv_host, adv_port)
-        self.context = Context(self.address, self._registry, bridge, s.segments_root,
+        self.bound = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in self._servers)
+        nodes = s.advertised_nodes(self.bound)
+        self.address = BrokerAddress(nodes[0].host, nodes[0].port)
+        self.context = Context(nodes, self._registry, bridge, s.segments_root,
                                ProducerIdManager(s.segments_root), self.metrics, appended)
-        await self._server.start_serving()
-        return BrokerAddress(bound_host, bound_port)
+        for node in nodes:  # every node's series exists from the start, at 0
+            self.metrics.connections.labels(str(node.node_id))
+            self.metrics.connections_accepted.labels(str(node.node_id))
+        for server in self._servers:
+            await server.start_serving()
+        return self.bound[0]
+
+    async def _bind(self, node_id: int, host: str, port: int) -> asyncio.base_events.Server:
+        serve = functools.partial(self._serve, node_id)
+        try:
+            return await asyncio.start_server(serve, host, port, reuse_address=True, start_serving=False)
+        except OSError as e:
+            if not self.settings.free_port_fallback or port == 0:
+                raise
+            log.warning("front door node %d: %s:%d unavailable (%s); using a free port", node_id, host, port, e)
+            return await asyncio.start_server(serve, host, 0, reuse_address=True, start_serving=False)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -152,8 +204,8 @@ class FrontDoor:
             self._loop.close()
 
     async def _stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for writer in list(self._writers):  # each connection's reader then ends, as on a client's close
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -162,18 +214,19 @@ class FrontDoor:
 
     # ------------------------------------------------------------------ connections
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
-        self.metrics.connections.inc()
-        self.metrics.connections_accepted.inc()
+        connections = self.metrics.connections.labels(str(node_id))
+        connections.inc()
+        self.metrics.connections_accepted.labels(str(node_id)).inc()
         peer = writer.get_extra_info("peername")
         responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
         sender = asyncio.create_task(self._send_in_order(responses, writer, peer))
         try:
-            await self._read_requests(reader, responses, peer)
+            await self._read_requests(node_id, reader, responses, peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away, possibly mid-frame
         except asyncio.CancelledError:
@@ -187,11 +240,11 @@ class FrontDoor:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await sender
             writer.close()
-            self.metrics.connections.dec()
+            connections.dec()
             self._connections.discard(task)
             self._writers.discard(writer)
 
-    async def _read_requests(self, reader: asyncio.StreamReader,
+    async def _read_requests(self, node_id: int, reader: asyncio.StreamReader,
                              responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None], peer: Any) -> None:
         assert self.context is not None
         in_flight = InFlightBytes(self.settings.max_request_bytes)
@@ -201,7 +254,7 @@ class FrontDoor:
                 size = frame_size(prefix, self.settings.max_request_bytes)
                 await in_flight.acquire(size)
                 # the frame is dropped once parsed: kio copies out what the request holds
-                request = parse_request(await reader.readexactly(size), READABLE)
+                request = parse_request(await reader.readexactly(size), READABLE, node_id)
             except UnsupportedApiError as e:
                 in_flight.release(size)
                 self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")

@@ -58,6 +58,7 @@ class Request:
     client_id: str | None
     body: Any  # a kio request entity of (api_key, api_version)
     size: int  # bytes on the wire, without the size field
+    node_id: int  # the front-door node whose listener read it (leadership.py: who leads what)
 
 
 def frame_size(prefix: bytes, max_request_bytes: int) -> int:
@@ -70,8 +71,8 @@ def frame_size(prefix: bytes, max_request_bytes: int) -> int:
     return size
 
 
-def parse_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Request:
-    """Header and body of one request frame (without its size field)."""
+def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int) -> Request:
+    """Header and body of one request frame (without its size field), read by node `node_id`."""
     api_key, api_version = API_KEY_AND_VERSION.unpack_from(frame)
     correlation_id = SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else -1
     versions = supported.get(api_key)
@@ -87,7 +88,7 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]]) -> Reques
     except (SerialError, ValueError, TypeError, OverflowError, IndexError) as e:
         raise BadRequestError(f"Error reading API key {api_key} version {api_version}: {type(e).__name__}: {e}") from None
     # Bytes after the body are ignored, as Kafka's generated readers ignore them (librdkafka pads some).
-    return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame))
+    return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame), node_id)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:

@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,24 +105,18 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
 
 
 def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDoor | None:
-    """The Kafka front door beside the query (a free port if the configured one is taken)."""
+    """The Kafka front door beside the query (a node whose port is taken gets a free one, with a warning)."""
     if not config.front_door_address:
         return None
-    settings = config.front_door_settings()
     watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the loop thread reads it
-    door_metrics = FrontDoorMetrics(metrics.registry)
-    door = FrontDoor(settings, watcher.current, door_metrics)
-    try:
-        door.start()
-    except OSError as e:
-        host, _ = parse_address(config.front_door_address, "front_door_address")
-        door = FrontDoor(replace(settings, listen=f"{host}:0"), watcher.current, door_metrics)
-        door.start()
-        log.warning("front door address %s unavailable (%s); using a free port", config.front_door_address, e)
-    assert door.address is not None
+    door = FrontDoor(config.front_door_settings(), watcher.current, FrontDoorMetrics(metrics.registry))
+    door.start()
+    assert door.address is not None and door.context is not None
     address = f"{door.address.host}:{door.address.port}"
     topic = next(iter(sorted(watcher.current().topics)), "<topic>")
     log.info("front door on %s", address)
+    log.info("front door nodes (each leads a share of every topic's partitions): %s",
+             ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes))
     log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o beginning -e",
              address, topic, address, topic)
     return door

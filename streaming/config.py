@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES, IngressLimits
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
 from validators.topic_config import TopicRegistry
 
@@ -73,7 +74,7 @@ class GatewayConfig:
     restart_backoff_max_s: float = 60.0
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True
-    # The Kafka front door (DESIGN §4.7; port 0 picks a free port; null: none). Clients are told the
+    # The Kafka front door (DESIGN §4.7; port 0 picks free ports; null: none). Clients are told the
     # advertised address in Metadata (default: the bound one); larger requests close the connection
     # (Kafka's socket.request.max.bytes). The ingress hop's limits follow it (`ingress_limits`).
     front_door_address: str | None = "127.0.0.1:9093"
@@ -86,6 +87,10 @@ class GatewayConfig:
         if registry is None:
             registry = TopicRegistry.load(self.path(self.topics_file))
         return IngressLimits(self.front_door_max_request_bytes, registry.largest_max_message_bytes)
+    # Front-door nodes (brokers) 1..N, each with its own listener on front_door_address's port + i - 1 and
+    # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
+    # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
+    front_door_nodes: int = DEFAULT_NODES
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
@@ -98,7 +103,8 @@ class GatewayConfig:
             response_topic=self.response_topic, segments_root=self.path(self.segments_root),
             publish_timeout_ms=self.publish_timeout_ms,
             ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
-            max_request_bytes=self.front_door_max_request_bytes,
+            max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
+            free_port_fallback=True,
         )
 
     def path(self, value: str) -> Path:

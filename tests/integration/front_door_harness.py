@@ -1,5 +1,5 @@
 """A running gateway with its Kafka front door, for tests with real Kafka clients: the query on the
-session's Spark and broker, the front door on a free port of loopback."""
+session's Spark and broker, the front door's nodes on free ports of loopback."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from front_door.leadership import leader
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor, FrontDoorSettings
 from sinks.registry_watcher import RegistryWatcher
@@ -30,6 +31,8 @@ FRONT_DOOR_TOPICS = {
                                                 "message.timestamp.before.max.ms": str(HOUR_MS)}},
         # a segment per micro-batch (segment.ms=1): fetches cross segment boundaries
         "rolling": {"partitions": 1, "configs": {"segment.ms": "1"}},
+        # two partitions per node of the default four: every node leads some, clients pipeline on each
+        "spread": {"partitions": 8, "configs": {"message.timestamp.type": "CreateTime"}},
     },
 }
 # ... and two for large batches: "large" takes batches of several MB, "capped" Kafka's default 1 MiB + 12
@@ -58,25 +61,39 @@ class RunningDoor:
         return f"{self.door.address.host}:{self.door.address.port}"
 
     @property
+    def nodes(self) -> int:
+        return self.settings.nodes
+
+    @property
     def segments_root(self) -> Path:
         return self.config.path(self.config.segments_root)
 
+    def node_address(self, node_id: int) -> tuple[str, int]:
+        """Where node `node_id` listens."""
+        bound = self.door.bound[node_id - 1]
+        return bound.host, bound.port
+
+    def leader_address(self, topic: str, partition: int) -> tuple[str, int]:
+        """Where the node leading `topic`-`partition` listens (a raw request for it goes there)."""
+        return self.node_address(leader(topic, partition, self.nodes))
+
     def restart(self) -> None:
-        """Stop the front door (its connections drop) and start a new one on the same port."""
-        port = self.door.address.port if self.door.address else 0
+        """Stop the front door (its connections drop) and start a new one on the same ports."""
+        ports = tuple(b.port for b in self.door.bound)
         self.door.stop()
-        self.settings = replace(self.settings, listen=f"127.0.0.1:{port}")
+        self.settings = replace(self.settings, ports=ports)
         self.door = FrontDoor(self.settings, self.registry.current, FrontDoorMetrics())
         self.door.start()
 
 
 @contextmanager
 def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
-                       topics: Mapping[str, Any] = FRONT_DOOR_TOPICS) -> Iterator[RunningDoor]:
-    """The gateway query and its front door on the registry `topics`."""
+                       topics: Mapping[str, Any] = FRONT_DOOR_TOPICS, nodes: int | None = None) -> Iterator[RunningDoor]:
+    """The gateway and its front door on the registry `topics`, with `nodes` front-door nodes (default: the
+    setting's default)."""
     topics_file = Path(gateway_config.topics_file)
     topics_file.write_text(json.dumps(topics))
-    config = gateway_config.with_overrides(trigger_interval="200 milliseconds")
+    config = gateway_config.with_overrides(trigger_interval="200 milliseconds", front_door_nodes=nodes)
     create_gateway_topics(config)
     query, _ = start_gateway(spark, config)
     registry = RegistryWatcher(config.path(config.topics_file))

@@ -1,13 +1,15 @@
 """The Kafka front door with real clients (librdkafka through confluent-kafka, and kcat), on a running
 gateway: what producers get back (offsets, KIP-32 timestamps), what assigned consumers read back, that
-a front-door restart loses and duplicates nothing, and that hostile bytes only close their own
-connection."""
+the front door's nodes each lead a share of the partitions and clients pipeline on every one of them,
+that a request for a partition sent to another node gets NOT_LEADER_OR_FOLLOWER, that a front-door
+restart loses and duplicates nothing, and that hostile bytes only close their own connection."""
 
 from __future__ import annotations
 
 import datetime
 import io
 import json
+import re
 import socket
 import struct
 import subprocess
@@ -32,6 +34,7 @@ from confluent_kafka import (
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.produce import v13 as produce_v13
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.schema.request_header.v2.header import RequestHeader
@@ -40,6 +43,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
 from contract.responses import decode_response
+from front_door.leadership import leader
+from front_door.topic_ids import topic_id
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
@@ -52,6 +57,14 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def door(spark, gateway_config) -> Iterator[RunningDoor]:
     with running_front_door(spark, gateway_config) as running:
+        assert running.nodes == 4  # the default: several nodes, each leading some partitions
+        yield running
+
+
+@pytest.fixture
+def one_node_door(spark, gateway_config) -> Iterator[RunningDoor]:
+    """`front_door_nodes` 1: one broker leads every partition, as before there were nodes."""
+    with running_front_door(spark, gateway_config, nodes=1) as running:
         yield running
 
 
@@ -133,7 +146,10 @@ def test_librdkafka_idempotent_producer_then_assigned_consumer(door: RunningDoor
     assert value("gateway_front_door_requests_total", {"api": "init_producer_id", "error": "NONE"}) == 1
     assert value("gateway_front_door_produce_latency_seconds_count") == value(
         "gateway_front_door_requests_total", {"api": "produce", "error": "NONE"})
-    assert value("gateway_front_door_produce_in_flight") == 0 and value("gateway_front_door_connections") >= 1
+    assert value("gateway_front_door_produce_in_flight") == 0
+    # ct's and lat's partitions are led by all four nodes: the producer connected to each of them
+    for node in range(1, door.nodes + 1):
+        assert value("gateway_front_door_connections_accepted_total", {"node": str(node)}) >= 1, node
 
     for topic, ts_type in (("ct", TIMESTAMP_CREATE_TIME), ("lat", TIMESTAMP_LOG_APPEND_TIME)):
         expected = {v: s for v, s in sent.items() if s[0] == topic}
@@ -202,6 +218,97 @@ def test_kcat_produces_and_consumes_through_the_front_door(door: RunningDoor) ->
     assert 'topic "lat" with 2 partitions' in listed.stdout
 
 
+SPREAD_PARTITIONS = FRONT_DOOR_TOPICS["topics"]["spread"]["partitions"]
+
+
+def test_every_node_leads_a_share_and_an_idempotent_librdkafka_producer_pipelines_on_each(door: RunningDoor) -> None:
+    # Metadata as librdkafka sees it: the four nodes where they listen, each partition's leader spread
+    c = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "unused"})
+    listed = c.list_topics("spread", timeout=30)
+    c.close()
+    assert {b.id: (b.host, b.port) for b in listed.brokers.values()} == {
+        n: door.node_address(n) for n in range(1, door.nodes + 1)}
+    leaders = {p: m.leader for p, m in listed.topics["spread"].partitions.items()}
+    assert leaders == {p: leader("spread", p, door.nodes) for p in range(SPREAD_PARTITIONS)}
+    assert sorted(leaders.values()) == sorted(list(range(1, door.nodes + 1)) * 2)
+
+    # small batches, many of them: each node's connection carries several produce requests at once
+    stats: list[dict[str, Any]] = []
+    reports = Deliveries()
+    p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                  "batch.num.messages": 25, "statistics.interval.ms": 100,
+                  "stats_cb": lambda raw: stats.append(json.loads(raw))})
+    sent: dict[int, list[bytes]] = defaultdict(list)
+    for i in range(2000):
+        partition = i % SPREAD_PARTITIONS
+        value = f"p{partition}-{len(sent[partition])}".encode()
+        sent[partition].append(value)
+        p.produce("spread", value=value, partition=partition, on_delivery=reports)
+        p.poll(0)
+    assert p.flush(180) == 0
+    assert reports.errors == []
+    # nothing lost, duplicated or reordered: each partition's records at 0, 1, 2, ... in send order
+    for partition, values in sent.items():
+        assert [(reports.by_value[v].partition(), reports.by_value[v].offset()) for v in values] == [
+            (partition, o) for o in range(len(values))]
+    kept = stored(door, "spread", SPREAD_PARTITIONS)  # fails on a value stored twice
+    assert {v: (r.partition, r.offset) for v, r in kept.items()} == {
+        v: (m.partition(), m.offset()) for v, m in reports.by_value.items()}
+
+    # librdkafka's own account: produce requests went to every node, not through one connection
+    seen = len(stats)
+
+    def statistics_after_the_flush() -> bool:
+        p.poll(0.1)  # librdkafka hands its statistics to stats_cb in poll()
+        return len(stats) > seen
+
+    _wait_for(statistics_after_the_flush, "librdkafka statistics after the flush")
+    produce_requests = {b["nodeid"]: b["req"]["Produce"] for b in stats[-1]["brokers"].values() if b["nodeid"] > 0}
+    assert set(produce_requests) == set(range(1, door.nodes + 1)) and all(produce_requests.values()), produce_requests
+
+    # an assign()ed consumer reads every partition back, from every partition's leader
+    got = consume_assigned(door.bootstrap, "spread", SPREAD_PARTITIONS, sum(len(v) for v in sent.values()))
+    by_partition: dict[int, list[Any]] = defaultdict(list)
+    for m in got:
+        by_partition[m.partition()].append(m)
+    for partition, values in sent.items():
+        assert [(m.offset(), m.value()) for m in by_partition[partition]] == list(enumerate(values)), partition
+
+
+def test_kcat_sees_every_node_and_produces_to_and_consumes_from_every_partition(door: RunningDoor) -> None:
+    listed = subprocess.run(["kcat", "-b", door.bootstrap, "-L", "-t", "spread"], capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    brokers = dict(re.findall(r"broker (\d+) at (\S+)", listed.stdout))
+    assert f" {door.nodes} brokers:" in listed.stdout
+    addresses = {n: door.node_address(n) for n in range(1, door.nodes + 1)}
+    assert {int(n): a for n, a in brokers.items()} == {n: f"{host}:{port}" for n, (host, port) in addresses.items()}
+    partitions = re.findall(r"partition (\d+), leader (\d+), replicas: (\d+), isrs: (\d+)", listed.stdout)
+    assert {int(p): (int(lead), int(r), int(i)) for p, lead, r, i in partitions} == {
+        p: (leader("spread", p, door.nodes),) * 3 for p in range(SPREAD_PARTITIONS)}
+
+    # keyed lines: librdkafka's partitioner puts them on every partition, each sent to its leader
+    lines = "".join(f"key-{i}\tvalue-{i}\n" for i in range(80))
+    produced = subprocess.run(["kcat", "-b", door.bootstrap, "-P", "-t", "spread", "-K", "\t"],
+                              input=lines, capture_output=True, text=True, timeout=120)
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(["kcat", "-b", door.bootstrap, "-C", "-t", "spread", "-o", "beginning", "-e",
+                               "-f", "%p|%o|%k|%s\n"], capture_output=True, text=True, timeout=120)
+    assert consumed.returncode == 0, consumed.stderr
+    rows = [line.split("|") for line in consumed.stdout.splitlines()]
+    assert sorted(v for *_, v in rows) == sorted(f"value-{i}" for i in range(80))
+    assert {int(p) for p, *_ in rows} == set(range(SPREAD_PARTITIONS))
+    by_partition: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for p, o, k, v in rows:
+        assert v == "value-" + k.removeprefix("key-")
+        by_partition[int(p)].append((int(o), int(k.removeprefix("key-"))))
+    for p, got in by_partition.items():  # contiguous offsets, in the order kcat read the lines
+        assert [o for o, _ in got] == list(range(len(got))) and [i for _, i in got] == sorted(i for _, i in got), p
+    kept = stored(door, "spread", SPREAD_PARTITIONS)
+    assert {v.decode(): (r.partition, r.offset) for v, r in kept.items()} == {
+        v: (int(p), int(o)) for p, o, _, v in rows}
+
+
 def test_a_front_door_restart_mid_stream_loses_and_duplicates_nothing(door: RunningDoor) -> None:
     reports = Deliveries()
     p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True, "linger.ms": 5,
@@ -260,8 +367,7 @@ def _exchange(address: tuple[str, int], data: bytes) -> bytes:
 
 
 def test_hostile_bytes_close_only_their_own_connection(door: RunningDoor) -> None:
-    assert door.door.address is not None
-    address = (door.door.address.host, door.door.address.port)
+    address = door.node_address(2)  # any node's listener reads the same way
     healthy = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "unused"})
     try:
         assert "lat" in healthy.list_topics(timeout=30).topics
@@ -315,8 +421,7 @@ def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000, tra
 
 
 def test_a_batch_of_garbage_is_answered_and_dead_lettered_not_lost(door: RunningDoor) -> None:
-    assert door.door.address is not None
-    answer = _exchange((door.door.address.host, door.door.address.port), _produce_frame(b"\x00garbage, not a batch"))
+    answer = _exchange(door.leader_address("ct", 0), _produce_frame(b"\x00garbage, not a batch"))
     header, used = entity_reader(ResponseHeader)(answer, 4)
     response, _ = entity_reader(ProduceResponse)(answer, 4 + used)
     assert header.correlation_id == 42
@@ -339,8 +444,7 @@ def _stored_values(door: RunningDoor) -> list[bytes | None]:
 
 
 def test_request_timeout_and_acks_0_still_append_exactly_once(door: RunningDoor) -> None:
-    assert door.door.address is not None
-    address = (door.door.address.host, door.door.address.port)
+    address = door.leader_address("ct", 0)
     now = int(time.time() * 1000)
     late = build_record_batch([(now, b"k", b"answered too late")])
     answer = _exchange(address, _produce_frame(late, timeout_ms=1))
@@ -378,9 +482,9 @@ def _fetch(address: tuple[str, int], partitions: list[tuple[int, int, int]], max
     return {p.partition_index: p for p in entity_reader(FetchResponse)(answer, 4 + used)[0].responses[0].partitions}
 
 
-def test_fetch_serves_byte_ranges_of_the_log_as_kafka_does(door: RunningDoor) -> None:
-    assert door.door.address is not None
-    address = (door.door.address.host, door.door.address.port)
+def test_fetch_serves_byte_ranges_of_the_log_as_kafka_does(one_node_door: RunningDoor) -> None:
+    door = one_node_door  # one node leads both partitions: one Fetch spans them (max_bytes across partitions)
+    address = door.node_address(1)
     p = Producer({"bootstrap.servers": door.bootstrap, "linger.ms": 0})
     for i in range(5):
         for partition in (0, 1):
@@ -423,7 +527,52 @@ def test_an_assigned_consumer_reads_across_segments(door: RunningDoor) -> None:
     assert [(m.offset(), m.value()) for m in got] == list(enumerate(values))
 
 
-def test_a_taken_front_door_address_falls_back_to_a_free_port(gateway_config) -> None:
+def _produce_v13_frame(records: bytes) -> bytes:
+    """A ProduceRequest v13 (topic by id) for `ct`-0 carrying `records`."""
+    m = produce_v13.request
+    buffer = io.BytesIO()
+    entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=13,
+                                                       correlation_id=43, client_id="raw"))
+    entity_writer(m.ProduceRequest)(buffer, m.ProduceRequest(
+        acks=-1, timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)), transactional_id=None,
+        topic_data=(m.TopicProduceData(topic_id=topic_id("ct"), partition_data=(
+            m.PartitionProduceData(index=0, records=records),)),),
+    ))
+    return struct.pack(">i", buffer.tell()) + buffer.getvalue()
+
+
+def test_a_partition_asked_of_a_node_that_does_not_lead_it_is_not_leader_or_follower(door: RunningDoor) -> None:
+    lead = leader("ct", 0, door.nodes)
+    wrong = door.node_address(next(n for n in range(1, door.nodes + 1) if n != lead))
+    now = int(time.time() * 1000)
+
+    answer = _exchange(wrong, _produce_frame(build_record_batch([(now, b"k", b"misdirected v9")])))
+    response, _ = entity_reader(ProduceResponse)(answer, 4 + entity_reader(ResponseHeader)(answer, 4)[1])
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.index, partition.error_code, partition.base_offset) == (0, ErrorCode.not_leader_or_follower, -1)
+    # Produce v10+ (KIP-951): the leader and where it listens, so a client goes there without Metadata
+    answer = _exchange(wrong, _produce_v13_frame(build_record_batch([(now, b"k", b"misdirected v13")])))
+    response, _ = entity_reader(produce_v13.response.ProduceResponse)(
+        answer, 4 + entity_reader(ResponseHeader)(answer, 4)[1])
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.error_code, partition.current_leader.leader_id) == (ErrorCode.not_leader_or_follower, lead)
+    assert [(n.node_id, n.host, n.port) for n in response.node_endpoints] == [(lead, *door.node_address(lead))]
+    # Fetch: the same, with the leader in the partition's answer (v12+)
+    fetched = _fetch(wrong, [(0, 0, 1_000_000)], max_bytes=1_000_000)
+    assert (fetched[0].error_code, fetched[0].current_leader.leader_id) == (ErrorCode.not_leader_or_follower, lead)
+
+    # the leader takes it: the misdirected batches never reached the gateway
+    answer = _exchange(door.leader_address("ct", 0), _produce_v13_frame(build_record_batch([(now, b"k", b"led")])))
+    response, _ = entity_reader(produce_v13.response.ProduceResponse)(
+        answer, 4 + entity_reader(ResponseHeader)(answer, 4)[1])
+    (partition,) = response.responses[0].partition_responses
+    assert (partition.error_code, partition.base_offset) == (ErrorCode.none, 0)
+    assert _stored_values(door) == [b"led"]
+    assert _fetch(door.leader_address("ct", 0), [(0, 0, 1_000_000)], max_bytes=1_000_000)[0].high_watermark == 1
+
+
+@pytest.mark.parametrize("taken_node", [1, 3])
+def test_a_taken_front_door_port_falls_back_to_a_free_port(gateway_config, caplog, taken_node: int) -> None:
     from sinks.metrics.gateway_metrics import GatewayMetrics
     from streaming.__main__ import _start_front_door
     from tests.integration.gateway_io import create_gateway_topics
@@ -434,14 +583,20 @@ def test_a_taken_front_door_address_falls_back_to_a_free_port(gateway_config) ->
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        door = _start_front_door(gateway_config.with_overrides(front_door_address=f"127.0.0.1:{port}"), metrics)
-    assert door is not None and door.address is not None
+        base = port - taken_node + 1  # node i listens on base + i - 1
+        with caplog.at_level("WARNING", logger="gateway.front_door"):
+            door = _start_front_door(gateway_config.with_overrides(front_door_address=f"127.0.0.1:{base}"), metrics)
+    assert door is not None and door.address is not None and door.context is not None
     try:
-        assert door.address.port != port
+        assert door.bound[taken_node - 1].port != port
+        warned = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+        assert any(m.startswith(f"front door node {taken_node}: 127.0.0.1:{port} unavailable") for m in warned), warned
         c = Consumer({"bootstrap.servers": f"127.0.0.1:{door.address.port}", "group.id": "unused"})
-        assert "ct" in c.list_topics(timeout=30).topics
+        brokers = c.list_topics(timeout=30).brokers
         c.close()
+        # Metadata advertises where each node really listens, the fallen-back one included
+        assert {b.id: b.port for b in brokers.values()} == {n: b.port for n, b in enumerate(door.bound, 1)}
         # the one set of front-door metrics on the gateway's exporter
-        assert metrics.registry.get_sample_value("gateway_front_door_connections_accepted_total") >= 1
+        assert metrics.registry.get_sample_value("gateway_front_door_connections_accepted_total", {"node": "1"}) >= 1
     finally:
         door.stop()

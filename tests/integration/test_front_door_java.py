@@ -7,8 +7,10 @@ checked against segment storage (KIP-32: the offset is the gateway's, `timestamp
 stamp on a LogAppendTime topic and the producer's own on a CreateTime topic), a record outside a topic's
 timestamp window (KIP-937) that fails with Kafka's `InvalidTimestampException` and text and is
 dead-lettered, not appended, and a `KafkaConsumer` with `assign()` reading the records back.
-The client's debug log says which API versions it chose; the tests check each is one the front door
-advertises, and that produce and fetch named topics by id (Produce v13, Fetch v13+).
+The client's debug log says which API versions it chose and which node each request went to; the
+tests check each version is one the front door advertises, that produce and fetch named topics by id
+(Produce v13, Fetch v13+), and that the client sent each partition's requests to the front-door node
+leading it, every node getting its share.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
+from front_door.leadership import leader
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import (
     CAPPED_MAX_MESSAGE_BYTES,
+    FRONT_DOOR_TOPICS,
     HOUR_MS,
     LARGE_TOPICS,
     running_front_door,
@@ -55,8 +59,10 @@ RECORD_TOO_LARGE_EXCEPTION = "org.apache.kafka.common.errors.RecordTooLargeExcep
 KAFKA_EXCEPTION = "org.apache.kafka.common.KafkaException"
 # Sender.failBatch: what the other records of a batch with record errors fail with (Kafka's spelling)
 PART_OF_INVALID_BATCH = "Failed to append record because it was part of a batch which had one more more invalid records"
-# NetworkClient at DEBUG: "Sending PRODUCE request with header RequestHeader(apiKey=PRODUCE, apiVersion=13, ..."
-SENT_REQUEST = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=\w+, apiVersion=(\d+)")
+# NetworkClient at DEBUG: "Sending PRODUCE request with header RequestHeader(apiKey=PRODUCE, apiVersion=13, ...)
+# and timeout 60000 to node 3: ..." (node -1: a bootstrap address before Metadata named the nodes)
+SENT_REQUEST = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=\w+, apiVersion=(\d+)"
+                          r"[^)]*\) and timeout -?\d+ to node (-?\d+)")
 # LogValidator's per-record INVALID_TIMESTAMP text (reference §2.2)
 OUT_OF_RANGE = re.compile(
     r"Timestamp (-?\d+) of message with offset (\d+) is out of range\. "
@@ -80,6 +86,7 @@ class Send:
 class ProbeRun:
     lines: list[dict[str, Any]]
     versions: dict[str, set[int]]  # request name (Kafka's ApiKeys) -> versions the client sent
+    nodes: dict[str, set[int]]  # request name -> node ids the client sent it to
     log: str
 
 
@@ -109,10 +116,12 @@ class Probe:
             f"stderr:\n{done.stderr}\nclient log {log_file} (tail):\n{_tail(log_text)}"
         )
         versions: dict[str, set[int]] = defaultdict(set)
-        for name, version in SENT_REQUEST.findall(log_text):
+        nodes: dict[str, set[int]] = defaultdict(set)
+        for name, version, node in SENT_REQUEST.findall(log_text):
             versions[name].add(int(version))
+            nodes[name].add(int(node))
         return ProbeRun([json.loads(line) for line in done.stdout.splitlines() if line.strip()], dict(versions),
-                        log_text)
+                        dict(nodes), log_text)
 
     def produce(self, bootstrap: str, groups: Sequence[Sequence[Send]], settings: Sequence[str] = ()) -> tuple[
             list[dict[str, Any]], ProbeRun]:
@@ -130,6 +139,9 @@ class Probe:
 
     def consume(self, bootstrap: str, counts: dict[tuple[str, int], int]) -> ProbeRun:
         return self.run(["consume", bootstrap, *(f"{t}:{p}:{n}" for (t, p), n in counts.items())])
+
+    def leaders(self, bootstrap: str, topic: str) -> ProbeRun:
+        return self.run(["leaders", bootstrap, topic])
 
 
 def _log4j2_config(log_file: Path) -> str:
@@ -368,3 +380,50 @@ def split_batches_of(root: Path, topic: str, partition: int) -> list[bytes]:
     """The stored batches of a partition's first segment, each as bytes."""
     log = (root / f"{topic}-{partition}" / "00000000000000000000.log").read_bytes()
     return [log[pos: pos + header.size_in_bytes] for pos, header in split_batches(log)]
+
+
+# ============================================================================== every node leads a share
+
+
+def test_java_client_sends_each_partition_to_its_leading_node_and_every_node_gets_a_share(
+    spark: SparkSession, gateway_config: GatewayConfig, probe: Probe
+) -> None:
+    partitions = FRONT_DOOR_TOPICS["topics"]["spread"]["partitions"]
+    now = int(time.time() * 1000)
+    # three flushes, each a batch for every partition: per node connection, requests for several partitions
+    groups = [[Send("spread", p, now + g, f"k{p}", f"g{g}-p{p}-r{r}") for r in range(3) for p in range(partitions)]
+              for g in range(3)]
+
+    with running_front_door(spark, gateway_config) as door:
+        leaders = probe.leaders(door.bootstrap, "spread")
+        outcomes, produced = probe.produce(door.bootstrap, groups)
+        root = door.segments_root
+        counts = {("spread", p): len(stored(root, "spread", p)) for p in range(partitions)}
+        consumed = probe.consume(door.bootstrap, counts)
+        nodes = {n: door.node_address(n) for n in range(1, door.nodes + 1)}
+
+    # the client's metadata: every partition led by the node leadership.py names, where that node listens
+    expected = {p: leader("spread", p, len(nodes)) for p in range(partitions)}
+    assert {line["partition"]: line["leader"] for line in leaders.lines} == expected
+    for line in leaders.lines:
+        assert (line["host"], line["port"]) == nodes[line["leader"]]
+        assert line["replicas"] == line["isr"] == [line["leader"]]
+    assert set(expected.values()) == set(nodes)
+
+    # nothing lost, duplicated or reordered: each partition's records at 0, 1, 2, ... in send order, as stored
+    sends = [s for g in groups for s in g]
+    assert all("error" not in o for o in outcomes), outcomes
+    for (topic, partition), pairs in by_partition(sends, outcomes):
+        records = stored(root, topic, partition)
+        assert [o["offset"] for _, o in pairs] == list(range(len(pairs))) == [r.offset for r in records]
+        assert [s.value.encode() for s, _ in pairs] == [r.value for r in records]
+    got: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for c in consumed.lines:
+        got[c["partition"]].append((c["offset"], c["value"]))
+    for partition in range(partitions):
+        assert got[partition] == [(r.offset, (r.value or b"").decode()) for r in stored(root, "spread", partition)]
+
+    # produce and fetch went to every node (node -1 is only the bootstrap connection's Metadata)
+    assert produced.nodes["PRODUCE"] == set(nodes), produced.nodes
+    assert consumed.nodes["FETCH"] == set(nodes), consumed.nodes
+    assert_spoke_advertised_versions(produced, consumed, leaders)

@@ -193,10 +193,10 @@ def _exchange(address: tuple[str, int], data: bytes) -> bytes:
 
 
 def test_a_request_up_to_the_limit_is_read_and_one_byte_more_closes_only_its_connection(door: RunningDoor) -> None:
-    # a second front door on the same gateway, reading requests up to 3 MiB only
+    # a second front door on the same gateway, one node leading every partition, reading requests up to 3 MiB only
     limit = 3 * MIB
-    small = FrontDoor(replace(door.settings, listen="127.0.0.1:0", max_request_bytes=limit), door.registry.current,
-                      FrontDoorMetrics())
+    small = FrontDoor(replace(door.settings, listen="127.0.0.1:0", max_request_bytes=limit, nodes=1, ports=()),
+                      door.registry.current, FrontDoorMetrics())
     small.start()
     try:
         assert small.address is not None

@@ -1,6 +1,7 @@
-"""The front door's pure parts, without Kafka or Spark: framing and refusals, the answers of Metadata,
-ApiVersions and the refused group APIs (encoded and decoded with kio, Kafka's own schemas), and the
-producer-id allocation across restarts and instances."""
+"""The front door's pure parts, without Kafka or Spark: framing and refusals, the partition leadership
+of its nodes, the answers of Metadata, ApiVersions, the refused group APIs and NOT_LEADER_OR_FOLLOWER
+(encoded and decoded with kio, Kafka's own schemas), its listener addresses, and the producer-id
+allocation across restarts and instances."""
 
 from __future__ import annotations
 
@@ -13,39 +14,52 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
-from kio.schema.request_header.v2.header import RequestHeader
 from kio.serial import entity_reader, entity_writer
 
-from front_door import api_versions, metadata, unsupported
-from front_door.context import NODE_ID, BrokerAddress, Context
+from front_door import api_versions, fetch, list_offsets, metadata, produce, unsupported
+from front_door.context import CONTROLLER_ID, Context, Node
+from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
-from front_door.server import READABLE
+from front_door.server import READABLE, FrontDoorSettings
 from front_door.topic_ids import topic_id
 from front_door.wire import BadRequestError, UnsupportedApiError, encode_response, frame_size, parse_request
 from validators.topic_config import TopicRegistry
 
 REGISTRY = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}},
                                                "clicks": {"partitions": 1, "configs": {}}}})
+NODES = 4
+# Metadata's view of a 4-node front door advertised at gw.example:9093
+BROKERS = [(n, "gw.example", 9092 + n) for n in node_ids(NODES)]
 
 
 def _frame(api_key: int, version: int, body: Any, correlation_id: int = 7) -> bytes:
+    """A request frame (without its size field) with the header its version takes (v1, or v2 if flexible)."""
+    from kio.index import load_request_schema
+
+    header_schema = load_request_schema(api_key, version).__header_schema__
     buffer = io.BytesIO()
-    entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=api_key, request_api_version=version,
-                                                       correlation_id=correlation_id, client_id="unit"))
+    header = {"request_api_key": api_key, "request_api_version": version, "correlation_id": correlation_id,
+              "client_id": "unit"}
+    entity_writer(header_schema)(buffer, header_schema(**header))
     entity_writer(type(body))(buffer, body)
     return buffer.getvalue()
 
 
-def _context(tmp_path: Path) -> Context:
-    return Context(BrokerAddress("gw.example", 9093), lambda: REGISTRY, bridge=None,  # type: ignore[arg-type]
+def _context(tmp_path: Path, nodes: int = NODES) -> Context:
+    return Context(tuple(Node(n, "gw.example", 9092 + n) for n in node_ids(nodes)), lambda: REGISTRY,
+                   bridge=None,  # type: ignore[arg-type]  # nothing here reaches the ingress topic
                    segments_root=tmp_path, producer_ids=ProducerIdManager(tmp_path), metrics=FrontDoorMetrics())
 
 
-def _answer(ctx: Context, handler: Any, api_key: int, version: int, body: Any) -> Any:
+def _handled(ctx: Context, handler: Any, api_key: int, version: int, body: Any, node_id: int = 1) -> Any:
+    """What the handler returns for a request read by node `node_id`'s listener."""
+    return asyncio.run(handler(ctx, parse_request(_frame(api_key, version, body), READABLE, node_id)))
+
+
+def _answer(ctx: Context, handler: Any, api_key: int, version: int, body: Any, node_id: int = 1) -> Any:
     """Handle a request as the server does, then decode the encoded answer with kio."""
-    request = parse_request(_frame(api_key, version, body), READABLE)
-    encoded = encode_response(api_key, version, request.correlation_id, asyncio.run(handler(ctx, request)))
+    encoded = encode_response(api_key, version, 7, _handled(ctx, handler, api_key, version, body, node_id))
     assert struct.unpack(">i", encoded[:4])[0] == len(encoded) - 4
     from kio.index import load_response_schema
 
@@ -66,33 +80,103 @@ def test_frame_sizes_kafka_closes_the_connection_for() -> None:
 
 def test_unknown_apis_versions_and_unreadable_bodies_are_refused() -> None:
     with pytest.raises(UnsupportedApiError, match="API key 9999"):
-        parse_request(struct.pack(">hhi", 9999, 0, 1) + b"\xff\xff", READABLE)
+        parse_request(struct.pack(">hhi", 9999, 0, 1) + b"\xff\xff", READABLE, 1)
     with pytest.raises(UnsupportedApiError) as produce_v2:
-        parse_request(struct.pack(">hhi", 0, 2, 5) + b"\xff\xff", READABLE)
+        parse_request(struct.pack(">hhi", 0, 2, 5) + b"\xff\xff", READABLE, 1)
     assert (produce_v2.value.api_key, produce_v2.value.api_version, produce_v2.value.correlation_id) == (0, 2, 5)
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
     good = _frame(3, 12, MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="orders"),),
                                          allow_auto_topic_creation=False, include_topic_authorized_operations=False))
-    assert parse_request(good, READABLE).body.topics[0].name == "orders"
+    assert parse_request(good, READABLE, 3).body.topics[0].name == "orders"
+    assert parse_request(good, READABLE, 3).node_id == 3
     for cut in (len(good) - 4, 12, 9):
         with pytest.raises(BadRequestError, match="Error reading API key 3 version 12"):
-            parse_request(good[:cut], READABLE)
+            parse_request(good[:cut], READABLE, 1)
 
 
-def test_metadata_names_the_one_broker_and_every_registry_partition(tmp_path: Path) -> None:
+# ============================================================================== leadership
+
+
+def test_leadership_is_stable_across_restarts_and_front_doors() -> None:
+    # Golden values: clients cache leaders, and several front doors must agree — a change here moves every
+    # partition of every deployed topic to another node.
+    assert [leader("orders", p, 4) for p in range(8)] == [3, 4, 1, 2, 3, 4, 1, 2]
+    assert [leader("clicks", p, 4) for p in range(4)] == [1, 2, 3, 4]
+    assert [leader("orders", p, 3) for p in range(3)] == [2, 3, 1]
+    # the start is the topic id's (UUIDv5 of the name): the formula, nothing remembered
+    assert all(leader(t, p, n) == 1 + (topic_id(t).int + p) % n
+               for t in ("orders", "clicks", "a.b-c_d") for p in range(10) for n in (1, 2, 5, 7))
+
+
+def test_leadership_spreads_a_topics_partitions_round_robin_over_the_nodes() -> None:
+    for nodes in (2, 3, 4, 7):
+        for topic in ("orders", "clicks", "x", "gateway.demo"):
+            leaders = [leader(topic, p, nodes) for p in range(3 * nodes)]
+            assert sorted(leaders) == sorted(list(node_ids(nodes)) * 3), (topic, nodes)
+            # consecutive partitions on consecutive nodes: any `nodes` of them use every node once
+            assert all(leaders[p + 1] == leaders[p] % nodes + 1 for p in range(len(leaders) - 1))
+    # and topics start on different nodes, so one-partition topics spread too
+    assert {leader(f"topic-{i}", 0, 4) for i in range(40)} == set(node_ids(4))
+
+
+def test_one_node_leads_everything() -> None:
+    assert {leader(t, p, 1) for t in ("orders", "clicks", "x") for p in range(16)} == {1}
+    assert list(node_ids(1)) == [1]
+
+
+# ============================================================================== listeners
+
+
+def _settings(listen: str, **kw: Any) -> FrontDoorSettings:
+    values = {"advertised": None, "segments_root": Path("/nonexistent"), **kw}
+    return FrontDoorSettings(listen=listen, bootstrap_servers="127.0.0.1:1", ingress_topic="i", response_topic="r",
+                             publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20, **values)
+
+
+def test_each_node_listens_on_the_next_port_or_a_free_one() -> None:
+    from front_door.context import BrokerAddress
+
+    assert _settings("127.0.0.1:9093").listen_addresses() == [("127.0.0.1", p) for p in (9093, 9094, 9095, 9096)]
+    assert _settings(":9093", nodes=2).listen_addresses() == [("0.0.0.0", 9093), ("0.0.0.0", 9094)]
+    assert _settings("127.0.0.1:0", nodes=3).listen_addresses() == [("127.0.0.1", 0)] * 3
+    assert _settings("127.0.0.1:0", nodes=2, ports=(5000, 6000)).listen_addresses() == [("127.0.0.1", 5000),
+                                                                                          ("127.0.0.1", 6000)]
+    assert _settings("127.0.0.1:9093", nodes=1).listen_addresses() == [("127.0.0.1", 9093)]
+    bound = [BrokerAddress("127.0.0.1", 41000), BrokerAddress("127.0.0.1", 39000)]
+    assert _settings("127.0.0.1:0", nodes=2).advertised_nodes(bound) == (Node(1, "127.0.0.1", 41000),
+                                                                         Node(2, "127.0.0.1", 39000))
+    advertised = _settings("127.0.0.1:0", nodes=2, advertised="gw.example:19093").advertised_nodes(bound)
+    assert advertised == (Node(1, "gw.example", 19093), Node(2, "gw.example", 19094))
+    with pytest.raises(ValueError, match="at least 1"):
+        _settings("127.0.0.1:0", nodes=0)
+    with pytest.raises(ValueError, match="ports up to 65536"):
+        _settings("127.0.0.1:65533").listen_addresses()
+    with pytest.raises(ValueError, match="1 ports for 4"):
+        _settings("127.0.0.1:0", ports=(5000,))
+
+
+# ============================================================================== Metadata
+
+
+def test_metadata_names_every_node_and_the_leader_of_every_registry_partition(tmp_path: Path) -> None:
     from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
     ctx = _context(tmp_path)
     everything = _answer(ctx, metadata.handle, 3, 12, MetadataRequest(
         topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False))
-    assert [(b.node_id, b.host, b.port) for b in everything.brokers] == [(NODE_ID, "gw.example", 9093)]
-    assert everything.controller_id == NODE_ID
+    assert [(b.node_id, b.host, b.port) for b in everything.brokers] == BROKERS
+    assert everything.controller_id == CONTROLLER_ID == 1
     topics = {t.name: t for t in everything.topics}
     assert sorted(topics) == ["clicks", "orders"]
     assert topics["orders"].topic_id == topic_id("orders")
-    assert [(p.partition_index, p.leader_id, list(p.isr_nodes)) for p in topics["orders"].partitions] == [
-        (0, NODE_ID, [NODE_ID]), (1, NODE_ID, [NODE_ID]), (2, NODE_ID, [NODE_ID])]
+    # the one replica of each partition is its leader (no replication), spread round robin
+    assert [(p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+            for p in topics["orders"].partitions] == [(0, 3, [3], [3]), (1, 4, [4], [4]), (2, 1, [1], [1])]
+    # every node answers for the whole cluster
+    on_node_3 = _answer(ctx, metadata.handle, 3, 12, MetadataRequest(
+        topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False), node_id=3)
+    assert on_node_3 == everything
 
     asked = _answer(ctx, metadata.handle, 3, 12, MetadataRequest(
         topics=(MetadataRequestTopic(topic_id=None, name="nope"), MetadataRequestTopic(topic_id=None, name="bad/name"),
@@ -106,6 +190,114 @@ def test_metadata_names_the_one_broker_and_every_registry_partition(tmp_path: Pa
 
     v0 = _answer(ctx, metadata.handle, 3, 0, MetadataRequestV0(topics=()))  # v0: an empty list means all
     assert sorted(t.name for t in v0.topics) == ["clicks", "orders"]
+    assert [(b.node_id, b.host, b.port) for b in v0.brokers] == BROKERS
+
+
+def test_a_single_node_front_door_is_one_broker_leading_everything(tmp_path: Path) -> None:
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    answer = _answer(_context(tmp_path, nodes=1), metadata.handle, 3, 12, MetadataRequest(
+        topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False))
+    assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [(1, "gw.example", 9093)]
+    assert {(p.leader_id, tuple(p.isr_nodes)) for t in answer.topics for p in t.partitions} == {(1, (1,))}
+
+
+# ============================================================================== NOT_LEADER_OR_FOLLOWER
+
+
+def _timeout(ms: int) -> Any:
+    from kio.static.primitive import i32Timedelta
+
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=ms))
+
+
+def _produce_request(version: int, acks: int, partitions: list[int]) -> Any:
+    """A Produce of `version` to `orders` (by id from v13), one record set per partition."""
+    import importlib
+
+    from front_door.messages import build
+
+    m = importlib.import_module(f"kio.schema.produce.v{version}.request")
+    data = tuple(m.PartitionProduceData(index=p, records=b"x") for p in partitions)
+    topic = build(m.TopicProduceData, name="orders", topic_id=topic_id("orders"), partition_data=data)
+    return m.ProduceRequest(transactional_id=None, acks=acks, timeout=_timeout(1000), topic_data=(topic,))
+
+
+def test_produce_to_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(tmp_path: Path) -> None:
+    from front_door.wire import CloseConnection
+
+    ctx = _context(tmp_path)
+    # orders-0 is led by node 3 and orders-2 by node 1; both asked of node 2 (nothing reaches the ingress topic)
+    old = _answer(ctx, produce.handle, 0, 9, _produce_request(9, -1, [0, 2]), node_id=2)
+    (topic,) = old.responses
+    assert [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses] == [
+        (0, ErrorCode.not_leader_or_follower, -1), (2, ErrorCode.not_leader_or_follower, -1)]
+    # v10+ (KIP-951): each partition names its leader, the response their endpoints
+    for version in (10, 13):
+        new = _answer(ctx, produce.handle, 0, version, _produce_request(version, -1, [0, 2]), node_id=2)
+        (topic,) = new.responses
+        assert [(p.index, p.error_code, p.current_leader.leader_id, p.current_leader.leader_epoch)
+                for p in topic.partition_responses] == [(0, ErrorCode.not_leader_or_follower, 3, 0),
+                                                        (2, ErrorCode.not_leader_or_follower, 1, 0)]
+        assert [(n.node_id, n.host, n.port) for n in new.node_endpoints] == [BROKERS[0], BROKERS[2]]
+    assert topic.topic_id == topic_id("orders")
+    # acks=0: Kafka answers nothing and closes the connection on the error
+    assert isinstance(_handled(ctx, produce.handle, 0, 9, _produce_request(9, 0, [0]), node_id=1), CloseConnection)
+
+
+def _fetch_request(version: int, partitions: list[tuple[str, int]]) -> Any:
+    """A consumer's Fetch of `version` (topics by name, or by id from v13), every field the version has."""
+    import importlib
+
+    from front_door.messages import build
+
+    m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
+    by_topic: dict[str, list[Any]] = {}
+    for name, p in partitions:
+        by_topic.setdefault(name, []).append(build(
+            m.FetchPartition, partition=p, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+            log_start_offset=-1, partition_max_bytes=1 << 20, replica_directory_id=None))
+    return build(m.FetchRequest, replica_id=-1, max_wait=_timeout(0), min_bytes=0, max_bytes=1 << 20,
+                 isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=(), rack_id="",
+                 cluster_id=None, topics=tuple(build(m.FetchTopic, topic=name, topic_id=topic_id(name),
+                                                     partitions=tuple(ps)) for name, ps in by_topic.items()))
+
+
+@pytest.mark.parametrize("version", [4, 11, 12, 13, 15, 16, 17])
+def test_fetch_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(
+        tmp_path: Path, version: int) -> None:
+    ctx = _context(tmp_path)
+    # asked of node 1: orders-2 is its own (an empty log), orders-0 is node 3's, orders-7 does not exist
+    answer = _answer(ctx, fetch.handle, 1, version, _fetch_request(version, [("orders", 2), ("orders", 0), ("orders", 7)]),
+                     node_id=1)
+    (topic,) = answer.responses
+    parts = {p.partition_index: p for p in topic.partitions}
+    assert (parts[2].error_code, parts[2].high_watermark) == (ErrorCode.none, 0)
+    assert (parts[0].error_code, parts[0].high_watermark) == (ErrorCode.not_leader_or_follower, -1)
+    assert not parts[0].records
+    assert parts[7].error_code == ErrorCode.unknown_topic_or_partition  # unknown stays unknown
+    if version >= 12:  # KIP-951: the leader, where the version has the field
+        assert (parts[0].current_leader.leader_id, parts[0].current_leader.leader_epoch) == (3, 0)
+        assert parts[2].current_leader.leader_id == -1  # unset where this node answers itself
+    endpoints = getattr(answer, "node_endpoints", ())
+    assert [(n.node_id, n.host, n.port) for n in endpoints] == ([BROKERS[2]] if version >= 16 else [])
+
+
+def test_list_offsets_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(tmp_path: Path) -> None:
+    from kio.schema.list_offsets.v9 import request as v9
+
+    ctx = _context(tmp_path)
+    latest = -1
+    answer = _answer(ctx, list_offsets.handle, 2, 9, v9.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        v9.ListOffsetsTopic(name="orders", partitions=tuple(v9.ListOffsetsPartition(partition_index=p, timestamp=latest)
+                                                            for p in (0, 1, 2, 5))),
+        v9.ListOffsetsTopic(name="nope", partitions=(v9.ListOffsetsPartition(partition_index=0, timestamp=latest),)))),
+        node_id=4)
+    orders, nope = answer.topics
+    assert [(p.partition_index, p.error_code, p.offset) for p in orders.partitions] == [
+        (0, ErrorCode.not_leader_or_follower, -1), (1, ErrorCode.none, 0), (2, ErrorCode.not_leader_or_follower, -1),
+        (5, ErrorCode.unknown_topic_or_partition, -1)]
+    assert [p.error_code for p in nope.partitions] == [ErrorCode.unknown_topic_or_partition]
 
 
 def test_api_versions_advertise_what_is_served_and_no_group_apis(tmp_path: Path) -> None:
@@ -157,18 +349,18 @@ def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_ke
         assert len(encode_response(api_key, version, 1, body)) > 8
 
 
-def test_a_taken_port_fails_the_start_and_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize("taken_node", [1, 2])
+def test_a_taken_port_fails_the_start_and_leaves_nothing_running(tmp_path: Path, taken_node: int) -> None:
     import socket
 
-    from front_door.server import FrontDoor, FrontDoorSettings
+    from front_door.server import FrontDoor
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        settings = FrontDoorSettings(listen=f"127.0.0.1:{port}", advertised=None, bootstrap_servers="127.0.0.1:1",
-                                     ingress_topic="i", response_topic="r", segments_root=tmp_path,
-                                     publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
+        # node i listens on the base port + i - 1: node `taken_node`'s is the taken one
+        settings = _settings(f"127.0.0.1:{port - taken_node + 1}", nodes=2, segments_root=tmp_path)
         door = FrontDoor(settings, lambda: REGISTRY, FrontDoorMetrics())
         with pytest.raises(OSError):
             door.start()

@@ -32,7 +32,7 @@ from contract.limits import (
 )
 from embedded.local_kafka import LocalKafka
 from front_door import produce
-from front_door.context import BrokerAddress, Context
+from front_door.context import Context, Node
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
@@ -177,18 +177,18 @@ def test_a_batch_the_ingress_hop_cannot_carry_gets_message_too_large_at_the_door
     registry = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})
     bridge = IngressBridge("127.0.0.1:1", "ingress", "responses", publish_timeout_ms=1000, max_message_bytes=MIB)
     assert bridge.max_batch_bytes == MIB - INGRESS_ENVELOPE_BYTES  # until start() reads the cluster's limits
-    ctx = Context(BrokerAddress("gw", 9093), lambda: registry, bridge, tmp_path, ProducerIdManager(tmp_path),
+    ctx = Context((Node(1, "gw", 9093),), lambda: registry, bridge, tmp_path, ProducerIdManager(tmp_path),
                   FrontDoorMetrics())
     batch = b"\x00" * (bridge.max_batch_bytes + 1)  # never parsed: its size is enough
     with caplog.at_level(logging.WARNING, logger="gateway.front_door"):
-        answer = asyncio.run(produce.handle(ctx, parse_request(_produce(batch), READABLE)))
+        answer = asyncio.run(produce.handle(ctx, parse_request(_produce(batch), READABLE, 1)))
     (partition,) = answer.responses[0].partition_responses
     assert (partition.index, partition.error_code, partition.base_offset) == (2, ErrorCode.message_too_large, -1)
     assert partition.error_message == (
         f"The record batch size in the append to orders-2 is {len(batch)} bytes which exceeds the "
         f"{bridge.max_batch_bytes} bytes the gateway's ingress topic ingress carries.")
     assert "Refused at the front door" in caplog.text
-    closed = asyncio.run(produce.handle(ctx, parse_request(_produce(batch, acks=0), READABLE)))
+    closed = asyncio.run(produce.handle(ctx, parse_request(_produce(batch, acks=0), READABLE, 1)))
     assert isinstance(closed, CloseConnection)
 
 

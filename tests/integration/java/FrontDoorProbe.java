@@ -18,6 +18,8 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -41,6 +43,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                        (or a minute passed), one line per record:
  *                        {"topic":..,"partition":..,"offset":..,"timestamp":..,"timestampType":..,
  *                         "leaderEpoch":..,"key":..,"value":..}
+ * leaders BOOTSTRAP TOPIC
+ *                        the client's metadata of TOPIC (partitionsFor), one line per partition:
+ *                        {"partition":..,"leader":..,"host":..,"port":..,"replicas":[..],"isr":[..]}
  * </pre>
  */
 public final class FrontDoorProbe {
@@ -51,6 +56,7 @@ public final class FrontDoorProbe {
         switch (args[0]) {
             case "produce" -> produce(args[1], Arrays.copyOfRange(args, 2, args.length));
             case "consume" -> consume(args[1], Arrays.copyOfRange(args, 2, args.length));
+            case "leaders" -> leaders(args[1], args[2]);
             default -> throw new IllegalArgumentException("unknown mode " + args[0]);
         }
     }
@@ -140,6 +146,31 @@ public final class FrontDoorProbe {
             }
             System.out.flush();
         }
+    }
+
+    private static void leaders(String bootstrap, String topic) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.CLIENT_ID_CONFIG, "front-door-probe");
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
+            for (PartitionInfo p : consumer.partitionsFor(topic, Duration.ofSeconds(30))) {
+                Node leader = p.leader();
+                System.out.println("{\"partition\":" + p.partition() + ",\"leader\":" + leader.id() + ",\"host\":"
+                    + json(leader.host()) + ",\"port\":" + leader.port() + ",\"replicas\":" + ids(p.replicas())
+                    + ",\"isr\":" + ids(p.inSyncReplicas()) + "}");
+            }
+            System.out.flush();
+        }
+    }
+
+    private static String ids(Node[] nodes) {
+        StringBuilder out = new StringBuilder("[");
+        for (int i = 0; i < nodes.length; i++) {
+            out.append(i == 0 ? "" : ",").append(nodes[i].id());
+        }
+        return out.append(']').toString();
     }
 
     private static String json(String s) {

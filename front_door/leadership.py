@@ -1,0 +1,42 @@
+"""Which front-door node leads which partition: partition p of topic t is led by node
+`1 + (h(t) + p) % N`, N = `front_door_nodes`, h(t) the topic id (`topic_ids.py`, UUIDv5 of the name)
+as an integer.
+
+Why several nodes: Kafka clients pipeline per broker connection — librdkafka keeps at most 5 produce
+requests in flight per connection with idempotence (one partition per request), the Java client 5
+(`max.in.flight.requests.per.connection`) — and each request waits about one micro-batch for the
+gateway's answer. A client's throughput is bytes in flight ÷ round trip, so with one broker every
+partition shares one window; with N nodes a topic's partitions spread over N connections, N windows.
+
+Why this formula: it is Kafka's placement of a partition's first replica, its preferred leader
+(`AdminUtils.assignReplicasToBrokers`, rack unaware: broker `(startIndex + p) mod n`, round robin over
+the brokers from a start per topic), with the start taken from the topic id instead of at random. So
+it is deterministic: identical on every front door, across restarts, and for topics added by a
+registry reload, with nothing to store or agree on.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from front_door.topic_ids import topic_id
+
+# The bootstrap listener (`front_door_address`); also the "controller" Metadata names.
+FIRST_NODE_ID = 1
+# `front_door_nodes` unless configured (a 4-partition topic: one partition, one window, per node)
+DEFAULT_NODES = 4
+
+
+def node_ids(nodes: int) -> range:
+    """The node ids of a front door with `nodes` nodes: 1..N."""
+    return range(FIRST_NODE_ID, FIRST_NODE_ID + nodes)
+
+
+@lru_cache(maxsize=4096)
+def _start(topic: str) -> int:
+    return topic_id(topic).int
+
+
+def leader(topic: str, partition: int, nodes: int) -> int:
+    """The node id leading `topic`-`partition` among `nodes` nodes."""
+    return FIRST_NODE_ID + (_start(topic) + partition) % nodes
