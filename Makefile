@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MVN := mvn -q -B -s conf/jvm/settings.xml
 KAFKA_JARS := .jvm/kafka
+KAFKA_TOOLS_JARS := .jvm/kafka-tools
 SPARK_JARS := .jvm/spark
 # Only the connector and what Spark's own jars lack; the rest ships with pyspark.
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
@@ -28,11 +29,17 @@ $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_wa
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-jars: $(KAFKA_JARS)/.resolved $(SPARK_JARS)/.resolved
+jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved
 $(KAFKA_JARS)/.resolved: conf/jvm/kafka-broker.pom.xml conf/jvm/settings.xml
 	rm -rf $(KAFKA_JARS)
 	$(MVN) -f conf/jvm/kafka-broker.pom.xml dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
+	touch $@
+# Kafka's own tools (ProducerPerformance for `make bench`), a classpath apart from the broker's.
+$(KAFKA_TOOLS_JARS)/.resolved: conf/jvm/kafka-tools.pom.xml conf/jvm/settings.xml
+	rm -rf $(KAFKA_TOOLS_JARS)
+	$(MVN) -f conf/jvm/kafka-tools.pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_TOOLS_JARS)
 	touch $@
 $(SPARK_JARS)/.resolved: conf/jvm/spark-connectors.pom.xml conf/jvm/settings.xml
 	rm -rf $(SPARK_JARS)

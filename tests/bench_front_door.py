@@ -1,16 +1,19 @@
-"""`make bench`, the Kafka front door: a real librdkafka producer (confluent-kafka `Producer`, idempotent,
-acks=all, linger.ms=5, no compression) producing the workload's records through the front door to a
-running gateway query — the path any Kafka client takes when its bootstrap.servers is the front door.
+"""`make bench`, librdkafka (confluent-kafka `Producer`) as a bench client, and a running gateway with its
+Kafka front door for any client to produce through.
 
-Its anchor is the same producer, with the same records, to the bench's Apache Kafka broker (the
-"kafka-anchor" topic). Per row: records/s = records delivered / (last delivery report - first
-produce()); latency = produce() -> delivery report per message. The producer is kept saturated (a
-closed loop bounded by librdkafka's queue.buffering.max.messages), so latency includes the time a
-record waits in the producer's queue. MB/s counts the record-batch bytes of the same records in the
-workload's batches (comparable with the rows above). Delivery errors, client errors and the front
-door's log warnings are counted and printed, never asserted.
+- `produce_records`: `count` records of `value_size` bytes, no key, no partition (librdkafka's partitioner
+  picks, as the Java client's does for ProducerPerformance), through one producer with the given
+  settings, kept saturated: a closed loop bounded by queue.buffering.max.messages/kbytes, so a record's
+  latency (produce() -> delivery report) includes its wait in the producer's queue. records/s = records
+  delivered / (last delivery report - first produce()).
+- `send_and_wait`: one record at a time, each produce() followed by flush() until its delivery report:
+  a request's round trip, with nothing else in flight.
+- `gateway_with_front_door`: a gateway query on a fresh config of the bench's stack with a front door on
+  a free loopback port.
 
-Alone: `.venv/bin/python -m tests.bench --quick --only front-door`.
+Delivery errors, client errors (error_cb), records never produced or never delivered, and the front
+door's log warnings are counted and printed, never asserted. The rows and their settings are
+`tests.bench_clients`'.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,19 +34,8 @@ from front_door.server import FrontDoor
 from sinks.kafka_admin import create_topics
 from sinks.registry_watcher import RegistryWatcher
 from streaming.query import start_gateway, stop_gracefully, topic_specs
-from tests.bench_stack import BENCH_TOPIC, KAFKA_VERSION, Row, Stack, Workload
+from tests.bench_stack import Row, Stack
 
-LINGER_MS = 5
-PRODUCER_CONFIG: dict[str, Any] = {
-    "enable.idempotence": True,
-    "acks": "all",
-    "linger.ms": LINGER_MS,
-    "compression.type": "none",
-    # batch.size, batch.num.messages, max.in.flight (5 with idempotence), queue sizes: librdkafka's defaults
-}
-PRODUCER_NAME = f"librdkafka idempotent, linger {LINGER_MS} ms"  # fits the table's 58-character names
-# processing-time triggers of the gateway query: the deployment default, and back-to-back micro-batches
-FRONT_DOOR_TRIGGERS = ("1 second", "0 seconds")
 # the front door, its ingress/response clients, and its asyncio loop (a handler's unretrieved exception)
 WATCHED_LOGS = ("gateway.front_door", "gateway.kafka_client", "asyncio")
 
@@ -57,10 +49,16 @@ class Deliveries:
     errors: list[str] = field(default_factory=list)  # delivery reports with an error
     client_errors: list[str] = field(default_factory=list)  # librdkafka's error_cb
     undelivered: int = 0  # no delivery report within the flush timeout
-    unsent: int = 0  # not produced: the producer stalled
+    unsent: int = 0  # not produced: the producer stalled, or the row's deadline passed
 
     def ok(self) -> list[int]:
         return [i for i in range(len(self.sent)) if self.delivered[i] > 0.0]
+
+    def problems(self) -> list[str]:
+        if not (self.errors or self.client_errors or self.undelivered or self.unsent):
+            return []
+        return [f"{len(self.errors)} delivery errors, {len(self.client_errors)} client errors, "
+                f"{self.undelivered} undelivered, {self.unsent} unsent", *self.errors[:3], *self.client_errors[:3]]
 
 
 class _Collect(logging.Handler):
@@ -87,32 +85,40 @@ def collected_warnings() -> Iterator[list[str]]:
 
 
 @contextmanager
-def gateway_with_front_door(stack: Stack, trigger: str) -> Iterator[tuple[str, Any]]:
-    """A gateway query (processing-time trigger) on a fresh config of the stack, with a front door on a
-    free port of loopback: (bootstrap address, query)."""
+def gateway_with_front_door(stack: Stack, trigger: str | None = None) -> Iterator[tuple[str, Any]]:
+    """A gateway query on a fresh config of the stack (its default processing-time trigger unless
+    `trigger`), with a front door on a free port of loopback: (bootstrap address, query)."""
     assert stack.spark is not None
-    config = stack.config("front-door", trigger_interval=trigger)
+    config = stack.config("front-door", **({"trigger_interval": trigger} if trigger else {}))
     create_topics(config.bootstrap_servers, topic_specs(config))
     query, _ = start_gateway(stack.spark, config)
-    door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"), RegistryWatcher(config.path(config.topics_file)).current,
-                     FrontDoorMetrics())
     try:
-        door.start()
-        assert door.address is not None
-        yield f"{door.address.host}:{door.address.port}", query
+        door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"),
+                         RegistryWatcher(config.path(config.topics_file)).current, FrontDoorMetrics())
+        try:
+            door.start()
+            assert door.address is not None
+            yield f"{door.address.host}:{door.address.port}", query
+        finally:
+            door.stop()
     finally:
-        door.stop()
         stop_gracefully(query)
 
 
-def produce_records(bootstrap: str, topic: str, w: Workload, count: int, partitions: int,
-                    stall_s: float = 60.0, flush_timeout_s: float = 300.0) -> Deliveries:
-    """`count` records as the workload's batches hold them (record r of batch b: key `key-<r>`, partition
-    b % partitions), produced one by one through a librdkafka producer; poll(0) after each produce().
-    Gives up producing when the queue stays full with no delivery report for `stall_s` (a broken path
-    would otherwise hold the bench for message.timeout.ms per queue-full of records)."""
+def _producer(bootstrap: str, config: Mapping[str, str], d: Deliveries) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, **config, "error_cb": lambda err: d.client_errors.append(str(err))})
+
+
+def produce_records(bootstrap: str, topic: str, config: Mapping[str, str], count: int, value_size: int,
+                    deadline_s: float, stall_s: float = 60.0) -> Deliveries:
+    """`count` records of `value_size` bytes, no key, produced one by one through a librdkafka producer
+    with `config`; poll(0) after each produce(). Stops producing when the queue stays full with no delivery
+    report for `stall_s` (a broken path would otherwise hold the bench for message.timeout.ms per queue-full
+    of records) or when `deadline_s` has passed; waits for the last reports at most until the deadline
+    (10 s at least), then purges what is left."""
     d = Deliveries(array("d", bytes(8 * count)), array("d", bytes(8 * count)))
     last_report = [time.perf_counter()]
+    deadline = time.perf_counter() + deadline_s
 
     def report(i: int, err: KafkaError | None, _msg: Message) -> None:
         last_report[0] = time.perf_counter()
@@ -121,73 +127,76 @@ def produce_records(bootstrap: str, topic: str, w: Workload, count: int, partiti
         else:
             d.errors.append(str(err))
 
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG,
-                         "error_cb": lambda err: d.client_errors.append(str(err))})
-    value = b"v" * w.value_size
-    keys = [b"key-%d" % r for r in range(w.records)]
+    producer = _producer(bootstrap, config, d)
+    value = b"v" * value_size
 
     def send(i: int) -> bool:
-        batch, r = divmod(i, w.records)
         while True:
             try:
                 d.sent[i] = time.perf_counter()
-                producer.produce(topic, value, keys[r], batch % partitions, on_delivery=partial(report, i))
+                producer.produce(topic, value, on_delivery=partial(report, i))
                 return True
-            except BufferError:  # queue.buffering.max.messages reached: serve delivery reports
+            except BufferError:  # the queue's bound reached: serve delivery reports
                 producer.poll(0.05)
-                if time.perf_counter() - last_report[0] > stall_s:
+                now = time.perf_counter()
+                if now - last_report[0] > stall_s or now > deadline:
                     d.sent[i] = 0.0
                     return False
 
     for i in range(count):
-        if not send(i):
-            d.unsent = count - i
-            d.client_errors.append(f"stalled: no delivery report for {stall_s:.0f} s; {d.unsent} records not produced")
+        if not send(i) or (i % 1024 == 0 and time.perf_counter() > deadline):
+            d.unsent = count - i - (1 if d.sent[i] else 0)
+            d.client_errors.append(f"gave up producing after {time.perf_counter() - d.sent[0]:.0f} s "
+                                   f"({d.unsent} records not produced)")
             break
         producer.poll(0)
-    d.undelivered = producer.flush(flush_timeout_s)
-    if d.undelivered:
-        producer.purge()
-        producer.flush(0)  # serves the purged messages' delivery reports (errors)
+    _finish(producer, d, max(10.0, deadline - time.perf_counter()))
     return d
 
 
-def deliveries_row(name: str, w: Workload, d: Deliveries, note: str = "", micro_batch_s: list[float] | None = None) -> Row:
+def send_and_wait(bootstrap: str, topic: str, config: Mapping[str, str], count: int, value_size: int,
+                  deadline_s: float, request_timeout_s: float = 30.0) -> Deliveries:
+    """`count` records one at a time: produce(), then flush() until its delivery report, then the next.
+    Stops at the first record not delivered within `request_timeout_s` or at `deadline_s`."""
+    d = Deliveries(array("d", bytes(8 * count)), array("d", bytes(8 * count)))
+    producer = _producer(bootstrap, config, d)
+    value = b"v" * value_size
+    deadline = time.perf_counter() + deadline_s
+
+    def report(i: int, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            d.delivered[i] = time.perf_counter()
+        else:
+            d.errors.append(str(err))
+
+    for i in range(count):
+        if time.perf_counter() > deadline:
+            d.unsent = count - i
+            break
+        d.sent[i] = time.perf_counter()
+        producer.produce(topic, value, on_delivery=partial(report, i))
+        if producer.flush(request_timeout_s) != 0:
+            d.unsent = count - i - 1
+            break
+    _finish(producer, d, 10.0)
+    return d
+
+
+def _finish(producer: Producer, d: Deliveries, timeout_s: float) -> None:
+    d.undelivered = producer.flush(timeout_s)
+    if d.undelivered:
+        producer.purge()
+        producer.flush(0)  # serves the purged messages' delivery reports (errors)
+
+
+def deliveries_row(name: str, d: Deliveries, value_size: int, note: str = "",
+                   micro_batch_s: list[float] | None = None) -> Row:
+    """records/s over first produce() -> last delivery report; MB/s of record values (10^6 B)."""
     ok = d.ok()
-    batch = w.batches(1, 1, int(time.time() * 1000))[0][2]
-    problems = (f"; {len(d.errors)} delivery errors, {len(d.client_errors)} client errors, "
-                f"{d.undelivered} undelivered, {d.unsent} unsent" if d.errors or d.client_errors or d.undelivered
-                else "")
+    problems = "; " + d.problems()[0] if d.problems() else ""
     if not ok:
         return Row(name, note=f"nothing delivered{problems}")
     seconds = max(d.delivered[i] for i in ok) - d.sent[0]
-    return Row(name, len(ok) / seconds, len(ok) * len(batch) / w.records / seconds / 1e6,
+    return Row(name, len(ok) / seconds, len(ok) * value_size / seconds / 1e6,
                [(d.delivered[i] - d.sent[i]) * 1000 for i in ok], micro_batch_s or [],
                note=f"{len(ok)}/{len(d.sent)} records{', ' + note if note else ''}{problems}")
-
-
-def _report_problems(what: str, d: Deliveries, warnings: list[str]) -> None:
-    if not (d.errors or d.client_errors or d.undelivered or warnings):
-        return
-    print(f"  {what}: {len(d.errors)} delivery errors, {len(d.client_errors)} client errors, "
-          f"{d.undelivered} undelivered, {d.unsent} unsent, {len(warnings)} warnings logged")
-    for line in (d.errors[:3] + d.client_errors[:3] + warnings[:5]):
-        print(f"    {line}")
-
-
-def front_door_rows(stack: Stack, w: Workload, records: int, triggers: Sequence[str], partitions: int = 4) -> list[Row]:
-    """The same producer to Kafka, then through the front door to a running gateway query per trigger."""
-    anchor = produce_records(stack.broker.bootstrap_servers, "kafka-anchor", w, records, partitions)
-    _report_problems("Kafka anchor", anchor, [])
-    rows = [deliveries_row(f"{KAFKA_VERSION}, {PRODUCER_NAME}", w, anchor, f"{w.name}, {partitions} partitions")]
-    for trigger in triggers:
-        with collected_warnings() as warnings, gateway_with_front_door(stack, trigger) as (bootstrap, query):
-            d = produce_records(bootstrap, BENCH_TOPIC, w, records, partitions)
-            durations = [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress
-                         if p["numInputRows"] > 0]
-        if query.exception() is not None:
-            print(f"  gateway query failed: {query.exception()}")
-        _report_problems(f"front door, trigger {trigger}", d, warnings)
-        rows.append(deliveries_row(f"gateway via front door, {PRODUCER_NAME}", w, d,
-                                   f"{w.name}, trigger {trigger}; p = produce()->delivery report", durations))
-    return rows

@@ -7,9 +7,11 @@ Anchors (same raw batches, same topic configs, same broker, same machine, same r
 - Spark's floor (`tests.spark_floor`): the gateway's plan shape with a pass-through stage and a
   counting sink, at the same trigger and load (the fixed cost of Spark itself).
 
-The Kafka front door (`tests.bench_front_door`): a librdkafka producer (idempotent, linger 5 ms) through
-the front door to a running gateway query, beside the same producer to Apache Kafka; send->delivery
-report latency. Alone: `python -m tests.bench --quick --only front-door`.
+Kafka's clients (`tests.bench_clients`): the Java client (Kafka's ProducerPerformance) and librdkafka, at
+their defaults and at the README's settings, and one request at a time, through the front door of a
+running gateway query beside the same producers against Apache Kafka; send->delivery report latency,
+and the ratios to Kafka and to the gateway's own backlog throughput. Alone:
+`python -m tests.bench --quick --only clients`.
 
 Reported, never asserted: records/s, MB/s, produce->response p50/p95/p99, micro-batch duration
 p50/p95, the ratios of the targets (issue 9), and the scaling of micro-batch duration with ingress
@@ -24,7 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,11 @@ from validators.codec.record_batch import build_record_batch
 KAFKA_VERSION = "Apache Kafka 4.2.1"
 BENCH_TOPIC = "bench"
 BENCH_PARTITIONS = 100  # the registry topic; a workload touches the first `partitions` of them
+# The Kafka clients' rows (`tests.bench_clients`): a 4-partition LogAppendTime topic whose partitions the
+# clients' own partitioners pick, in the gateway's registry and, as the anchor, on the bench's broker.
+CLIENT_TOPIC = "bench-clients"
+CLIENT_ANCHOR_TOPIC = "kafka-clients-anchor"
+CLIENT_PARTITIONS = 4
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,13 @@ class Row:
     latency_ms: Sequence[float] = ()
     micro_batch_s: Sequence[float] = ()
     note: str = ""
+    # quantile -> ms (1.0: the maximum), for rows whose client reports percentiles, not each latency
+    latency_pcts: Mapping[float, float] | None = None
+
+    def latency_at(self, q: float) -> float | None:
+        if self.latency_ms:
+            return quantile(self.latency_ms, q)
+        return None if self.latency_pcts is None else self.latency_pcts.get(q)
 
 
 @dataclass
@@ -105,13 +119,17 @@ class Stack:
         self.broker = LocalKafka(work / "kafka")
         self.spark: SparkSession | None = None
         self.topics_file = work / "topics.json"
-        self.topics_file.write_text(json.dumps({"topics": {BENCH_TOPIC: {
-            "partitions": BENCH_PARTITIONS, "configs": {"message.timestamp.type": "LogAppendTime"}}}}))
+        log_append_time = {"message.timestamp.type": "LogAppendTime"}
+        self.topics_file.write_text(json.dumps({"topics": {
+            BENCH_TOPIC: {"partitions": BENCH_PARTITIONS, "configs": log_append_time},
+            CLIENT_TOPIC: {"partitions": CLIENT_PARTITIONS, "configs": log_append_time}}}))
         self.run = 0
 
     def __enter__(self) -> Stack:
         self.broker.start()
-        create_topics(self.broker.bootstrap_servers, [("kafka-anchor", BENCH_PARTITIONS, {"message.timestamp.type": "LogAppendTime"})])
+        log_append_time = {"message.timestamp.type": "LogAppendTime"}
+        create_topics(self.broker.bootstrap_servers, [("kafka-anchor", BENCH_PARTITIONS, log_append_time),
+                                                      (CLIENT_ANCHOR_TOPIC, CLIENT_PARTITIONS, log_append_time)])
         self.spark = build_spark_session(self.config("start"), app_name="gateway-bench")
         return self
 
@@ -332,15 +350,18 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def print_table(rows: Sequence[Row]) -> None:
-    header = (f"{'':58} {'records/s':>11} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+def print_table(rows: Sequence[Row], tail: bool = False) -> None:
+    """One line per row; `tail` adds the p99.9 and maximum latency columns."""
+    tail_header = f" {'p99.9 ms':>8} {'max ms':>8}" if tail else ""
+    header = (f"{'':58} {'records/s':>11} {'MB/s':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}{tail_header} "
               f"{'mb p50 s':>8} {'mb p95 s':>8}")
     print(header)
     for r in rows:
-        lat, mb = r.latency_ms, r.micro_batch_s
+        mb = r.micro_batch_s
+        tail_cols = f" {_fmt(r.latency_at(.999), '.1f'):>8} {_fmt(r.latency_at(1.0), '.1f'):>8}" if tail else ""
         print(f"{r.name[:58]:58} {_fmt(r.records_per_s, ',.0f'):>11} {_fmt(r.mb_per_s, '.2f'):>7} "
-              f"{_fmt(quantile(lat, .5), '.1f'):>8} {_fmt(quantile(lat, .95), '.1f'):>8} "
-              f"{_fmt(quantile(lat, .99), '.1f'):>8} {_fmt(quantile(mb, .5), '.3f'):>8} "
+              f"{_fmt(r.latency_at(.5), '.1f'):>8} {_fmt(r.latency_at(.95), '.1f'):>8} "
+              f"{_fmt(r.latency_at(.99), '.1f'):>8}{tail_cols} {_fmt(quantile(mb, .5), '.3f'):>8} "
               f"{_fmt(quantile(mb, .95), '.3f'):>8}  {r.note}")
 
 
@@ -354,13 +375,14 @@ def target(label: str, value: str, goal: str, met: bool | None) -> None:
 
 
 def bench_end_to_end(quick: bool = False, only: str | None = None) -> None:
-    """The end-to-end tables; `only="front-door"`: just the front door's rows (after a gateway warm-up)."""
+    """The end-to-end tables; `only="clients"`: just the Kafka clients' rows (`tests.bench_clients`), after a
+    gateway warm-up, with the gateway's own backlog row for their ratio."""
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as work:  # several GB of segments and broker logs
         _bench_end_to_end(Path(work), quick, only)
 
 
 def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
-    from tests.bench_front_door import FRONT_DOOR_TRIGGERS, front_door_rows
+    from tests.bench_clients import backlog_row, bench_clients
 
     latency_batches = 50 if quick else 200
     now = int(time.time() * 1000)
@@ -371,17 +393,12 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
     if quick:
         per_trigger = {k: v // 10 for k, v in per_trigger.items()}
     workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
-    # librdkafka through the front door: a quarter of a throughput row's backlog (each row sends it twice:
-    # the front door and the Kafka anchor)
-    front_door_records = per_trigger[small.name] * small.records
-    if only == "front-door":
-        print(f"\n== end to end, front door only: LogAppendTime topic, 4 target partitions, local[2], {KAFKA_VERSION} "
-              f"broker on loopback; {front_door_records} records of {small.name} ==")
+    if only == "clients":
+        print(f"\n== end to end, Kafka clients only: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:
             stack.drain("gateway", small.batches(2000, 4, now), 500)  # warm-up, not reported
-            rows = front_door_rows(stack, small, front_door_records, FRONT_DOOR_TRIGGERS)
-            print()
-            print_table(rows)
+            backlog = backlog_row(stack, quick, now)
+            bench_clients(stack, quick, backlog)
         return
     print(f"\n== end to end: LogAppendTime topic, 4 target partitions, local[2], {KAFKA_VERSION} broker on loopback; "
           f"throughput rows drain a backlog of 4 micro-batches ({', '.join(f'{k}: {v}' for k, v in per_trigger.items())} "
@@ -411,10 +428,10 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
                 what = "gateway produce->response" if kind == "gateway" else "Spark floor produce->micro-batch end"
                 rows.append(Row(f"{what}, 10 batches/s, trigger {trigger} ({len(lat)}/{latency_batches})",
                                 latency_ms=lat, micro_batch_s=mb))
-        rows += front_door_rows(stack, small, front_door_records, FRONT_DOOR_TRIGGERS)
         print()
         print_table(rows)
 
+        bench_clients(stack, quick, backlog=figures[small.name][2])
         scaling = bench_scaling(stack, small, now, quick)
 
     seq, pip, gw, fl = figures[small.name]

@@ -1,0 +1,244 @@
+"""`make bench`, Kafka's clients: real producers through the front door of a running gateway, beside the
+same producers, with the same settings, against the bench's Apache Kafka broker, in one run.
+
+Workload: one LogAppendTime topic with 4 partitions (`CLIENT_TOPIC` in the gateway's registry,
+`CLIENT_ANCHOR_TOPIC` on the broker), records of 100 B values with no key (each client's own partitioner
+spreads them), acks=all, one producer at a time.
+
+- The Java client: Kafka's own benchmark, `ProducerPerformance` 4.2.1 (`tests.producer_performance`),
+  with Java's defaults (idempotent, batch.size 16384, linger.ms 5) and with the README's settings.
+- librdkafka (confluent-kafka): its defaults (acks=all, not idempotent, linger.ms 5), idempotent with
+  linger 5 ms, and the README's settings (`tests.bench_front_door.produce_records`).
+- One request at a time: librdkafka with linger.ms 0, produce() then wait for the delivery report.
+
+The Kafka rows run first, with no gateway query running; then one gateway query (the bench config's
+default trigger) with a front door serves every front-door row in turn, so the rows share its warm JVM
+and Python workers. Latency is send/produce() -> callback/delivery report (the Java tool reports
+percentiles in whole ms). MB/s counts record values (10^6 B), not batch bytes as the tables above do.
+Errors, timeouts and the front door's warnings are printed, never asserted; a row that fails still
+leaves the others.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tests.bench_front_door import (
+    Deliveries,
+    collected_warnings,
+    deliveries_row,
+    gateway_with_front_door,
+    produce_records,
+    send_and_wait,
+)
+from tests.bench_stack import (
+    CLIENT_ANCHOR_TOPIC,
+    CLIENT_PARTITIONS,
+    CLIENT_TOPIC,
+    KAFKA_VERSION,
+    Row,
+    Stack,
+    Workload,
+    drain_row,
+    print_table,
+    ratio,
+)
+from tests.producer_performance import PerfRun, run_producer_performance
+
+RECORD_SIZE = 100  # bytes of value per record, no key
+ACKS_ALL = (("acks", "all"),)  # the workload's; also both clients' default
+
+# The README's producer settings for throughput through the front door (the README's Performance
+# section explains them from these rows). Defined once, here; the rows below use nothing else.
+# - Java: a partition's batch up to 1 MiB (the topic's max.message.bytes, 1 MiB + 12, bounds it), lingering
+#   50 ms to fill it; a request may carry every partition's batch (max.request.size 16 MiB, under the
+#   front door's 100 MiB request limit); buffer.memory 256 MiB so 5 such requests in flight do not block send().
+JAVA_README_PROPS: tuple[tuple[str, str], ...] = (
+    ("batch.size", "1048576"),
+    ("linger.ms", "50"),
+    ("max.request.size", "16777216"),
+    ("buffer.memory", "268435456"),
+)
+# - librdkafka: batch.size and linger.ms as above; message.max.bytes bounds a ProduceRequest as Java's
+#   max.request.size does, but librdkafka (2.16) puts one partition's batch in each ProduceRequest
+#   (librdkafka issue #1700), and an idempotent producer keeps at most 5 requests in flight per connection,
+#   so through the front door it moves at most 5 batches per micro-batch whatever message.max.bytes is;
+#   batch.num.messages (default 10 000) must not cut a batch of 100 B records short of batch.size;
+#   queue.buffering.max.messages (default 100 000, ~10 full batches of 100 B records) holds the 5 batches
+#   in flight and a full one filling on each partition; in a saturated producer a larger queue adds only
+#   waiting time to latency.
+LIBRDKAFKA_README_CONFIG: tuple[tuple[str, str], ...] = (
+    ("enable.idempotence", "true"),
+    ("linger.ms", "50"),
+    ("batch.size", "1048576"),
+    ("batch.num.messages", "100000"),
+    ("message.max.bytes", "16777216"),
+    ("queue.buffering.max.messages", "200000"),
+)
+
+
+@dataclass(frozen=True)
+class ClientSetting:
+    """A producer and its settings, with the records one row sends: sized so a row through the gateway
+    takes roughly 20-60 s in --quick mode (more in the full run) at the rate measured on the 2-core
+    machine; the Kafka row sends the same records."""
+
+    client: str  # "java" (ProducerPerformance), "librdkafka", or "send-and-wait" (librdkafka, one at a time)
+    name: str  # the row's label, after "Kafka: " or "front door: "
+    props: tuple[tuple[str, str], ...]
+    records_quick: int
+    records_full: int
+
+    def config(self) -> dict[str, str]:
+        return dict(ACKS_ALL + self.props)
+
+    def records(self, quick: bool) -> int:
+        return self.records_quick if quick else self.records_full
+
+
+# Records per row (quick, full), from a quick run through the gateway at its 1 s trigger (2026-11-23):
+# Java defaults ~2.6k records/s, Java README ~115k, librdkafka defaults ~85k, idempotent and README ~33k;
+# one at a time, ~1 request/s (a micro-batch each).
+SETTINGS: tuple[ClientSetting, ...] = (
+    ClientSetting("java", "Java ProducerPerformance, defaults", (), 60_000, 150_000),
+    ClientSetting("java", "Java ProducerPerformance, README settings", JAVA_README_PROPS, 3_000_000, 8_000_000),
+    ClientSetting("librdkafka", "librdkafka, defaults", (), 2_000_000, 5_000_000),
+    ClientSetting("librdkafka", "librdkafka, idempotent, linger 5 ms",
+                  (("enable.idempotence", "true"), ("linger.ms", "5")), 1_000_000, 2_000_000),
+    ClientSetting("librdkafka", "librdkafka, README settings", LIBRDKAFKA_README_CONFIG, 1_000_000, 2_000_000),
+    # counts are requests
+    ClientSetting("send-and-wait", "librdkafka, one at a time, linger 0 ms", (("linger.ms", "0"),), 30, 200),
+)
+
+
+def row_deadline_s(quick: bool) -> float:
+    """A row that has not finished by then is stopped (its subprocess killed) and reported as such."""
+    return 240.0 if quick else 600.0
+
+
+def _java_row(name: str, run: PerfRun, records: int, micro_batch_s: list[float]) -> Row:
+    s = run.summary
+    problems = run.problems()
+    note = "; ".join(problems)
+    if s is None:
+        return Row(name, micro_batch_s=micro_batch_s, note=note or "no summary")
+    return Row(name, s.records_per_s, s.records_per_s * RECORD_SIZE / 1e6, micro_batch_s=micro_batch_s,
+               latency_pcts=s.percentiles_ms, note=f"{s.records}/{records} records" + (f"; {note}" if note else ""))
+
+
+class ClientRun:
+    """Runs one setting's row against a bootstrap address, printing whatever went wrong."""
+
+    def __init__(self, work: Path, quick: bool) -> None:
+        self.work = work
+        self.quick = quick
+        self.runs = 0
+
+    def row(self, setting: ClientSetting, where: str, bootstrap: str, topic: str,
+            micro_batches: Callable[[], list[float]] = list) -> Row:
+        name = f"{where}: {setting.name}"
+        records, deadline = setting.records(self.quick), row_deadline_s(self.quick)
+        self.runs += 1
+        try:
+            if setting.client == "java":
+                run = run_producer_performance(bootstrap, topic, records, RECORD_SIZE, setting.config(),
+                                               self.work, deadline, name=f"perf-{self.runs}")
+                for line in run.problems():
+                    print(f"  {name}: {line}")
+                if run.problems():
+                    print(f"    stdout: {run.stdout_tail!r}\n    stderr: {run.stderr_tail!r}\n    client log: {run.log_file}")
+                return _java_row(name, run, records, micro_batches())
+            d: Deliveries
+            if setting.client == "send-and-wait":
+                d = send_and_wait(bootstrap, topic, setting.config(), records, RECORD_SIZE, deadline)
+            else:
+                d = produce_records(bootstrap, topic, setting.config(), records, RECORD_SIZE, deadline)
+            for line in d.problems():
+                print(f"  {name}: {line}")
+            note = "requests one at a time" if setting.client == "send-and-wait" else ""
+            return deliveries_row(name, d, RECORD_SIZE, note, micro_batches())
+        except Exception as e:  # reported, never raised: the other rows still run
+            print(f"  {name}: failed: {e!r}")
+            traceback.print_exc(limit=3)
+            return Row(name, note=f"failed: {e!r}"[:200])
+
+
+def _progress_since(query: Any, after_batch: int, wait_s: float = 30.0) -> list[float]:
+    """Durations of the micro-batches with data after `after_batch`. Waits first for the trigger in flight
+    to end: the last records' delivery reports come from inside the micro-batch that appended them,
+    before Spark records its progress."""
+    deadline = time.monotonic() + wait_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p["durationMs"]["triggerExecution"] / 1000 for p in query.recentProgress
+            if p["batchId"] > after_batch and p["numInputRows"] > 0]
+
+
+def _last_batch(query: Any) -> int:
+    last = query.lastProgress
+    return int(last["batchId"]) if last else -1
+
+
+def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
+                  settings: Sequence[ClientSetting] = SETTINGS) -> list[Row]:
+    """The clients section: its table and ratio lines, printed; the rows returned."""
+    trigger = stack.config("clients-probe").trigger_interval
+    print(f"\n== Kafka clients: {KAFKA_VERSION} broker vs the gateway's front door (trigger {trigger}), one "
+          f"LogAppendTime topic with {CLIENT_PARTITIONS} partitions, {RECORD_SIZE} B values, no key, acks=all, "
+          f"one producer; latency = send -> delivery report; MB/s = record values ==")
+    runner = ClientRun(stack.work / "clients", quick)
+    kafka = {s.name: runner.row(s, "Kafka", stack.broker.bootstrap_servers, CLIENT_ANCHOR_TOPIC) for s in settings}
+    door: dict[str, Row] = {}
+    try:
+        with collected_warnings() as warnings, gateway_with_front_door(stack) as (bootstrap, query):
+            for s in settings:
+                seen, before = len(warnings), _last_batch(query)
+                door[s.name] = runner.row(s, "front door", bootstrap, CLIENT_TOPIC,
+                                          partial(_progress_since, query, before))
+                if len(warnings) > seen:
+                    print(f"  front door: {s.name}: {len(warnings) - seen} warnings logged, e.g.")
+                    for line in list(dict.fromkeys(warnings[seen:]))[:3]:
+                        print(f"    {line[:300]}")
+            if query.exception() is not None:
+                print(f"  gateway query failed: {query.exception()}")
+    except Exception as e:  # the gateway or its front door did not start or stop cleanly
+        print(f"  front door rows: failed: {e!r}")
+        traceback.print_exc(limit=5)
+    rows: list[Row] = []
+    for s in settings:
+        rows.append(kafka[s.name])
+        rows.append(door.get(s.name) or Row(f"front door: {s.name}", note="not run"))
+    if backlog is not None:
+        rows.append(Row(f"gateway's own backlog ({backlog.name})", backlog.records_per_s, None, (),
+                        backlog.micro_batch_s, note=f"same run; {backlog.note}"))
+    print()
+    print_table(rows, tail=True)
+    print("\nratios, front door / Kafka with the same client settings (records/s; latency p50, p99):")
+    for s in settings:
+        k, f = kafka[s.name], door.get(s.name)
+        if f is None:
+            continue
+        print(f"  {s.name:48} {ratio(f.records_per_s, k.records_per_s):>8}   "
+              f"p50 {ratio(f.latency_at(.5), k.latency_at(.5)):>8}   p99 {ratio(f.latency_at(.99), k.latency_at(.99)):>8}")
+    if backlog is not None:
+        print(f"\nratios, front door / the gateway's own backlog ({backlog.records_per_s or 0:,.0f} records/s, same run):")
+        for s in settings:
+            f = door.get(s.name)
+            if f is not None and s.client != "send-and-wait":
+                print(f"  {s.name:48} {ratio(f.records_per_s, backlog.records_per_s):>8}")
+    return rows
+
+
+def backlog_row(stack: Stack, quick: bool, now_ms: int | None = None) -> Row:
+    """The gateway's own throughput on the same machine: the bench's 100 x 100 B backlog row, for the
+    ratio when the clients' rows run alone (`--only clients`)."""
+    small = Workload("100 x 100 B, none")
+    per_trigger = 1_000 if quick else 10_000
+    payloads = small.batches(4 * per_trigger, 4, now_ms if now_ms is not None else int(time.time() * 1000))
+    return drain_row(f"gateway ({small.name})", stack.drain("gateway", payloads, per_trigger), payloads)
