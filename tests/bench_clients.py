@@ -37,6 +37,7 @@ from tests.bench_front_door import (
     produce_records,
     send_and_wait,
 )
+from tests.bench_round_trip import RoundTripProbe, print_round_trip
 from tests.bench_stack import (
     CLIENT_ANCHOR_TOPIC,
     CLIENT_PARTITIONS,
@@ -117,6 +118,14 @@ SETTINGS: tuple[ClientSetting, ...] = (
 )
 
 
+# "Before" (issue 19), measured again in the same run: the front door as it was — one node leading every
+# partition, a 1 s trigger, checkpoint files with their `.crc` twins — for the rows its targets name.
+BEFORE_CONFIG: dict[str, Any] = {"trigger_interval": "1 second", "front_door_nodes": 1}
+BEFORE_SESSION = {"fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs"}
+BEFORE_ROWS = ("Java ProducerPerformance, defaults", "librdkafka, idempotent, linger 5 ms",
+               "librdkafka, one at a time, linger 0 ms")
+
+
 def row_deadline_s(quick: bool) -> float:
     """A row that has not finished by then is stopped (its subprocess killed) and reported as such."""
     return 240.0 if quick else 600.0
@@ -195,12 +204,18 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
     runner = ClientRun(stack.work / "clients", quick)
     kafka = {s.name: runner.row(s, "Kafka", stack.broker.bootstrap_servers, CLIENT_ANCHOR_TOPIC) for s in settings}
     door: dict[str, Row] = {}
+    probe = RoundTripProbe()
     try:
-        with collected_warnings() as warnings, gateway_with_front_door(stack) as (bootstrap, query):
+        with collected_warnings() as warnings, gateway_with_front_door(stack, probe=probe) as (bootstrap, query):
             for s in settings:
                 seen, before = len(warnings), _last_batch(query)
+                probe.reset()
                 door[s.name] = runner.row(s, "front door", bootstrap, CLIENT_TOPIC,
                                           partial(_progress_since, query, before))
+                if s.client == "send-and-wait" and door[s.name].latency_ms:
+                    print_round_trip(probe, [p for p in query.recentProgress
+                                             if p["batchId"] > before and p["numInputRows"] > 0],
+                                     door[s.name].latency_ms)
                 if len(warnings) > seen:
                     print(f"  front door: {s.name}: {len(warnings) - seen} warnings logged, e.g.")
                     for line in list(dict.fromkeys(warnings[seen:]))[:3]:
@@ -210,9 +225,12 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
     except Exception as e:  # the gateway or its front door did not start or stop cleanly
         print(f"  front door rows: failed: {e!r}")
         traceback.print_exc(limit=5)
+    before = _before_rows(stack, runner, [s for s in settings if s.name in BEFORE_ROWS])
     rows: list[Row] = []
     for s in settings:
         rows.append(kafka[s.name])
+        if s.name in before:
+            rows.append(before[s.name])
         rows.append(door.get(s.name) or Row(f"front door: {s.name}", note="not run"))
     if backlog is not None:
         rows.append(Row(f"gateway's own backlog ({backlog.name})", backlog.records_per_s, None, (),
@@ -226,12 +244,40 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
             continue
         print(f"  {s.name:48} {ratio(f.records_per_s, k.records_per_s):>8}   "
               f"p50 {ratio(f.latency_at(.5), k.latency_at(.5)):>8}   p99 {ratio(f.latency_at(.99), k.latency_at(.99)):>8}")
+    if before:
+        print("\nratios, front door now / before (records/s; latency p50, p99):")
+        for name, b in before.items():
+            f = door.get(name)
+            if f is not None:
+                print(f"  {name:48} {ratio(f.records_per_s, b.records_per_s):>8}   "
+                      f"p50 {ratio(f.latency_at(.5), b.latency_at(.5)):>8}   p99 {ratio(f.latency_at(.99), b.latency_at(.99)):>8}")
     if backlog is not None:
         print(f"\nratios, front door / the gateway's own backlog ({backlog.records_per_s or 0:,.0f} records/s, same run):")
         for s in settings:
             f = door.get(s.name)
             if f is not None and s.client != "send-and-wait":
                 print(f"  {s.name:48} {ratio(f.records_per_s, backlog.records_per_s):>8}")
+    return rows
+
+
+def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetting]) -> dict[str, Row]:
+    """The `BEFORE_ROWS` through a front door configured as before this issue (`BEFORE_CONFIG`)."""
+    assert stack.spark is not None
+    saved = {k: stack.spark.conf.get(k, None) for k in BEFORE_SESSION}
+    rows: dict[str, Row] = {}
+    try:
+        for key, value in BEFORE_SESSION.items():
+            stack.spark.conf.set(key, value)
+        with gateway_with_front_door(stack, **BEFORE_CONFIG) as (bootstrap, query):
+            for s in settings:
+                row = runner.row(s, "front door before", bootstrap, CLIENT_TOPIC,
+                                 partial(_progress_since, query, _last_batch(query)))
+                rows[s.name] = row
+    except Exception as e:  # reported, never raised
+        print(f"  front door before: failed: {e!r}")
+    finally:
+        for key, value in saved.items():
+            stack.spark.conf.unset(key) if value is None else stack.spark.conf.set(key, value)
     return rows
 
 

@@ -34,6 +34,7 @@ from front_door.server import FrontDoor
 from sinks.kafka_admin import create_topics
 from sinks.registry_watcher import RegistryWatcher
 from streaming.query import start_gateway, stop_gracefully, topic_specs
+from tests.bench_round_trip import RoundTripProbe
 from tests.bench_stack import Row, Stack
 
 # the front door, its ingress/response clients, and its asyncio loop (a handler's unretrieved exception)
@@ -85,16 +86,19 @@ def collected_warnings() -> Iterator[list[str]]:
 
 
 @contextmanager
-def gateway_with_front_door(stack: Stack, trigger: str | None = None) -> Iterator[tuple[str, Any]]:
-    """A gateway query on a fresh config of the stack (its default processing-time trigger unless
-    `trigger`), with a front door on a free port of loopback: (bootstrap address, query)."""
+def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
+                            **overrides: Any) -> Iterator[tuple[str, Any]]:
+    """A gateway query on a fresh config of the stack (its defaults, `overrides` applied), with a front door
+    on a free port of loopback: (bootstrap address, query). `probe` records the front door's hops and the
+    sink's micro-batches."""
     assert stack.spark is not None
-    config = stack.config("front-door", **({"trigger_interval": trigger} if trigger else {}))
+    config = stack.config("front-door", **overrides)
     create_topics(config.bootstrap_servers, topic_specs(config))
-    query, _ = start_gateway(stack.spark, config)
+    query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else ())
     try:
         door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"),
-                         RegistryWatcher(config.path(config.topics_file)).current, FrontDoorMetrics())
+                         RegistryWatcher(config.path(config.topics_file)).current,
+                         probe.door if probe else FrontDoorMetrics())
         try:
             door.start()
             assert door.address is not None
