@@ -57,8 +57,8 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         # Checkpoint files (offset and commit logs, state store changelogs) on a local or NFS path through
         # Hadoop's raw local filesystem: the default checksummed one writes a `.crc` beside every file,
         # twice the creates and renames per micro-batch (walCommit + commitOffsets ~90 -> ~50 ms, make bench).
-        # Neither fsyncs; a session setting, so it reaches the query's and the state stores' Hadoop conf.
-        "fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+        # Neither fsyncs. A query may set `fs.AbstractFileSystem.file.impl` back (its SQL conf wins).
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch's state as a changelog, not a new RocksDB snapshot (snapshots are taken
         # in the background): ~0.1 s less per micro-batch on a 2-core machine (make bench).
