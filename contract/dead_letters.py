@@ -14,7 +14,8 @@ class DeadLetterField(StrEnum):
     CODE = "code"  # Kafka's error code
     NAME = "name"  # Kafka's error name
     MESSAGE = "message"
-    RECORD_ERRORS = "record.errors"  # JSON list of {batch_index, message} (KIP-467)
+    RECORD_ERRORS = "record.errors"  # JSON list of {batch_index, message} (KIP-467): the first ones, bounded
+    RECORD_ERRORS_TOTAL = "record.errors.total"  # how many the batch had: more than the list when it is cut
     TOPIC = "topic"  # the target, as the ingress headers named it
     PARTITION = "partition"
     INGRESS_TOPIC = "ingress.topic"

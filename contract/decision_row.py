@@ -37,7 +37,8 @@ class DecisionRow(NamedTuple):
     error_code: Int32
     error_name: str | None
     error_message: str | None
-    record_errors: str  # JSON list of {batch_index, message}
+    record_errors: str  # JSON list of {batch_index, message}: the first ones, bounded (contract.record_errors)
+    record_error_count: Int32  # how many record errors the batch had (more than the list holds when it is cut)
     base_offset: Int64
     last_offset: Int64
     log_append_time_ms: Int64

@@ -43,10 +43,19 @@ LIBRDKAFKA_MAX_MESSAGE_MAX_BYTES = 1_000_000_000
 # Kafka's request header. About 34 KiB at most; 64 KiB leaves room.
 INGRESS_ENVELOPE_BYTES = 65_536
 # A dead letter's gw.errors.* headers beside the original batch (DESIGN §4.4): names, ids and error texts
-# take a few KiB (a client id up to 32 KiB); `record.errors` holds ~170 B of JSON per rejected record, so
-# 1 MiB holds some 6 000 of them. (A batch with more bad records than that needs a larger dead letter
-# than this rule provides: see the README's front-door section.)
+# take a few KiB (a client id up to 32 KiB), and `record.errors` at most RECORD_ERRORS_MAX_BYTES.
 DEAD_LETTER_HEADERS_BYTES = 1_048_576
+# The record errors (KIP-467) a dead letter's `record.errors` header and a produce response's `record_errors`
+# carry: at most this many bytes of their JSON, the first ones in batch order (`contract.record_errors`). A
+# batch may hold millions of bad records (one INVALID_TIMESTAMP record error each, ~170 B of JSON) while the
+# dead-letter and response topics take a message of at most `dead_letter_message_bytes`: a message over it is
+# refused by librdkafka (MSG_SIZE_TOO_LARGE), the task fails and the micro-batch is retried forever. Kafka's
+# own ProduceResponse carries every record error (it has no such limit on a response); the gateway does not.
+# The rest of the gw.errors.* headers repeat the ingress envelope's ids and names (at most
+# INGRESS_ENVELOPE_BYTES) beside a code, a name, a window and a message that shows at most three record
+# errors: another INGRESS_ENVELOPE_BYTES leaves room for them. 896 KiB: some 5 000-6 000 timestamp record errors.
+# The response's Avro encoding of a list is never longer than its JSON, so the same bound holds for it.
+RECORD_ERRORS_MAX_BYTES = DEAD_LETTER_HEADERS_BYTES - 2 * INGRESS_ENVELOPE_BYTES
 # A ProduceRequest around one message batch: request header (client id), transactional id, topic name,
 # partition index and lengths. Kafka counts the whole request against socket.request.max.bytes.
 PRODUCE_REQUEST_OVERHEAD_BYTES = 65_536

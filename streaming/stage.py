@@ -10,7 +10,6 @@ offset log, so a replayed micro-batch decides the same offsets, append times and
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pyspark.sql.types import (
 
 from contract.decision_row import DECISION_FIELDS, ColumnKind, DecisionRow, decision_columns
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
+from contract.record_errors import bound_record_errors
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
@@ -129,7 +129,7 @@ def _output_row(
             item.acks, topic, partition, item.partition_header, item.replay_of)
     if isinstance(result, Accepted):
         return DecisionRow(
-            *head, error_code=0, error_name=None, error_message=None, record_errors="[]",
+            *head, error_code=0, error_name=None, error_message=None, record_errors="[]", record_error_count=0,
             base_offset=result.base_offset, last_offset=result.last_offset,
             log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
             max_timestamp=result.max_timestamp, producer_max_timestamp=result.producer_max_timestamp,
@@ -137,9 +137,12 @@ def _output_row(
             duplicate=result.duplicate, future_timestamps=result.future_timestamp_count, window=None,
             batch_time_ms=now_ms, batch=result.records,
         )
+    # bounded here, where they become a column: a batch of millions of bad records must not make a decision
+    # row, a response or a dead letter larger than Arrow, the response topic or the dead-letter topic take
+    errors = bound_record_errors(((e.batch_index, e.message) for e in result.record_errors), len(result.record_errors))
     return DecisionRow(
-        *head, error_code=result.error.code, error_name=result.error.name, error_message=result.message,
-        record_errors=json.dumps([{"batch_index": e.batch_index, "message": e.message} for e in result.record_errors]),
+        *head, error_code=result.error.code, error_name=result.error.name,
+        error_message=errors.error_message(result.message), record_errors=errors.json, record_error_count=errors.total,
         base_offset=-1, last_offset=-1, log_append_time_ms=-1, append_time_ms=-1, max_timestamp=-1,
         producer_max_timestamp=-1, log_start_offset=result.log_start_offset, record_count=0, clock_held=False,
         duplicate=False, future_timestamps=0,

@@ -3,6 +3,7 @@ field overridden."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from contract.decision_row import DecisionRow
@@ -11,6 +12,7 @@ NOW = 1_700_000_000_000
 
 
 def decision_row(**overrides: Any) -> DecisionRow:
+    """`record_error_count`, unless given, is the length of the `record_errors` list (a list not cut)."""
     base: dict[str, Any] = dict(
         ingress_partition=0, ingress_offset=0, ingress_timestamp_ms=NOW - 200, request_id="req-0", client_id=None,
         acks=1, topic="ct", partition=0, partition_header="0", replay_of=None, error_code=0, error_name=None,
@@ -19,4 +21,6 @@ def decision_row(**overrides: Any) -> DecisionRow:
         record_count=3, clock_held=False, duplicate=False, future_timestamps=0, window=None, batch_time_ms=NOW,
         batch=b"x" * 100,
     )
-    return DecisionRow(**{**base, **overrides})
+    fields = {**base, **overrides}
+    fields.setdefault("record_error_count", len(json.loads(fields["record_errors"])))
+    return DecisionRow(**fields)

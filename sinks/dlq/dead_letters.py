@@ -15,6 +15,7 @@ def dead_letter(row: DecisionRow, ingress_topic: str) -> OutgoingMessage:
         F.NAME: row.error_name or "",
         F.MESSAGE: row.error_message or "",
         F.RECORD_ERRORS: row.record_errors,
+        F.RECORD_ERRORS_TOTAL: str(row.record_error_count),
         F.TOPIC: row.topic or "",
         F.PARTITION: "" if partition is None else str(partition),
         F.INGRESS_TOPIC: ingress_topic,

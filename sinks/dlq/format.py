@@ -49,7 +49,8 @@ class DeadLetter:
     error_code: int | None
     error_name: str | None
     error_message: str | None
-    record_errors: tuple[RecordErrorView, ...]
+    record_errors: tuple[RecordErrorView, ...]  # the first ones: the sink bounds the list (contract.record_errors)
+    record_error_count: int  # how many the batch had (`record.errors.total`; absent before it was written: the list's)
     topic: str | None
     partition: int | None
     partition_text: str | None
@@ -76,6 +77,10 @@ class DeadLetter:
             return "-"
         part = str(self.partition) if self.partition is not None else (self.partition_text or "?")
         return f"{self.topic if self.topic is not None else '?'}-{part}"
+
+    @property
+    def record_errors_truncated(self) -> bool:
+        return self.record_error_count > len(self.record_errors)
 
     @property
     def is_replay(self) -> bool:
@@ -145,6 +150,13 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
                 record_errors.append(RecordErrorView(int(e["batch_index"]), e.get("message")))
         except (ValueError, TypeError, KeyError) as e:
             problems.append(f"{F.RECORD_ERRORS.header} is not a JSON list of {{batch_index, message}}: {e}")
+    raw_total = h.get(F.RECORD_ERRORS_TOTAL)
+    record_error_count = _int(raw_total)
+    if record_error_count is None or record_error_count < len(record_errors):
+        if raw_total is not None:
+            problems.append(f"{F.RECORD_ERRORS_TOTAL.header} is not a count of at least the listed "
+                            f"{len(record_errors)}: {raw_total!r}")
+        record_error_count = len(record_errors)
     window_text = opt(F.WINDOW)
     window = None
     if window_text is not None:
@@ -168,6 +180,7 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
         error_name=name,
         error_message=opt(F.MESSAGE),
         record_errors=tuple(record_errors),
+        record_error_count=record_error_count,
         topic=opt(F.TOPIC),
         partition=_int(partition_text),
         partition_text=partition_text,

@@ -89,7 +89,8 @@ def _write_show(view: dict[str, Any], out: TextIO) -> None:
     for h in view["headers"]:
         w(f"  {h['key']} = {h['value']}\n")
     if err["record_errors"]:
-        w("record errors:\n")
+        listed, total = len(err["record_errors"]), err["record_errors_total"]
+        w("record errors:\n" if listed == total else f"record errors (the first {listed} of {total}):\n")
         for e in err["record_errors"]:
             w(f"  [{e['batch_index']}] {e['message']}\n")
     w(f"value: {view['value_bytes']} bytes\n")

@@ -205,6 +205,7 @@ def show_view(dl: DeadLetter) -> dict[str, Any]:
             "name": dl.error_name,
             "message": dl.error_message,
             "record_errors": [{"batch_index": e.batch_index, "message": e.message} for e in dl.record_errors],
+            "record_errors_total": dl.record_error_count,  # more than listed when the sink cut the list
         },
         "target": {"topic": dl.topic, "partition": dl.partition, "partition_header": dl.partition_text},
         "ingress": {"topic": dl.ingress_topic, "partition": dl.ingress_partition, "offset": dl.ingress_offset},

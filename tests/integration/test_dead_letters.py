@@ -35,7 +35,7 @@ from sinks.kafka_admin import create_topics
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
-from tests.integration.gateway_io import create_gateway_topics, read_all, read_responses
+from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from validators.codec import record_batch as rb
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import build_record_batch, iter_batches, parse_header
@@ -601,3 +601,68 @@ def test_dlq_reader_streams_to_the_end_offsets_seen_at_start(kafka) -> None:
     assert dlq_main(["list", "--bootstrap-servers", kafka.bootstrap_servers, "--topic", topic, "--since",
                      str(t_new), "--until", str(t_new + 2100), "--format", "jsonl"], out, err) == 0
     assert len(jsonl(out.getvalue())) == 100  # timestamps t_new+2000 .. t_new+2099
+
+
+# ============================================================================== many record errors
+
+MANY_BAD_RECORDS = 40_000
+
+
+def test_a_batch_of_many_record_errors_gets_one_response_and_one_dead_letter_and_the_query_goes_on(
+    spark, gateway_config
+) -> None:
+    """A zstd batch of 40 000 tiny records, every one before the KIP-937 window: ~7 MB of record errors
+    (one INVALID_TIMESTAMP each), far above what the response and dead-letter topics take with a 1 MiB
+    front door (`dead_letter_message_bytes`, ~2.1 MB). Unbounded, the sink's publish failed and the
+    micro-batch was retried forever; bounded, the producer gets one response naming the error and the
+    total, there is exactly one dead letter of the original bytes, and a good batch after it is appended."""
+    config = replace(gateway_config, front_door_max_request_bytes=1 << 20)
+    path = Path(config.topics_file)
+    doc = json.loads(path.read_text())
+    doc["topics"]["tight"] = {"partitions": 1, "configs": {"message.timestamp.type": "CreateTime",
+                                                           "message.timestamp.before.max.ms": "600000"}}
+    path.write_text(json.dumps(doc))
+    create_gateway_topics(config)
+    limit = config.ingress_limits().dead_letter_message_bytes
+    now = int(time.time() * 1000)
+    bad = build_record_batch([(now - 86_400_000, None, b"")] * MANY_BAD_RECORDS, compression=CompressionType.ZSTD)
+    assert len(bad) < limit < MANY_BAD_RECORDS * 150  # small batch, record errors many times the limit
+
+    query, _ = start_gateway(spark, config)
+    try:
+        (bad_sent,) = produce_batches(config, [("tight", 0, bad)])
+        query.processAllAvailable()  # raises if the micro-batch failed
+        good = build_record_batch([(int(time.time() * 1000), b"k", b"good")], compression=CompressionType.ZSTD)
+        (good_sent,) = produce_batches(config, [("tight", 0, good)])
+        query.processAllAvailable()
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+
+    responses = {r["request_id"]: r for r in read_responses(config)}
+    assert set(responses) == {bad_sent.request_id, good_sent.request_id}
+    rejected = responses[bad_sent.request_id]
+    assert (rejected["error_code"], rejected["error_name"], rejected["base_offset"]) == (32, "INVALID_TIMESTAMP", -1)
+    listed = [e["batch_index"] for e in rejected["record_errors"]]
+    assert 1000 < len(listed) < MANY_BAD_RECORDS and listed == list(range(len(listed)))
+    assert f"the first {len(listed)} of {MANY_BAD_RECORDS} are listed" in rejected["error_message"]
+    assert (responses[good_sent.request_id]["error_code"], responses[good_sent.request_id]["base_offset"]) == (0, 0)
+
+    (letter,) = read_all(config, config.dlq_topic)
+    assert letter.value() == bad and letter.key() == bad_sent.request_id.encode()
+    headers = dict(letter.headers())
+    assert headers["gw.errors.name"] == b"INVALID_TIMESTAMP"
+    assert headers["gw.errors.record.errors.total"] == str(MANY_BAD_RECORDS).encode()
+    assert len(letter.key()) + len(letter.value()) + sum(len(k) + len(v) for k, v in letter.headers()) <= limit
+    (stored,) = stored_batches(config, "tight", 0)  # the good batch, as sent (the CRC covers all but the epoch)
+    assert (parse_header(stored).base_offset, parse_header(stored).crc, stored[21:]) == (0, parse_header(good).crc, good[21:])
+
+    # the dlq command reads it: the listed record errors and the total
+    (row,) = jsonl(dlq(config, "list", "--format", "jsonl")[1])
+    assert (row["error_name"], row["records"]) == ("INVALID_TIMESTAMP", MANY_BAD_RECORDS)
+    code, out, _ = dlq(config, "show", row["position"], "--format", "jsonl")
+    (view,) = jsonl(out)
+    assert code == 0 and view["error"]["record_errors_total"] == MANY_BAD_RECORDS
+    assert len(view["error"]["record_errors"]) == len(listed) and len(view["records"]) == MANY_BAD_RECORDS
+    code, text, _ = dlq(config, "show", row["position"])
+    assert code == 0 and f"record errors (the first {len(listed)} of {MANY_BAD_RECORDS}):" in text
