@@ -147,6 +147,12 @@ def test_librdkafka_idempotent_producer_then_assigned_consumer(door: RunningDoor
     assert value("gateway_front_door_produce_latency_seconds_count") == value(
         "gateway_front_door_requests_total", {"api": "produce", "error": "NONE"})
     assert value("gateway_front_door_produce_in_flight") == 0
+    # every answered partition batch timed hop by hop: a produce request carries one or more of them
+    hops = {phase: value("gateway_front_door_produce_phase_seconds_count", {"phase": phase})
+            for phase in ("ingress_append", "gateway", "response_delivery")}
+    assert len(set(hops.values())) == 1, hops
+    assert hops["gateway"] >= value("gateway_front_door_produce_latency_seconds_count")
+    assert value("gateway_front_door_produce_phase_seconds_sum", {"phase": "gateway"}) > 0
     # ct's and lat's partitions are led by all four nodes: the producer connected to each of them
     for node in range(1, door.nodes + 1):
         assert value("gateway_front_door_connections_accepted_total", {"node": str(node)}) >= 1, node

@@ -47,6 +47,7 @@ REQUIRED = {
     "log end offsets": "gateway_log_end_offset",
     "front door requests": "gateway_front_door_requests_total",
     "front door produce latency": "gateway_front_door_produce_latency_seconds_bucket",
+    "front door produce hops": "gateway_front_door_produce_phase_seconds_bucket",
 }
 
 
