@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from contract.limits import IngressLimits
 from contract.responses import decode_response
 from sinks.kafka_admin import create_topics
 from streaming.config import GatewayConfig
@@ -29,7 +30,10 @@ class SentBatch:
 
 
 def produce_batches(config: GatewayConfig, batches: list[tuple[str, int, bytes]], acks: str | None = None) -> list[SentBatch]:
-    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": config.ingress_limits().ingress_message_bytes,
+    # sized from the front door's request limit alone: a producer to the ingress topic does not read the
+    # registry, which a test may have made invalid on purpose (the gateway keeps its last good one)
+    limits = IngressLimits(config.front_door_max_request_bytes)
+    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": limits.ingress_message_bytes,
                   "enable.idempotence": True})
     sent = []
     for topic, partition, batch in batches:
