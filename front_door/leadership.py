@@ -2,10 +2,9 @@
 `1 + (h(t) + p) % N`, N = `front_door_nodes`, h(t) the topic id (`topic_ids.py`, UUIDv5 of the name)
 as an integer.
 
-Why several nodes: Kafka clients pipeline per broker connection — librdkafka keeps at most 5 produce
-requests in flight per connection with idempotence (one partition per request), the Java client 5
-(`max.in.flight.requests.per.connection`) — and each request waits about one micro-batch for the
-gateway's answer. A client's throughput is bytes in flight ÷ round trip, so with one broker every
+Why several nodes: Kafka clients pipeline per broker connection — the Java client keeps 5 requests in
+flight per connection (`max.in.flight.requests.per.connection`), librdkafka without idempotence up to
+its `max.in.flight` — and each request waits about one micro-batch for the gateway's answer. A client's throughput is bytes in flight ÷ round trip, so with one broker every
 partition shares one window; with N nodes a topic's partitions spread over N connections, N windows.
 
 Why this formula: it is Kafka's placement of a partition's first replica, its preferred leader

@@ -68,8 +68,9 @@ JAVA_README_PROPS: tuple[tuple[str, str], ...] = (
 )
 # - librdkafka: batch.size and linger.ms as above; message.max.bytes bounds a ProduceRequest as Java's
 #   max.request.size does, but librdkafka (2.16) puts one partition's batch in each ProduceRequest
-#   (librdkafka issue #1700), and an idempotent producer keeps at most 5 requests in flight per connection,
-#   so through the front door it moves at most 5 batches per micro-batch whatever message.max.bytes is;
+#   (librdkafka issue #1700), and its idempotent producer keeps one ProduceRequest in flight per partition
+#   whatever max.in.flight says (librdkafka pull request #4989, open), so through the front door it moves
+#   one batch per partition per round trip: partitions x batch.size, bounded by the topic's max.message.bytes;
 #   batch.num.messages (default 10 000) must not cut a batch of 100 B records short of batch.size;
 #   queue.buffering.max.messages (default 100 000, ~10 full batches of 100 B records) holds the 5 batches
 #   in flight and a full one filling on each partition; in a saturated producer a larger queue adds only
