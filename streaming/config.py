@@ -80,6 +80,10 @@ class GatewayConfig:
     front_door_address: str | None = "127.0.0.1:9093"
     front_door_advertised_address: str | None = None
     front_door_max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES
+    # Front-door nodes (brokers) 1..N, each with its own listener on front_door_address's port + i - 1 and
+    # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
+    # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
+    front_door_nodes: int = DEFAULT_NODES
 
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
@@ -87,10 +91,6 @@ class GatewayConfig:
         if registry is None:
             registry = TopicRegistry.load(self.path(self.topics_file))
         return IngressLimits(self.front_door_max_request_bytes, registry.largest_max_message_bytes)
-    # Front-door nodes (brokers) 1..N, each with its own listener on front_door_address's port + i - 1 and
-    # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
-    # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
-    front_door_nodes: int = DEFAULT_NODES
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
