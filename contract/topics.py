@@ -5,3 +5,4 @@ from __future__ import annotations
 DEFAULT_INGRESS_TOPIC = "gateway.ingress"
 DEFAULT_RESPONSE_TOPIC = "gateway.responses"
 DEFAULT_DLQ_TOPIC = "gateway.dlq"
+DEFAULT_GROUPS_TOPIC = "gateway.consumer_offsets"

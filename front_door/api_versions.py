@@ -1,7 +1,8 @@
 """ApiVersions (key 18): what the front door speaks (KIP-35, KIP-511).
 
-The version ranges are Kafka 4.x's where kio has them. Group and transaction APIs are not advertised:
-consumer groups and transactions are out of scope (DESIGN §4.7); a client that sends one anyway gets
+The version ranges are Kafka 4.x's where kio has them. The classic group protocol is served; KIP-848's
+ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised (a client switches to the new protocol
+as soon as it sees key 68), nor are transactions (DESIGN §4.7); a client that sends one anyway gets
 UNSUPPORTED_VERSION (`unsupported.py`).
 """
 
@@ -22,6 +23,16 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.METADATA: (0, 13),
     ApiKey.API_VERSIONS: (0, 4),
     ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.FIND_COORDINATOR: (0, 6),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (2, 10),
+    ApiKey.OFFSET_FETCH: (1, 10),
+    ApiKey.LIST_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 

@@ -1,5 +1,5 @@
 """What every API handler of the front door reads: the nodes of its cluster, the topic registry, the
-ingress bridge, the segment storage, the producer-id allocation and the metrics. One context serves
+ingress bridge, the segment storage, the producer-id allocation, the group coordinator and the metrics. One context serves
 every node's listener; which node a request came to is the request's (`wire.Request.node_id`)."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.placement import coordinator
 from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
@@ -64,12 +66,17 @@ class Context:
     segments_root: Path
     producer_ids: ProducerIdManager
     metrics: FrontDoorMetrics
+    groups: GroupCoordinator
     appended: AppendSignal = field(default_factory=AppendSignal)
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading a partition (`leadership.py`)."""
         return leader(topic, partition, len(self.nodes))
+
+    def coordinator(self, group_id: str) -> int:
+        """The node id coordinating a group (`groups/placement.py`)."""
+        return coordinator(group_id, len(self.nodes))
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - FIRST_NODE_ID]

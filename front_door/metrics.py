@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from front_door.groups.group_metrics import GroupsCollector
 from sinks.batch_metrics import PREFIX
 
 P = f"{PREFIX}front_door_"
@@ -59,6 +60,19 @@ class FrontDoorMetrics:
                                                buckets=PHASE_BUCKETS, registry=r)
         for phase in fields(ProducePhases):
             self.produce_phase_seconds.labels(phase.name)
+        # `group`: a consumer group's id (as many as applications consume in groups, as Kafka's exporters label)
+        self.group_rebalances = Counter(f"{P}group_rebalances_total", "Rebalances started, by consumer group.",
+                                        ["group"], registry=r)
+        self.groups = GroupsCollector()
+        r.register(self.groups)
+        self.group_commits = Counter(f"{P}group_offset_commits_total", "Partition offsets committed, by consumer "
+                                     "group.", ["group"], registry=r)
+
+    def rebalanced(self, group: str) -> None:
+        self.group_rebalances.labels(group).inc()
+
+    def committed(self, group: str, partitions: int) -> None:
+        self.group_commits.labels(group).inc(partitions)
 
     @contextmanager
     def in_flight(self) -> Iterator[None]:

@@ -32,10 +32,31 @@ from kio.index import schema_name_map
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from front_door import api_versions, fetch, init_producer_id, list_offsets, metadata, produce, unsupported
+from contract.topics import DEFAULT_GROUPS_TOPIC
+from front_door import (
+    api_versions,
+    delete_groups,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
+    sync_group,
+    unsupported,
+)
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.context import AppendSignal, BrokerAddress, Context, Node
+from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.store import KafkaGroupStore
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import DEFAULT_NODES, node_ids
@@ -66,6 +87,16 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.METADATA: metadata.handle,
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.FIND_COORDINATOR: find_coordinator.handle,
+    ApiKey.JOIN_GROUP: join_group.handle,
+    ApiKey.SYNC_GROUP: sync_group.handle,
+    ApiKey.HEARTBEAT: heartbeat.handle,
+    ApiKey.LEAVE_GROUP: leave_group.handle,
+    ApiKey.OFFSET_COMMIT: offset_commit.handle,
+    ApiKey.OFFSET_FETCH: offset_fetch.handle,
+    ApiKey.LIST_GROUPS: list_groups.handle,
+    ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
+    ApiKey.DELETE_GROUPS: delete_groups.handle,
 }
 
 
@@ -106,6 +137,8 @@ class FrontDoorSettings:
     ports: tuple[int, ...] = ()  # each node's port instead of `listen`'s (a restart on a previous start's ports)
     # A taken port: a free one instead, with a warning (the gateway's run); False: the start fails.
     free_port_fallback: bool = False
+    groups_topic: str = DEFAULT_GROUPS_TOPIC  # where committed offsets and groups last (groups/store.py)
+    groups: GroupSettings = GroupSettings()
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -148,6 +181,7 @@ class FrontDoor:
         self._writers: set[asyncio.StreamWriter] = set()
         self.context: Context | None = None
         self._bridge: IngressBridge | None = None
+        self._group_store: KafkaGroupStore | None = None
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's listener, node 1 first
 
@@ -172,17 +206,33 @@ class FrontDoor:
         for node_id, (host, port) in zip(node_ids(s.nodes), addresses, strict=True):
             self._servers.append(await self._bind(node_id, host, port))
         await asyncio.to_thread(bridge.start, self._loop)
+        groups = await self._start_groups()
         self.bound = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in self._servers)
         nodes = s.advertised_nodes(self.bound)
         self.address = BrokerAddress(nodes[0].host, nodes[0].port)
         self.context = Context(nodes, self._registry, bridge, s.segments_root,
-                               ProducerIdManager(s.segments_root), self.metrics, appended)
+                               ProducerIdManager(s.segments_root), self.metrics, groups, appended)
         for node in nodes:  # every node's series exists from the start, at 0
             self.metrics.connections.labels(str(node.node_id))
             self.metrics.connections_accepted.labels(str(node.node_id))
         for server in self._servers:
             await server.start_serving()
         return self.bound[0]
+
+    async def _start_groups(self) -> GroupCoordinator:
+        """The group coordinator with what the groups topic holds: loaded before any request is served,
+        so no client ever sees a group half-loaded (Kafka answers COORDINATOR_LOAD_IN_PROGRESS instead)."""
+        s = self.settings
+        self._group_store = store = KafkaGroupStore(s.bootstrap_servers, s.groups_topic)
+        stored = await asyncio.to_thread(store.load)
+        store.start(self._loop)
+        groups = GroupCoordinator(store, s.groups, on_rebalance=self.metrics.rebalanced,
+                                  on_commit=self.metrics.committed)
+        groups.load(stored)
+        log.info("front door groups: %d groups and %d groups' offsets loaded from %s", len(stored.groups),
+                 len(stored.offsets), s.groups_topic)
+        self.metrics.groups.attach(groups.snapshot, self._loop, s.segments_root)
+        return groups
 
     async def _bind(self, node_id: int, host: str, port: int) -> asyncio.base_events.Server:
         serve = functools.partial(self._serve, node_id)
@@ -209,6 +259,11 @@ class FrontDoor:
         for writer in list(self._writers):  # each connection's reader then ends, as on a client's close
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        if self.context is not None:
+            self.context.groups.close()
+        self.metrics.groups.detach()
+        if self._group_store is not None:
+            await asyncio.to_thread(self._group_store.close)
         if self._bridge is not None:
             await asyncio.to_thread(self._bridge.stop)
 
@@ -248,13 +303,14 @@ class FrontDoor:
                              responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None], peer: Any) -> None:
         assert self.context is not None
         in_flight = InFlightBytes(self.settings.max_request_bytes)
+        client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
         while True:
             prefix = await reader.readexactly(SIZE.size)
             try:
                 size = frame_size(prefix, self.settings.max_request_bytes)
                 await in_flight.acquire(size)
                 # the frame is dropped once parsed: kio copies out what the request holds
-                request = parse_request(await reader.readexactly(size), READABLE, node_id)
+                request = parse_request(await reader.readexactly(size), READABLE, node_id, client_host)
             except UnsupportedApiError as e:
                 in_flight.release(size)
                 self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")

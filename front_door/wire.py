@@ -59,6 +59,7 @@ class Request:
     body: Any  # a kio request entity of (api_key, api_version)
     size: int  # bytes on the wire, without the size field
     node_id: int  # the front-door node whose listener read it (leadership.py: who leads what)
+    client_host: str = ""  # the client's address as Kafka shows it (`InetAddress.toString`: "/127.0.0.1")
 
 
 def frame_size(prefix: bytes, max_request_bytes: int) -> int:
@@ -71,8 +72,9 @@ def frame_size(prefix: bytes, max_request_bytes: int) -> int:
     return size
 
 
-def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int) -> Request:
-    """Header and body of one request frame (without its size field), read by node `node_id`."""
+def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int, client_host: str = "") -> Request:
+    """Header and body of one request frame (without its size field), read by node `node_id` from a client
+    at `client_host`."""
     api_key, api_version = API_KEY_AND_VERSION.unpack_from(frame)
     correlation_id = SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else -1
     versions = supported.get(api_key)
@@ -88,7 +90,8 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: 
     except (SerialError, ValueError, TypeError, OverflowError, IndexError) as e:
         raise BadRequestError(f"Error reading API key {api_key} version {api_version}: {type(e).__name__}: {e}") from None
     # Bytes after the body are ignored, as Kafka's generated readers ignore them (librdkafka pads some).
-    return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame), node_id)
+    return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame), node_id,
+                   client_host)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:

@@ -84,6 +84,10 @@ class GatewayConfig:
     # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
     # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
     front_door_nodes: int = DEFAULT_NODES
+    # Kafka's group.initial.rebalance.delay.ms: a group that was empty waits this long (more while members
+    # keep arriving, up to their rebalance timeout) before its first generation, so consumers that start
+    # together get one rebalance, not one each.
+    group_initial_rebalance_delay_ms: int = 3000
 
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
@@ -94,6 +98,7 @@ class GatewayConfig:
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
+        from front_door.groups.coordinator import GroupSettings
         from front_door.server import FrontDoorSettings
 
         assert self.bootstrap_servers is not None, "the front door needs the gateway's Kafka cluster"
@@ -105,6 +110,7 @@ class GatewayConfig:
             ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
             max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
             free_port_fallback=True,
+            groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
         )
 
     def path(self, value: str) -> Path:

@@ -21,7 +21,8 @@ DASHBOARD = GRAFANA / "dashboards" / "gateway.json"
 DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
 # PromQL words that look like metric names but are functions, keywords or label names
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "max", "time", "le", "topic", "outcome", "error",
-                "partition", "reason", "phase", "api", "without", "on", "ignoring", "increase", "avg", "min"}
+                "partition", "reason", "phase", "api", "without", "on", "ignoring", "increase", "avg", "min",
+                "group", "state"}
 # What the operators' dashboard must show (issue 6): a metric family per area.
 REQUIRED = {
     "throughput (records)": "gateway_records_total",
@@ -48,6 +49,9 @@ REQUIRED = {
     "front door requests": "gateway_front_door_requests_total",
     "front door produce latency": "gateway_front_door_produce_latency_seconds_bucket",
     "front door produce hops": "gateway_front_door_produce_phase_seconds_bucket",
+    "consumer groups": "gateway_front_door_groups",
+    "consumer group lag": "gateway_front_door_group_lag",
+    "consumer group rebalances": "gateway_front_door_group_rebalances_total",
 }
 
 

@@ -1,5 +1,5 @@
 """The front door's pure parts, without Kafka or Spark: framing and refusals, the partition leadership
-of its nodes, the answers of Metadata, ApiVersions, the refused group APIs and NOT_LEADER_OR_FOLLOWER
+of its nodes, the answers of Metadata, ApiVersions, the refused APIs and NOT_LEADER_OR_FOLLOWER
 (encoded and decoded with kio, Kafka's own schemas), its listener addresses, and the producer-id
 allocation across restarts and instances."""
 
@@ -18,12 +18,14 @@ from kio.serial import entity_reader, entity_writer
 
 from front_door import api_versions, fetch, list_offsets, metadata, produce, unsupported
 from front_door.context import CONTROLLER_ID, Context, Node
+from front_door.groups.coordinator import GroupCoordinator
 from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from front_door.server import READABLE, FrontDoorSettings
 from front_door.topic_ids import topic_id
 from front_door.wire import BadRequestError, UnsupportedApiError, encode_response, frame_size, parse_request
+from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
 
 REGISTRY = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}},
@@ -49,7 +51,8 @@ def _frame(api_key: int, version: int, body: Any, correlation_id: int = 7) -> by
 def _context(tmp_path: Path, nodes: int = NODES) -> Context:
     return Context(tuple(Node(n, "gw.example", 9092 + n) for n in node_ids(nodes)), lambda: REGISTRY,
                    bridge=None,  # type: ignore[arg-type]  # nothing here reaches the ingress topic
-                   segments_root=tmp_path, producer_ids=ProducerIdManager(tmp_path), metrics=FrontDoorMetrics())
+                   segments_root=tmp_path, producer_ids=ProducerIdManager(tmp_path), metrics=FrontDoorMetrics(),
+                   groups=GroupCoordinator(MemoryGroupStore()))
 
 
 def _handled(ctx: Context, handler: Any, api_key: int, version: int, body: Any, node_id: int = 1) -> Any:
@@ -300,30 +303,15 @@ def test_list_offsets_from_a_node_that_does_not_lead_the_partition_is_not_leader
     assert [p.error_code for p in nope.partitions] == [ErrorCode.unknown_topic_or_partition]
 
 
-def test_api_versions_advertise_what_is_served_and_no_group_apis(tmp_path: Path) -> None:
+def test_api_versions_advertise_what_is_served_and_not_kip_848(tmp_path: Path) -> None:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
     answer = _answer(_context(tmp_path), api_versions.handle, 18, 3,
                      ApiVersionsRequest(client_software_name="unit", client_software_version="1"))
     assert answer.error_code == ErrorCode.none
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == api_versions.ADVERTISED
-    assert not set(api_versions.ADVERTISED) & set(unsupported.GROUP_APIS)
-
-
-def test_group_apis_are_answered_unsupported_with_a_message(tmp_path: Path) -> None:
-    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
-    from kio.schema.join_group.v9.request import JoinGroupRequest
-
-    ctx = _context(tmp_path)
-    found = _answer(ctx, unsupported.handle, 10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=("g1", "g2")))
-    assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [
-        ("g1", ErrorCode.unsupported_version, -1), ("g2", ErrorCode.unsupported_version, -1)]
-    assert "assign()" in found.coordinators[0].error_message
-    joined = _answer(ctx, unsupported.handle, 11, 9, JoinGroupRequest(
-        group_id="g1", session_timeout=datetime.timedelta(seconds=30),
-        rebalance_timeout=datetime.timedelta(seconds=30), member_id="", group_instance_id=None,
-        protocol_type="consumer", protocols=(), reason=None))
-    assert joined.error_code == ErrorCode.unsupported_version
+    # a client switches to KIP-848's protocol when it sees ConsumerGroupHeartbeat: never advertised
+    assert not set(api_versions.ADVERTISED) & set(unsupported.REFUSED_APIS)
 
 
 def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) -> None:

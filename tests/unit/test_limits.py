@@ -33,6 +33,7 @@ from contract.limits import (
 from embedded.local_kafka import LocalKafka
 from front_door import produce
 from front_door.context import Context, Node
+from front_door.groups.coordinator import GroupCoordinator
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
@@ -41,6 +42,7 @@ from front_door.server import READABLE
 from front_door.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs
+from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
 
 MIB = 1 << 20
@@ -178,7 +180,7 @@ def test_a_batch_the_ingress_hop_cannot_carry_gets_message_too_large_at_the_door
     bridge = IngressBridge("127.0.0.1:1", "ingress", "responses", publish_timeout_ms=1000, max_message_bytes=MIB)
     assert bridge.max_batch_bytes == MIB - INGRESS_ENVELOPE_BYTES  # until start() reads the cluster's limits
     ctx = Context((Node(1, "gw", 9093),), lambda: registry, bridge, tmp_path, ProducerIdManager(tmp_path),
-                  FrontDoorMetrics())
+                  FrontDoorMetrics(), GroupCoordinator(MemoryGroupStore()))
     batch = b"\x00" * (bridge.max_batch_bytes + 1)  # never parsed: its size is enough
     with caplog.at_level(logging.WARNING, logger="gateway.front_door"):
         answer = asyncio.run(produce.handle(ctx, parse_request(_produce(batch), READABLE, 1)))

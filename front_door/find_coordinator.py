@@ -1,0 +1,54 @@
+"""FindCoordinator (key 10, v0-v6; batched keys from v4, KIP-699): a group's coordinator is the node
+`groups/placement.py` names — the same on every node, so a client asking any of them goes to one place.
+Transaction coordinators (key type 1) are refused: the front door has no transactions (DESIGN §4.7).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.wire import Request
+
+TRANSACTIONS_REFUSED = "The gateway's front door has no transactions: produce without a transactional.id."
+
+
+class KeyType(IntEnum):
+    """`FindCoordinatorRequest.CoordinatorType`"""
+
+    GROUP = 0
+    TRANSACTION = 1
+    SHARE = 2
+
+
+def _find(ctx: Context, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) of one key."""
+    if key_type == KeyType.TRANSACTION:
+        return ErrorCode.unsupported_version, TRANSACTIONS_REFUSED, -1, "", -1
+    if key_type != KeyType.GROUP:
+        return ErrorCode.invalid_request, f"Unsupported coordinator type {key_type}", -1, "", -1
+    if not key:  # KafkaApis: an empty group id is not a group
+        return ErrorCode.invalid_request, "The group id must not be empty", -1, "", -1
+    node = ctx.node(ctx.coordinator(key))
+    return ErrorCode.none, None, node.node_id, node.host, node.port
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    module = response_module(ApiKey.FIND_COORDINATOR, version)
+    key_type = getattr(body, "key_type", KeyType.GROUP)
+    if version >= 4:
+        coordinators = []
+        for key in body.coordinator_keys:
+            code, message, node_id, host, port = _find(ctx, key, key_type)
+            coordinators.append(build(module.Coordinator, key=key, node_id=node_id, host=host, port=port,
+                                      error_code=code, error_message=message))
+        return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
+    code, message, node_id, host, port = _find(ctx, body.key, key_type)
+    return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
+                 error_message=message, node_id=node_id, host=host, port=port)

@@ -1,0 +1,25 @@
+"""Heartbeat (key 12, v0-v4): keeps a member's session; REBALANCE_IN_PROGRESS tells it to rejoin
+(`groups/coordinator.py` `heartbeat`). Asked of a node that does not coordinate the group: NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.wire import Request
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body = request.body
+    if ctx.coordinator(body.group_id) != request.node_id:
+        error = ErrorCode.not_coordinator
+    else:
+        error = ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
+                                     getattr(body, "group_instance_id", None))
+    return build(response_module(ApiKey.HEARTBEAT, request.api_version).HeartbeatResponse,
+                 throttle_time=NO_THROTTLE, error_code=error)

@@ -1,0 +1,71 @@
+"""OffsetFetch (key 9, v1-v10; several groups from v8, KIP-709; topics by id from v10): what a group
+committed (`groups/coordinator.py` `fetch_offsets`): -1 with no error where nothing is committed, every
+committed partition when no topics are named (v2+). Asked of a node that does not coordinate the group:
+NOT_COORDINATOR for the group (per partition in v1, which has no group error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.topic_ids import topic_id
+from front_door.wire import Request
+
+GROUP_ERROR_VERSION = 2
+BATCHED_VERSION = 8
+TOPIC_ID_VERSION = 10
+
+
+def _group(ctx: Context, module: Any, version: int, node_id: int, group_id: str, topics: Any,
+           partition_entity: Any, topic_entity: Any) -> tuple[ErrorCode, tuple[Any, ...]]:
+    """(group error, topics) for one group."""
+    by_id = version >= TOPIC_ID_VERSION
+    error = ErrorCode.none if ctx.coordinator(group_id) == node_id else ErrorCode.not_coordinator
+    if topics is None:
+        wanted = None
+    else:
+        names = ctx.topic_ids() if by_id else {}
+        wanted = [((names.get(t.topic_id) if by_id else t.name), p) for t in topics for p in t.partition_indexes]
+    fetched = {} if error != ErrorCode.none else ctx.groups.fetch_offsets(
+        group_id, None if wanted is None else [(n, p) for n, p in wanted if n is not None])
+    partition_error = error if version < GROUP_ERROR_VERSION else ErrorCode.none
+    by_topic: dict[Any, list[Any]] = {}
+    if wanted is None:
+        for (name, p), o in fetched.items():
+            by_topic.setdefault(topic_id(name) if by_id else name, []).append(
+                build(partition_entity, partition_index=p, committed_offset=o.offset,
+                      committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=ErrorCode.none))
+    else:
+        for t in topics:
+            key = t.topic_id if by_id else t.name
+            name = ctx.topic_ids().get(t.topic_id) if by_id else t.name
+            for p in t.partition_indexes:
+                o = fetched.get((name, p)) if name is not None else None
+                unknown = by_id and name is None and error == ErrorCode.none
+                by_topic.setdefault(key, []).append(build(
+                    partition_entity, partition_index=p, committed_offset=o.offset if o else -1,
+                    committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "",
+                    error_code=ErrorCode.unknown_topic_id if unknown else partition_error))
+    out = tuple(build(topic_entity, name=None if by_id else key, topic_id=key if by_id else None,
+                      partitions=tuple(parts)) for key, parts in by_topic.items())
+    return error, out
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body, version = request.body, request.api_version
+    module = response_module(ApiKey.OFFSET_FETCH, version)
+    if version >= BATCHED_VERSION:
+        groups = []
+        for g in body.groups:
+            error, topics = _group(ctx, module, version, request.node_id, g.group_id, g.topics,
+                                   module.OffsetFetchResponsePartitions, module.OffsetFetchResponseTopics)
+            groups.append(build(module.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
+        return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    error, topics = _group(ctx, module, version, request.node_id, body.group_id, body.topics,
+                           module.OffsetFetchResponsePartition, module.OffsetFetchResponseTopic)
+    return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
