@@ -1,32 +1,57 @@
-"""Placeholder: replaced by the group-store branch (records of the groups topic)."""
+"""The records of the groups topic (`groups_topic`), in Kafka's own `__consumer_offsets` layout
+(group-coordinator module, `OffsetCommitKey`/`OffsetCommitValue`, `GroupMetadataKey`/`GroupMetadataValue`),
+so Kafka's tooling reads the topic too (`kafka-console-consumer --formatter
+org.apache.kafka.tools.consumer.OffsetsMessageFormatter` / `GroupMetadataMessageFormatter`):
+
+    key   = int16 version, then: version 0/1 OffsetCommitKey (group, topic, partition int32)
+                                  version 2   GroupMetadataKey (group)
+    value = int16 version, then the value of that version; null is a tombstone (compaction drops the key)
+
+Written: OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and GroupMetadataValue v3
+(protocol type, generation, protocol, leader, state timestamp, members), non-flexible encodings (strings
+with int16 lengths, bytes and arrays with int32 ones); read: those, and OffsetCommitValue v1 (with an
+expire timestamp) written by older Kafka. Keys are deterministic bytes, so compaction keeps the last
+value per (group, topic, partition) and per group.
+"""
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import readers as r
+from kio.serial import writers as w
 
 
 @dataclass(frozen=True)
 class OffsetAndMetadata:
+    """`OffsetAndMetadata` / OffsetCommitValue."""
+
     offset: int
-    leader_epoch: int
+    leader_epoch: int  # -1: none
     metadata: str
     commit_timestamp_ms: int
 
 
 @dataclass(frozen=True)
 class StoredMember:
+    """GroupMetadataValue.MemberMetadata."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
     session_timeout_ms: int
-    subscription: bytes
+    subscription: bytes  # the member's metadata for the group's selected protocol
     assignment: bytes
 
 
 @dataclass(frozen=True)
 class StoredGroup:
+    """GroupMetadataValue."""
+
     protocol_type: str
     generation: int
     protocol: str | None
@@ -37,5 +62,154 @@ class StoredGroup:
 
 @dataclass(frozen=True)
 class StoredGroups:
+    """What a load of the groups topic found."""
+
     groups: dict[str, StoredGroup]
-    offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]
+    offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]  # group -> (topic, partition) -> offset
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    group: str
+
+
+class GroupRecordError(ValueError):
+    """A record of the groups topic that is not one of Kafka's layouts (the message says what is wrong)."""
+
+
+OFFSET_KEY_VERSIONS = (0, 1)
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+GROUP_VALUE_VERSION = 3
+
+
+def encode_key(key: OffsetKey | GroupKey) -> bytes:
+    b = io.BytesIO()
+    if isinstance(key, OffsetKey):
+        w.write_int16(b, OFFSET_KEY_VERSIONS[1])
+        w.write_legacy_string(b, key.group)
+        w.write_legacy_string(b, key.topic)
+        w.write_int32(b, key.partition)
+    else:
+        w.write_int16(b, GROUP_KEY_VERSION)
+        w.write_legacy_string(b, key.group)
+    return b.getvalue()
+
+
+def encode_offset(value: OffsetAndMetadata) -> bytes:
+    b = io.BytesIO()
+    w.write_int16(b, OFFSET_VALUE_VERSION)
+    w.write_int64(b, value.offset)
+    w.write_int32(b, value.leader_epoch)
+    w.write_legacy_string(b, value.metadata)
+    w.write_int64(b, value.commit_timestamp_ms)
+    return b.getvalue()
+
+
+def encode_group(value: StoredGroup) -> bytes:
+    b = io.BytesIO()
+    w.write_int16(b, GROUP_VALUE_VERSION)
+    w.write_legacy_string(b, value.protocol_type)
+    w.write_int32(b, value.generation)
+    w.write_nullable_legacy_string(b, value.protocol)
+    w.write_nullable_legacy_string(b, value.leader)
+    w.write_int64(b, value.current_state_timestamp_ms)
+    w.write_legacy_array_length(b, len(value.members))
+    for m in value.members:
+        w.write_legacy_string(b, m.member_id)
+        w.write_nullable_legacy_string(b, m.group_instance_id)
+        w.write_legacy_string(b, m.client_id)
+        w.write_legacy_string(b, m.client_host)
+        w.write_int32(b, m.rebalance_timeout_ms)
+        w.write_int32(b, m.session_timeout_ms)
+        w.write_legacy_bytes(b, m.subscription)
+        w.write_legacy_bytes(b, m.assignment)
+    return b.getvalue()
+
+
+def _next(read: Any, buf: bytes, at: int) -> tuple[Any, int]:
+    """One field at `at` and the offset after it (kio's readers return the value and its size)."""
+    value, size = read(buf, at)
+    return value, at + size
+
+
+def _read(what: str, data: bytes, parse: object) -> object:
+    try:
+        value, used = parse(data, 0)  # type: ignore[operator]
+    except GroupRecordError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure of the readers is a damaged record
+        raise GroupRecordError(f"unreadable {what} ({len(data)} bytes): {type(e).__name__}: {e}") from None
+    if used != len(data):
+        raise GroupRecordError(f"{what}: {len(data) - used} bytes after the end")
+    return value
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    def parse(buf: bytes, at: int) -> tuple[OffsetKey | GroupKey, int]:
+        version, at = _next(r.read_int16, buf, at)
+        group, at = _next(r.read_legacy_string, buf, at)
+        if version in OFFSET_KEY_VERSIONS:
+            topic, at = _next(r.read_legacy_string, buf, at)
+            partition, at = _next(r.read_int32, buf, at)
+            return OffsetKey(group, topic, partition), at
+        if version == GROUP_KEY_VERSION:
+            return GroupKey(group), at
+        raise GroupRecordError(f"key version {version} is neither an offset (0, 1) nor a group (2) key")
+
+    return _read("key", data, parse)  # type: ignore[return-value]
+
+
+def decode_offset(data: bytes) -> OffsetAndMetadata:
+    def parse(buf: bytes, at: int) -> tuple[OffsetAndMetadata, int]:
+        version, at = _next(r.read_int16, buf, at)
+        if version not in (1, 3):
+            raise GroupRecordError(f"offset value version {version} is not 1 or 3")
+        offset, at = _next(r.read_int64, buf, at)
+        epoch = -1
+        if version == 3:
+            epoch, at = _next(r.read_int32, buf, at)
+        metadata, at = _next(r.read_legacy_string, buf, at)
+        timestamp, at = _next(r.read_int64, buf, at)
+        if version == 1:
+            _expire, at = _next(r.read_int64, buf, at)
+        return OffsetAndMetadata(offset, epoch, metadata, timestamp), at
+
+    return _read("offset value", data, parse)  # type: ignore[return-value]
+
+
+def decode_group(data: bytes) -> StoredGroup:
+    def parse(buf: bytes, at: int) -> tuple[StoredGroup, int]:
+        version, at = _next(r.read_int16, buf, at)
+        if version != GROUP_VALUE_VERSION:
+            raise GroupRecordError(f"group value version {version} is not {GROUP_VALUE_VERSION}")
+        protocol_type, at = _next(r.read_legacy_string, buf, at)
+        generation, at = _next(r.read_int32, buf, at)
+        protocol, at = _next(r.read_nullable_legacy_string, buf, at)
+        leader, at = _next(r.read_nullable_legacy_string, buf, at)
+        timestamp, at = _next(r.read_int64, buf, at)
+        count, at = _next(r.read_legacy_array_length, buf, at)
+        if count < 0 or count > len(buf):
+            raise GroupRecordError(f"group value: {count} members in {len(buf)} bytes")
+        members = []
+        for _ in range(count):
+            member_id, at = _next(r.read_legacy_string, buf, at)
+            instance, at = _next(r.read_nullable_legacy_string, buf, at)
+            client_id, at = _next(r.read_legacy_string, buf, at)
+            client_host, at = _next(r.read_legacy_string, buf, at)
+            rebalance, at = _next(r.read_int32, buf, at)
+            session, at = _next(r.read_int32, buf, at)
+            subscription, at = _next(r.read_legacy_bytes, buf, at)
+            assignment, at = _next(r.read_legacy_bytes, buf, at)
+            members.append(StoredMember(member_id, instance, client_id, client_host, rebalance, session,
+                                        bytes(subscription), bytes(assignment)))
+        return StoredGroup(protocol_type, generation, protocol, leader, timestamp, tuple(members)), at
+
+    return _read("group value", data, parse)  # type: ignore[return-value]

@@ -1,8 +1,14 @@
-"""Default names of the gateway's own topics (DESIGN §3); each is configurable."""
+"""The gateway's own topics (DESIGN §3): default names, each configurable, and the groups topic's shape."""
 
 from __future__ import annotations
 
 DEFAULT_INGRESS_TOPIC = "gateway.ingress"
 DEFAULT_RESPONSE_TOPIC = "gateway.responses"
 DEFAULT_DLQ_TOPIC = "gateway.dlq"
-DEFAULT_GROUPS_TOPIC = "gateway.consumer_offsets"
+DEFAULT_GROUPS_TOPIC = "gateway.consumer_offsets"  # the front door's groups and offsets
+
+# Kafka's `__consumer_offsets` settings that matter for a compacted store (`offsets.topic.segment.bytes`)
+GROUPS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+# One partition: a gateway's groups are few next to a Kafka cluster's, and one partition loads in one read.
+# Kafka uses 50 (`offsets.topic.num.partitions`); a topic made with more partitions is used as it is.
+GROUPS_TOPIC_PARTITIONS = 1

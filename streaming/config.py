@@ -9,7 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES, IngressLimits
-from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+from contract.topics import (
+    DEFAULT_DLQ_TOPIC,
+    DEFAULT_GROUPS_TOPIC,
+    DEFAULT_INGRESS_TOPIC,
+    DEFAULT_RESPONSE_TOPIC,
+)
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
 from validators.topic_config import TopicRegistry
@@ -37,6 +42,8 @@ class GatewayConfig:
     ingress_partitions: int = 3
     response_topic: str = DEFAULT_RESPONSE_TOPIC
     dlq_topic: str = DEFAULT_DLQ_TOPIC
+    # the front door's consumer groups and committed offsets (a compacted topic, as Kafka's __consumer_offsets)
+    groups_topic: str = DEFAULT_GROUPS_TOPIC
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
@@ -109,7 +116,7 @@ class GatewayConfig:
             publish_timeout_ms=self.publish_timeout_ms,
             ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
             max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
-            free_port_fallback=True,
+            free_port_fallback=True, groups_topic=self.groups_topic,
             groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
         )
 

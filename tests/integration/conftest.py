@@ -46,6 +46,7 @@ def gateway_config(kafka, tmp_path: Path) -> GatewayConfig:
         ingress_partitions=2,
         response_topic=f"responses-{run}",
         dlq_topic=f"dlq-{run}",
+        groups_topic=f"groups-{run}",
         topics_file=str(topics_file),
         segments_root=str(tmp_path / "segments"),
         checkpoint_root=str(tmp_path / "checkpoints"),

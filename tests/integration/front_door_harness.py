@@ -90,10 +90,12 @@ class RunningDoor:
 def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
                        topics: Mapping[str, Any] = FRONT_DOOR_TOPICS, nodes: int | None = None) -> Iterator[RunningDoor]:
     """The gateway and its front door on the registry `topics`, with `nodes` front-door nodes (default: the
-    setting's default)."""
+    setting's default). Groups start without Kafka's initial rebalance delay, as the tests' local broker
+    (`embedded/local_kafka.py`), so the same tests hold on both."""
     topics_file = Path(gateway_config.topics_file)
     topics_file.write_text(json.dumps(topics))
-    config = gateway_config.with_overrides(trigger_interval="200 milliseconds", front_door_nodes=nodes)
+    config = gateway_config.with_overrides(trigger_interval="200 milliseconds", front_door_nodes=nodes,
+                                           group_initial_rebalance_delay_ms=0)
     create_gateway_topics(config)
     query, _ = start_gateway(spark, config)
     registry = RegistryWatcher(config.path(config.topics_file))

@@ -30,6 +30,7 @@ from contract.limits import (
     IngressLimits,
     batch_bytes_through,
 )
+from contract.topics import GROUPS_TOPIC_CONFIGS
 from embedded.local_kafka import LocalKafka
 from front_door import produce
 from front_door.context import Context, Node
@@ -121,6 +122,7 @@ def test_the_registry_and_the_front_door_setting_define_every_hop(tmp_path: Path
         big.ingress_topic: {"max.message.bytes": str(limits.ingress_message_bytes)},
         big.response_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
         big.dlq_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
+        big.groups_topic: GROUPS_TOPIC_CONFIGS,  # offsets and groups: small records, Kafka's compacted layout
     }
     assert sink_config(big).max_message_bytes == limits.dead_letter_message_bytes
     assert big.front_door_settings().ingress_max_message_bytes == limits.ingress_message_bytes

@@ -1,0 +1,188 @@
+"""Where groups and committed offsets last: a compacted topic on the gateway's Kafka cluster
+(`groups_topic`), as Kafka keeps `__consumer_offsets`, in Kafka's own record layout
+(`contract/group_records.py`). Every front door and every restart reads the same records.
+
+A group's records all go to one partition, `Utils.abs(groupId.hashCode()) % partitions` as Kafka places
+a group (`placement.partition_for`), so their order holds: the last record of a key is the last decision.
+Writes are acks=all with an idempotent producer; a write resolves when the cluster has every record of
+it and raises `GroupStoreError` when it does not (the coordinator answers the client with a retriable
+error and changes nothing). `load()` reads every partition from the beginning to the end offsets as they
+are when it is called; a damaged record is logged with its offset and skipped.
+
+confluent-kafka runs a delivery thread; results reach the asyncio loop through `call_soon_threadsafe`
+(as `ingress_bridge.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from contract.group_records import (
+    GroupKey,
+    GroupRecordError,
+    OffsetAndMetadata,
+    OffsetKey,
+    StoredGroup,
+    StoredGroups,
+    decode_group,
+    decode_key,
+    decode_offset,
+    encode_group,
+    encode_key,
+    encode_offset,
+)
+from contract.topics import GROUPS_TOPIC_PARTITIONS
+from front_door.groups.placement import partition_for
+from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+
+log = logging.getLogger("gateway.front_door.groups")
+
+class GroupStoreError(RuntimeError):
+    """A write the cluster did not acknowledge."""
+
+
+class KafkaGroupStore:
+    def __init__(self, bootstrap_servers: str, topic: str, *, timeout_ms: int = 30_000) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self._timeout_ms = timeout_ms
+        self._partitions = GROUPS_TOPIC_PARTITIONS
+        self._producer: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ load
+
+    def load(self) -> StoredGroups:
+        """Everything the topic holds now, the last record of each key winning (a tombstone forgets)."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"groups-load-{uuid.uuid4().hex}",
+                             "enable.auto.commit": False, "allow.auto.create.topics": False,
+                             "enable.partition.eof": False, "logger": KAFKA_CLIENT_LOG})
+        try:
+            ends = self._ends(consumer)
+            self._partitions = max(len(ends), 1)
+            groups: dict[str, StoredGroup] = {}
+            offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+            todo = {p: end for p, end in ends.items() if end > 0}
+            consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in todo])
+            while todo:
+                msg = consumer.poll(self._timeout_ms / 1000)
+                if msg is None:
+                    raise GroupStoreError(f"groups topic {self.topic}: no records within {self._timeout_ms} ms "
+                                          f"while loading (partitions left: {sorted(todo)})")
+                if msg.error() is not None:
+                    raise GroupStoreError(f"groups topic {self.topic}: {msg.error()}")
+                if msg.partition() in todo and msg.offset() >= todo[msg.partition()] - 1:
+                    del todo[msg.partition()]
+                self._apply(msg, groups, offsets)
+            return StoredGroups(groups, {g: o for g, o in offsets.items() if o})
+        finally:
+            consumer.close()
+
+    def _ends(self, consumer: Any) -> dict[int, int]:
+        meta = consumer.list_topics(self.topic, timeout=self._timeout_ms / 1000)
+        topic = meta.topics.get(self.topic)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise GroupStoreError(f"groups topic {self.topic} does not exist"
+                                  + (f" ({topic.error})" if topic is not None and topic.error else ""))
+        ends = {}
+        for p in sorted(topic.partitions):
+            _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self._timeout_ms / 1000)
+            ends[p] = high
+        return ends
+
+    def _apply(self, msg: Any, groups: dict[str, StoredGroup],
+               offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]) -> None:
+        where = f"{self.topic}-{msg.partition()}@{msg.offset()}"
+        if msg.key() is None:
+            log.warning("groups topic: a record without a key at %s; skipped", where)
+            return
+        try:
+            key = decode_key(msg.key())
+            value = msg.value()
+            if isinstance(key, OffsetKey):
+                tp = (key.topic, key.partition)
+                if value is None:
+                    offsets.get(key.group, {}).pop(tp, None)
+                else:
+                    offsets.setdefault(key.group, {})[tp] = decode_offset(value)
+            elif value is None:
+                groups.pop(key.group, None)
+            else:
+                groups[key.group] = decode_group(value)
+        except GroupRecordError as e:
+            log.warning("groups topic: a damaged record at %s skipped: %s", where, e)
+
+    # ------------------------------------------------------------------ writes
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._producer = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True,
+                                   "acks": "all", "linger.ms": 0, "message.timeout.ms": self._timeout_ms,
+                                   "client.id": "front-door-groups", "logger": KAFKA_CLIENT_LOG})
+        self._thread = threading.Thread(target=self._deliveries, name="front-door-groups", daemon=True)
+        self._thread.start()
+
+    def _deliveries(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.1)
+
+    async def _write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Produce every record now (in call order, on the group's partition); resolve when all are acked."""
+        assert self._producer is not None and self._loop is not None, "start() first"
+        loop = self._loop
+        done: asyncio.Future[None] = loop.create_future()
+        left = [len(records)]
+        failures: list[str] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failures.append(str(err))
+            left[0] -= 1
+            if left[0] == 0:
+                loop.call_soon_threadsafe(_settle, done, failures)
+
+        partition = partition_for(group, self._partitions)
+        try:
+            for key, value in records:
+                self._producer.produce(self.topic, key=key, value=value, partition=partition, on_delivery=delivered)
+        except (KafkaException, BufferError) as e:
+            raise GroupStoreError(f"groups topic {self.topic}: {e}") from None
+        if not records:
+            return
+        await done
+
+    async def write_offsets(self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+        await self._write(group, [(encode_key(OffsetKey(group, t, p)), encode_offset(o)) for (t, p), o in offsets.items()])
+
+    async def write_group(self, group: str, group_record: StoredGroup) -> None:
+        await self._write(group, [(encode_key(GroupKey(group)), encode_group(group_record))])
+
+    async def delete_group(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        tombstones: list[tuple[bytes, bytes | None]] = [(encode_key(OffsetKey(group, t, p)), None) for t, p in partitions]
+        await self._write(group, [*tombstones, (encode_key(GroupKey(group)), None)])
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
+
+
+def _settle(done: asyncio.Future[None], failures: list[str]) -> None:
+    if done.done():
+        return
+    if failures:
+        done.set_exception(GroupStoreError(f"the groups topic did not take {len(failures)} record(s): {failures[0]}"))
+    else:
+        done.set_result(None)
