@@ -11,15 +11,23 @@ SPARK_JARS := .jvm/spark
 # Only the connector and what Spark's own jars lack; the rest ships with pyspark.
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
-.PHONY: setup venv jars tools run test test-unit bench lint clean pack submit
+NODE_CLIENTS := tests/integration/node
 
-setup: venv jars tools
+.PHONY: setup venv jars tools node run test test-unit bench lint clean pack submit
+
+setup: venv jars tools node
 
 # kcat: the README's front-door examples and the tests' third Kafka client (Debian's package).
 tools:
 	@command -v kcat >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q kcat >/dev/null \
 	  || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q >/dev/null && \
 	       $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q kcat >/dev/null; }; }
+
+# kafkajs: the group tests' consumer in a second language (Node is on the machine; npm's registry).
+node: $(NODE_CLIENTS)/node_modules/.installed
+$(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
+	npm ci --prefix $(NODE_CLIENTS) --no-audit --no-fund --loglevel=error
+	touch $@
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c

@@ -1,6 +1,7 @@
 """Group consumers of real clients for the tests, one interface for each: librdkafka (confluent-kafka, in
-process) and the Java client (`java/GroupConsumer.java`, a JVM per member, driven through stdin and read
-through its JSON lines). Each records what it was assigned and every record it read; `until` polls them
+process), the Java client (`java/GroupConsumer.java`, a JVM per member) and kafkajs
+(`node/group_consumer.js`, `make setup` installs it), the last two driven through stdin and read through
+their JSON lines. Each records what it was assigned and every record it read; `until` polls them
 all until a condition on the group's own progress holds (never a fixed duration)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpat
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "GroupConsumer.java"
 JAVA_CLASS = "GroupConsumer"
+NODE_DIR = Path(__file__).parent / "node"
 SESSION_MS = 6_000  # Kafka's group.min.session.timeout.ms
 # the Java client's assignors by the names librdkafka gives the same protocols
 JAVA_ASSIGNORS = {
@@ -87,11 +89,14 @@ class LibrdkafkaMember:
         self.consumer.close()
 
 
-class JavaMember:
-    """The Java client's KafkaConsumer in its own JVM (commitSync after every poll with records)."""
+class ProcessMember:
+    """A group consumer in a process of its own, read through its JSON lines (`java/GroupConsumer.java`,
+    `node/group_consumer.js`); `assignment_replaces`: its "assigned" event is the whole assignment (kafkajs)
+    rather than partitions added (the Java client's rebalance listener)."""
 
-    def __init__(self, classes: Path, bootstrap: str, group: str, topic: str, name: str, assignor: str = "range",
-                 instance_id: str | None = None, settings: Sequence[str] = ()) -> None:
+    assignment_replaces = False
+
+    def __init__(self, name: str, cmd: Sequence[str]) -> None:
         self.name = name
         self.assigned: set[int] = set()
         self.read: dict[str, tuple[int, int]] = {}
@@ -99,9 +104,6 @@ class JavaMember:
         self.events: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
-        cmd = [java_executable(), "-cp", f"{classes}:{kafka_classpath(KAFKA_JARS_DIR)}", JAVA_CLASS, bootstrap, group,
-               topic, JAVA_ASSIGNORS[assignor], instance_id or "-", f"client.id={name}",
-               f"session.timeout.ms={SESSION_MS}", "heartbeat.interval.ms=500", *settings]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -117,7 +119,7 @@ class JavaMember:
                 self.events.append(event)
                 kind = event["event"]
                 if kind == "assigned":
-                    self.assigned |= set(event["partitions"])
+                    self.assigned = set(event["partitions"]) | (set() if self.assignment_replaces else self.assigned)
                 elif kind in ("revoked", "lost"):
                     self.assigned -= set(event["partitions"])
                 elif kind == "record":
@@ -151,6 +153,27 @@ class JavaMember:
     def crash(self) -> None:
         self.proc.kill()
         self.proc.wait(timeout=30)
+
+
+class JavaMember(ProcessMember):
+    """The Java client's KafkaConsumer in its own JVM (commitSync after every poll with records)."""
+
+    def __init__(self, classes: Path, bootstrap: str, group: str, topic: str, name: str, assignor: str = "range",
+                 instance_id: str | None = None, settings: Sequence[str] = ()) -> None:
+        super().__init__(name, [
+            java_executable(), "-cp", f"{classes}:{kafka_classpath(KAFKA_JARS_DIR)}", JAVA_CLASS, bootstrap, group,
+            topic, JAVA_ASSIGNORS[assignor], instance_id or "-", f"client.id={name}",
+            f"session.timeout.ms={SESSION_MS}", "heartbeat.interval.ms=500", *settings])
+
+
+class KafkajsMember(ProcessMember):
+    """kafkajs (Node) with the round-robin assignor under librdkafka's and Java's protocol name."""
+
+    assignment_replaces = True
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
+        assert (NODE_DIR / "node_modules" / "kafkajs").is_dir(), f"kafkajs not installed: run `make setup` ({NODE_DIR})"
+        super().__init__(name, ["node", str(NODE_DIR / "group_consumer.js"), bootstrap, group, topic, name])
 
 
 def compile_group_consumer(work: Path) -> Path:

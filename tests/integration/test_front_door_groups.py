@@ -23,7 +23,13 @@ from prometheus_client import generate_latest
 
 from embedded.local_kafka import java_executable
 from tests.integration.front_door_harness import RunningDoor, running_front_door
-from tests.integration.group_members import JavaMember, LibrdkafkaMember, compile_group_consumer, until
+from tests.integration.group_members import (
+    JavaMember,
+    KafkajsMember,
+    LibrdkafkaMember,
+    compile_group_consumer,
+    until,
+)
 from tests.integration.group_members import split as split_among
 from tests.producer_performance import tools_classpath
 
@@ -251,3 +257,21 @@ def test_a_static_member_restarted_under_its_instance_id_gets_its_partitions_bac
         for m in (other, first):
             if m.proc.poll() is None:
                 m.crash()
+
+
+def test_kafkajs_shares_a_group_with_librdkafka(target: Target) -> None:
+    group = f"kafkajs-{uuid.uuid4().hex[:8]}"
+    lib = target.member(group, "librdkafka", assignor="roundrobin")
+    js = KafkajsMember(target.bootstrap, group, target.topic, "kafkajs")
+    try:
+        until(lambda: split([lib, js]), [lib, js], "kafkajs and librdkafka to split the partitions")
+        produced = target.produce(32, "js")
+        until(lambda: set(lib.read) | set(js.read) >= produced, [lib, js], "every record")
+        no_duplicates([lib, js])
+        assert not js.errors
+        js.close()  # disconnect: kafkajs leaves the group
+        until(lambda: lib.assigned == set(range(PARTITIONS)), [lib], "librdkafka to own every partition")
+    finally:
+        if js.proc.poll() is None:
+            js.crash()
+        lib.close()
