@@ -155,14 +155,14 @@ def _read(what: str, data: bytes, parse: object) -> object:
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
     def parse(buf: bytes, at: int) -> tuple[OffsetKey | GroupKey, int]:
         version, at = _next(r.read_int16, buf, at)
+        if version not in (*OFFSET_KEY_VERSIONS, GROUP_KEY_VERSION):
+            raise GroupRecordError(f"key version {version} is neither an offset (0, 1) nor a group (2) key")
         group, at = _next(r.read_legacy_string, buf, at)
         if version in OFFSET_KEY_VERSIONS:
             topic, at = _next(r.read_legacy_string, buf, at)
             partition, at = _next(r.read_int32, buf, at)
             return OffsetKey(group, topic, partition), at
-        if version == GROUP_KEY_VERSION:
-            return GroupKey(group), at
-        raise GroupRecordError(f"key version {version} is neither an offset (0, 1) nor a group (2) key")
+        return GroupKey(group), at
 
     return _read("key", data, parse)  # type: ignore[return-value]
 

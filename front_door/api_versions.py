@@ -33,13 +33,22 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
 }
 
 
 def api_versions_body(version: int, code: int = 0) -> Any:
+    """The answer; an UNSUPPORTED_VERSION one lists the ApiVersions key alone (KIP-511,
+    `ApiVersionsRequest.getErrorResponse`), so the client retries in a version it shares."""
     module = response_module(ApiKey.API_VERSIONS, version)
+    served = ADVERTISED if code == 0 else {ApiKey.API_VERSIONS: ADVERTISED[ApiKey.API_VERSIONS]}
     keys = tuple(build(module.ApiVersion, api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in sorted(ADVERTISED.items()))
+                 for k, (lo, hi) in sorted(served.items()))
     return build(module.ApiVersionsResponse, error_code=error_code(code), api_keys=keys, throttle_time=NO_THROTTLE)
 
 

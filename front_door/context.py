@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import coordinator
 from front_door.ingress_bridge import IngressBridge
@@ -68,6 +69,8 @@ class Context:
     metrics: FrontDoorMetrics
     groups: GroupCoordinator
     appended: AppendSignal = field(default_factory=AppendSignal)
+    max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES  # what DescribeConfigs says of socket.request.max.bytes
+    registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
 
     def leader(self, topic: str, partition: int) -> int:

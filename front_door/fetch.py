@@ -8,7 +8,8 @@ the first partition with data returns at least one whole batch (KIP-74).
 No fetch sessions (KIP-227): the answer's session id is 0, so clients send full fetches. A fetch that
 finds fewer than `min_bytes` waits up to `max_wait_ms` for the gateway to append.
 
-A registry partition another node leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker
+A `current_leader_epoch` (v9+) other than the gateway's gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+(`leader_epoch.py`). A registry partition another node leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker
 answers a consumer (`replica_id` -1) that fetches from a non-leader, with the leader where the version
 has room for it (KIP-951, `leader_hints.py`).
 """
@@ -26,6 +27,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door.api_keys import ApiKey
 from front_door.context import Context
+from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.leader_hints import current_leader, node_endpoints
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
 from front_door.wire import Request
@@ -85,6 +87,9 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int) -> tuple[To
                 continue
             if (leader := ctx.leader(name, fp.partition)) != node_id:
                 parts.append((fp.partition, PartitionData(ErrorCode.not_leader_or_follower, leader=leader)))
+                continue
+            if (fenced := epoch_error(getattr(fp, "current_leader_epoch", NO_EPOCH))) is not None:
+                parts.append((fp.partition, PartitionData(fenced)))
                 continue
             data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
                                            max(0, min(fp.partition_max_bytes, remaining)), total == 0)

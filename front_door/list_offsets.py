@@ -2,7 +2,8 @@
 KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`, reference
 §5.5). Not found is timestamp -1 / offset -1, as Kafka answers. A registry partition another node
 leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer's ListOffsets
-(`replica_id` -1) for a partition it does not lead; the response has no field to name the leader.
+(`replica_id` -1) for a partition it does not lead; the response has no field to name the leader. A
+`current_leader_epoch` (v4+) other than the gateway's is checked as Kafka does (`leader_epoch.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door.api_keys import ApiKey
 from front_door.context import Context
+from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.messages import NO_THROTTLE, build, error_code, response_module
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
@@ -61,6 +63,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                 found = Found(ErrorCode.unknown_topic_or_partition)
             elif ctx.leader(lt.name, lp.partition_index) != request.node_id:
                 found = Found(ErrorCode.not_leader_or_follower)
+            elif (fenced := epoch_error(getattr(lp, "current_leader_epoch", NO_EPOCH))) is not None:
+                found = Found(fenced)
             else:
                 found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,

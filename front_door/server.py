@@ -36,6 +36,8 @@ from contract.topics import DEFAULT_GROUPS_TOPIC
 from front_door import (
     api_versions,
     delete_groups,
+    describe_cluster,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
@@ -48,8 +50,10 @@ from front_door import (
     metadata,
     offset_commit,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
+    topic_admin,
     unsupported,
 )
 from front_door.api_keys import ApiKey
@@ -97,6 +101,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: list_groups.handle,
     ApiKey.DESCRIBE_GROUPS: describe_groups.handle,
     ApiKey.DELETE_GROUPS: delete_groups.handle,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
+    ApiKey.CREATE_TOPICS: topic_admin.create_topics,
+    ApiKey.DELETE_TOPICS: topic_admin.delete_topics,
+    ApiKey.CREATE_PARTITIONS: topic_admin.create_partitions,
 }
 
 
@@ -139,6 +149,7 @@ class FrontDoorSettings:
     free_port_fallback: bool = False
     groups_topic: str = DEFAULT_GROUPS_TOPIC  # where committed offsets and groups last (groups/store.py)
     groups: GroupSettings = GroupSettings()
+    registry_file: str = "the topic registry"  # named in the refusal of topic admin requests
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -211,7 +222,8 @@ class FrontDoor:
         nodes = s.advertised_nodes(self.bound)
         self.address = BrokerAddress(nodes[0].host, nodes[0].port)
         self.context = Context(nodes, self._registry, bridge, s.segments_root,
-                               ProducerIdManager(s.segments_root), self.metrics, groups, appended)
+                               ProducerIdManager(s.segments_root), self.metrics, groups, appended,
+                               max_request_bytes=s.max_request_bytes, registry_file=s.registry_file)
         for node in nodes:  # every node's series exists from the start, at 0
             self.metrics.connections.labels(str(node.node_id))
             self.metrics.connections_accepted.labels(str(node.node_id))

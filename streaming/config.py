@@ -116,7 +116,7 @@ class GatewayConfig:
             publish_timeout_ms=self.publish_timeout_ms,
             ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
             max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
-            free_port_fallback=True, groups_topic=self.groups_topic,
+            free_port_fallback=True, groups_topic=self.groups_topic, registry_file=str(self.path(self.topics_file)),
             groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
         )
 

@@ -95,6 +95,9 @@ class TopicConfig:
     producer_id_expiration_ms: int = 86400000
     max_compaction_lag_ms: int = LONG_MAX
     record_validation: RecordValidation = RecordValidation.FULL
+    # the topic configs the registry sets for this topic (the rest come from its defaults or Kafka's):
+    # what DescribeConfigs reports as TOPIC_CONFIG
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def compacted(self) -> bool:
@@ -239,6 +242,9 @@ _WINDOW_KEYS = {
 }
 
 TOPIC_CONFIG_KEYS = frozenset(_SETTINGS) | {DEPRECATED_DIFFERENCE_TOPIC_KEY}
+# topic config -> (its TopicConfig attribute, its gateway-wide synonyms, most specific first)
+TOPIC_CONFIG_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    k: (s.attr, tuple(b for b, _ in s.broker_keys)) for k, s in _SETTINGS.items()}
 GATEWAY_DEFAULT_KEYS = frozenset(k for s in _SETTINGS.values() for k, _ in s.broker_keys) | {
     DEPRECATED_DIFFERENCE_BROKER_KEY
 }
@@ -326,7 +332,7 @@ def topic_config(
             if broker_key in defaults:
                 kwargs[setting.attr] = parse(broker_key, defaults[broker_key])
                 break
-    config = TopicConfig(name=name, partitions=n_partitions, **kwargs)
+    config = TopicConfig(name=name, partitions=n_partitions, explicit=frozenset(configs), **kwargs)
     if config.compression_type != "producer":
         log.info(
             "Topic %s: compression.type=%s; batches with another codec are rejected with "

@@ -1,0 +1,161 @@
+"""DescribeConfigs (key 32, v1-v4): what `kafka-topics --describe`, `kafka-configs --describe` and admin
+clients read. A TOPIC resource gets every topic config the gateway applies to it (`validators/topic_config.py`),
+each with Kafka's source: TOPIC_CONFIG where the registry sets it for the topic, STATIC_BROKER_CONFIG where
+it comes from the registry's `defaults` (the gateway's server.properties), DEFAULT_CONFIG where Kafka's
+default applies (`is_default`); with `include_synonyms` the chain below it, as `ConfigHelper` lists it.
+A BROKER resource (this node's id, or "" for the cluster default) gets the registry's defaults and the
+front door's own broker settings. Every config is read-only here: the registry file is where they change.
+
+Errors as `KafkaApis.handleDescribeConfigsRequest`/`ConfigHelper` answer: a topic the registry lacks
+UNKNOWN_TOPIC_OR_PARTITION, another broker's id INVALID_REQUEST, an unknown resource type INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.wire import Request
+from validators.codec.record_batch import TimestampType
+from validators.topic_config import TOPIC_CONFIG_SETTINGS, TopicConfig, TopicRegistry
+
+
+class ResourceType(IntEnum):
+    """`ConfigResource.Type`"""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class ConfigSource(IntEnum):
+    """`DescribeConfigsResponse.ConfigSource`"""
+
+    TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    """`DescribeConfigsResponse.ConfigType` (v3+)"""
+
+    STRING = 2
+    INT = 3
+    LONG = 5
+    LIST = 7
+
+
+# ConfigDef types of the topic configs the gateway applies (`TopicConfig`, Kafka's `LogConfig`)
+_TYPES = {
+    "message.timestamp.type": ConfigType.STRING, "max.message.bytes": ConfigType.INT,
+    "compression.type": ConfigType.STRING, "cleanup.policy": ConfigType.LIST, "segment.bytes": ConfigType.INT,
+    "segment.index.bytes": ConfigType.INT, "index.interval.bytes": ConfigType.INT,
+    "producer.id.expiration.ms": ConfigType.INT, "gateway.record.validation": ConfigType.STRING,
+}
+_DEFAULTS = TopicConfig(name="-", partitions=1)
+
+
+@dataclass(frozen=True)
+class Synonym:
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    synonyms: tuple[Synonym, ...]
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+def render(value: Any) -> str:
+    """A config value as Kafka prints it."""
+    if isinstance(value, TimestampType):
+        return "LogAppendTime" if value == TimestampType.LOG_APPEND_TIME else "CreateTime"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(getattr(value, "value", value))
+
+
+def topic_entries(config: TopicConfig, defaults: Mapping[str, Any]) -> list[ConfigEntry]:
+    entries = []
+    for key, (attr, broker_keys) in sorted(TOPIC_CONFIG_SETTINGS.items()):
+        chain = []
+        if key in config.explicit:
+            chain.append(Synonym(key, render(getattr(config, attr)), ConfigSource.TOPIC_CONFIG))
+        chain += [Synonym(b, str(defaults[b]), ConfigSource.STATIC_BROKER_CONFIG) for b in broker_keys if b in defaults]
+        chain.append(Synonym(broker_keys[0] if broker_keys else key, render(getattr(_DEFAULTS, attr)),
+                             ConfigSource.DEFAULT_CONFIG))
+        entries.append(ConfigEntry(key, render(getattr(config, attr)), chain[0].source,
+                                   _TYPES.get(key, ConfigType.LONG), tuple(chain)))
+    return entries
+
+
+def broker_entries(ctx: Context, registry: TopicRegistry) -> list[ConfigEntry]:
+    entries = [ConfigEntry(k, str(v), ConfigSource.STATIC_BROKER_CONFIG, ConfigType.STRING,
+                           (Synonym(k, str(v), ConfigSource.STATIC_BROKER_CONFIG),))
+               for k, v in sorted(registry.defaults.items())]
+    own = {"socket.request.max.bytes": (str(ctx.max_request_bytes), ConfigType.INT),
+           "auto.create.topics.enable": ("false", ConfigType.STRING),
+           "delete.topic.enable": ("false", ConfigType.STRING),
+           "num.partitions": ("1", ConfigType.INT),
+           "group.initial.rebalance.delay.ms": (str(ctx.groups.settings.initial_rebalance_delay_ms), ConfigType.INT),
+           "group.min.session.timeout.ms": (str(ctx.groups.settings.min_session_timeout_ms), ConfigType.INT),
+           "group.max.session.timeout.ms": (str(ctx.groups.settings.max_session_timeout_ms), ConfigType.INT),
+           "offset.metadata.max.bytes": (str(ctx.groups.settings.offset_metadata_max_bytes), ConfigType.INT)}
+    entries += [ConfigEntry(k, v, ConfigSource.STATIC_BROKER_CONFIG, t, (Synonym(k, v, ConfigSource.STATIC_BROKER_CONFIG),))
+                for k, (v, t) in sorted(own.items())]
+    return entries
+
+
+def _describe(ctx: Context, registry: TopicRegistry, node_id: int, resource_type: int,
+              name: str) -> tuple[ErrorCode, str | None, list[ConfigEntry]]:
+    if resource_type == ResourceType.TOPIC:
+        config = registry.get(name)
+        if config is None:
+            return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist in the registry", []
+        return ErrorCode.none, None, topic_entries(config, registry.defaults)
+    if resource_type == ResourceType.BROKER:
+        if name not in ("", str(node_id)):
+            return ErrorCode.invalid_request, f"Unexpected broker id, expected {node_id} or empty string, but received {name}", []
+        return ErrorCode.none, None, broker_entries(ctx, registry)
+    return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
+
+
+def _filtered(entries: Iterable[ConfigEntry], keys: Iterable[str] | None) -> list[ConfigEntry]:
+    if keys is None:
+        return list(entries)
+    wanted = set(keys)
+    return [e for e in entries if e.name in wanted]
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body = request.body
+    module = response_module(ApiKey.DESCRIBE_CONFIGS, request.api_version)
+    registry = ctx.registry()
+    results = []
+    for r in body.resources:
+        code, message, entries = _describe(ctx, registry, request.node_id, r.resource_type, r.resource_name)
+        configs = tuple(
+            build(module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=True,
+                  config_source=int(e.source), is_default=e.is_default, is_sensitive=False,
+                  synonyms=tuple(build(module.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
+                                 for s in e.synonyms) if body.include_synonyms else (),
+                  config_type=int(e.type), documentation=None)
+            for e in _filtered(entries, r.configuration_keys))
+        results.append(build(module.DescribeConfigsResult, error_code=code, error_message=message,
+                             resource_type=r.resource_type, resource_name=r.resource_name, configs=configs))
+    return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
