@@ -10,9 +10,10 @@ topic) and the group metrics on the exporter."""
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client import generate_latest
 
 from embedded.local_kafka import java_executable
+from sinks.storage.retention import enforce_retention
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.group_members import (
     JavaMember,
@@ -275,3 +277,33 @@ def test_kafkajs_shares_a_group_with_librdkafka(target: Target) -> None:
         if js.proc.poll() is None:
             js.crash()
         lib.close()
+
+
+def test_a_commit_below_the_log_start_after_retention_resets_by_auto_offset_reset(door: Target) -> None:
+    """Kafka's answer: the committed position is out of range, Fetch says OFFSET_OUT_OF_RANGE, and the
+    consumer resets by `auto.offset.reset` (earliest: the new log start)."""
+    assert door.door is not None
+    rolling = Target(door.bootstrap, "rolling", door.door)  # a segment per micro-batch (segment.ms=1)
+    group = f"reset-{uuid.uuid4().hex[:8]}"
+
+    def produce(tag: str) -> None:
+        p = Producer({"bootstrap.servers": door.bootstrap, "enable.idempotence": True})
+        for i in range(5):
+            p.produce("rolling", value=f"{tag}-{i}".encode(), partition=0)
+        assert p.flush(120) == 0
+
+    produce("old")
+    first = rolling.member(group, "first")
+    until(lambda: len(first.read) == 5, [first], "the first records, committed")
+    first.close()
+    produce("gone")
+    produce("kept")
+    root = door.door.segments_root
+    config = replace(door.door.registry.current().topics["rolling"], retention_ms=1)
+    report = enforce_retention(root, "rolling", 0, config, now_ms=int(time.time() * 1000) + 60_000)
+    assert report is not None and report.log_start_offset == 10  # the two closed segments are gone
+
+    second = rolling.member(group, "second")
+    until(lambda: len(second.read) == 5, [second], "the records after the reset")
+    assert sorted(second.read.values()) == [(0, o) for o in range(10, 15)]  # reset to the log start, not 5
+    second.close()
