@@ -1,6 +1,7 @@
 """FindCoordinator (key 10, v0-v6; batched keys from v4, KIP-699): a group's coordinator is the node
 `groups/placement.py` names — the same on every node, so a client asking any of them goes to one place.
 Transaction coordinators (key type 1) are refused: the front door has no transactions (DESIGN §4.7).
+Without its groups topic (unreadable at start) every group gets COORDINATOR_NOT_AVAILABLE, with the reason.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def _find(ctx: Context, key: str, key_type: int) -> tuple[ErrorCode, str | None,
         return ErrorCode.invalid_request, f"Unsupported coordinator type {key_type}", -1, "", -1
     if not key:  # KafkaApis: an empty group id is not a group
         return ErrorCode.invalid_request, "The group id must not be empty", -1, "", -1
+    if ctx.groups.unavailable is not None:  # as Kafka answers while __consumer_offsets has no leader
+        return ErrorCode.coordinator_not_available, ctx.groups.unavailable, -1, "", -1
     node = ctx.node(ctx.coordinator(key))
     return ErrorCode.none, None, node.node_id, node.host, node.port
 

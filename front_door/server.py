@@ -60,7 +60,7 @@ from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.context import AppendSignal, BrokerAddress, Context, Node
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
-from front_door.groups.store import KafkaGroupStore
+from front_door.groups.store import GroupStoreError, KafkaGroupStore
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import DEFAULT_NODES, node_ids
@@ -236,10 +236,15 @@ class FrontDoor:
         so no client ever sees a group half-loaded (Kafka answers COORDINATOR_LOAD_IN_PROGRESS instead)."""
         s = self.settings
         self._group_store = store = KafkaGroupStore(s.bootstrap_servers, s.groups_topic)
-        stored = await asyncio.to_thread(store.load)
-        store.start(self._loop)
         groups = GroupCoordinator(store, s.groups, on_rebalance=self.metrics.rebalanced,
                                   on_commit=self.metrics.committed)
+        try:
+            stored = await asyncio.to_thread(store.load)
+        except GroupStoreError as e:  # producers and assigned consumers are still served
+            groups.unavailable = f"{e}; create it (compacted) or let the gateway create it, then restart"
+            log.warning("front door: no consumer groups: %s", groups.unavailable)
+            return groups
+        store.start(self._loop)
         groups.load(stored)
         log.info("front door groups: %d groups and %d groups' offsets loaded from %s", len(stored.groups),
                  len(stored.offsets), s.groups_topic)

@@ -170,6 +170,8 @@ class GroupCoordinator:
         self._on_rebalance = on_rebalance
         self._on_commit = on_commit
         self.groups: dict[str, ClassicGroup] = {}
+        # why groups cannot be served (the groups topic could not be read), or None: FindCoordinator says so
+        self.unavailable: str | None = None
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._runtime: dict[str, _Runtime] = {}
         self._writes: set[asyncio.Task[None]] = set()

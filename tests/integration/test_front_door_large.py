@@ -271,6 +271,8 @@ def test_an_ingress_topic_carrying_less_gets_message_too_large_at_the_door_with_
                                       **{"enable.idempotence": False})
             ((err, _),) = _deliver(unacked, "large", 0, [b"small enough"])
             assert err is None
+            # no groups topic here either: producers are served, groups are not, and the reason is logged
+            assert f"no consumer groups: groups topic {gateway_config.groups_topic} does not exist" in caplog.text
         finally:
             door.stop()
     ingress = read_all(gateway_config, gateway_config.ingress_topic)

@@ -5,6 +5,7 @@ coordinator every node names, NOT_COORDINATOR from the others, and the refused t
 from __future__ import annotations
 
 import datetime
+import struct
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +33,9 @@ from front_door.groups.placement import coordinator
 from front_door.leadership import node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.server import READABLE
 from front_door.topic_ids import topic_id
+from front_door.wire import BadRequestError, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.unit.test_front_door import REGISTRY, _answer
 
@@ -71,6 +74,10 @@ def test_find_coordinator_names_one_node_for_a_group_on_every_node(tmp_path: Pat
     assert (old.error_code, old.node_id) == (ErrorCode.none, HOME)
     txn = _answer(ctx, find_coordinator.handle, 10, 3, req(10, 3).FindCoordinatorRequest(key="tx", key_type=1))
     assert txn.error_code == ErrorCode.unsupported_version and "transactional.id" in txn.error_message
+    ctx.groups.unavailable = "groups topic gateway.consumer_offsets does not exist"  # could not be read at start
+    down = _answer(ctx, find_coordinator.handle, 10, 4, m4.FindCoordinatorRequest(key_type=0, coordinator_keys=(GROUP,)))
+    assert (down.coordinators[0].error_code, down.coordinators[0].node_id) == (ErrorCode.coordinator_not_available, -1)
+    assert "does not exist" in down.coordinators[0].error_message
 
 
 def test_a_consumers_life_through_the_wire(tmp_path: Path) -> None:
@@ -207,3 +214,13 @@ def test_a_node_that_does_not_coordinate_the_group_says_so(tmp_path: Path, api: 
     codes |= {p.error_code for t in getattr(answer, "topics", ()) for p in t.partitions}
     assert ErrorCode.not_coordinator in codes
     assert GROUP not in ctx.groups.groups  # nothing happened at the wrong node
+
+
+@pytest.mark.parametrize("api_key, version", [(11, 9), (14, 5), (8, 9), (9, 8), (13, 5), (42, 2), (10, 4)])
+def test_a_malformed_group_request_is_a_bad_request_closing_only_its_connection(api_key: int, version: int) -> None:
+    """Truncated bodies and hostile array lengths are BadRequestError, which closes the one connection
+    (`server.py`), as a Kafka broker closes it; nothing reaches the coordinator."""
+    header = struct.pack(">hhi", api_key, version, 7) + b"\x00\x04unit\x00"  # header v2: client id, no tags
+    for body in (b"", b"\x05gr", b"\x05grp" + b"\xff" * 12, b"\x02g" + b"\x7f\xff\xff\xff" * 4):
+        with pytest.raises(BadRequestError):
+            parse_request(header + body, READABLE, 1)
