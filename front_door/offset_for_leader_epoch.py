@@ -16,11 +16,11 @@ from kio.schema.errors import ErrorCode
 
 from front_door.api_keys import ApiKey
 from front_door.context import Context
-from front_door.groups.group_metrics import log_end_offset
 from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
+from sinks.storage.log_reader import log_end_offset
 from validators.append_result import GATEWAY_LEADER_EPOCH
 
 UNDEFINED_EPOCH_OFFSET = -1

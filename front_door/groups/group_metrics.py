@@ -20,20 +20,12 @@ from prometheus_client.registry import Collector
 from front_door.groups.classic_group import GroupState
 from front_door.groups.coordinator import GroupsSnapshot
 from sinks.batch_metrics import PREFIX
-from sinks.storage.log_reader import PartitionReader
+from sinks.storage.log_reader import log_end_offset
 
 log = logging.getLogger("gateway.front_door.groups")
 
 P = f"{PREFIX}front_door_group"
 SNAPSHOT_TIMEOUT_S = 5.0
-
-
-def log_end_offset(root: Path, topic: str, partition: int) -> int:
-    try:
-        with PartitionReader(root, topic, partition) as reader:
-            return reader.log_end_offset
-    except FileNotFoundError:  # nothing appended yet
-        return 0
 
 
 class GroupsCollector(Collector):

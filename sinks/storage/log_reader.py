@@ -328,3 +328,12 @@ def offsets_for_times(root: Path, topic: str, partition: int, timestamp: int) ->
     """ListOffsets for one partition (see `PartitionReader.offsets_for_times`)."""
     with PartitionReader(root, topic, partition) as reader:
         return reader.offsets_for_times(timestamp)
+
+
+def log_end_offset(root: Path, topic: str, partition: int) -> int:
+    """A partition's log end offset (0 when nothing was ever appended)."""
+    try:
+        with PartitionReader(root, topic, partition) as reader:
+            return reader.log_end_offset
+    except FileNotFoundError:
+        return 0

@@ -10,9 +10,11 @@ import json
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+from xml.sax.saxutils import quoteattr
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -155,13 +157,36 @@ class ProcessMember:
         self.proc.wait(timeout=30)
 
 
+def client_log_config(log_file: Path) -> str:
+    """log4j2 for a Java client whose stdout is its output: the log to a file, INFO, and every request it
+    sends and response it gets (NetworkClient at DEBUG)."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName={quoteattr(str(log_file))}>
+      <PatternLayout pattern="[%d{{ISO8601}}] %-5p [%t] %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Logger name="org.apache.kafka.clients.NetworkClient" level="DEBUG"/>
+    <Root level="INFO"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
 class JavaMember(ProcessMember):
-    """The Java client's KafkaConsumer in its own JVM (commitSync after every poll with records)."""
+    """The Java client's KafkaConsumer in its own JVM (commitSync after every poll with records); its client
+    log in `log_file` (beside the compiled classes), requests and responses included."""
 
     def __init__(self, classes: Path, bootstrap: str, group: str, topic: str, name: str, assignor: str = "range",
                  instance_id: str | None = None, settings: Sequence[str] = ()) -> None:
+        self.log_file = classes.parent / f"{name}-{uuid.uuid4().hex[:8]}.log"
+        config = self.log_file.with_suffix(".xml")
+        config.write_text(client_log_config(self.log_file))
         super().__init__(name, [
-            java_executable(), "-cp", f"{classes}:{kafka_classpath(KAFKA_JARS_DIR)}", JAVA_CLASS, bootstrap, group,
+            java_executable(), f"-Dlog4j2.configurationFile={config}", "-cp",
+            f"{classes}:{kafka_classpath(KAFKA_JARS_DIR)}", JAVA_CLASS, bootstrap, group,
             topic, JAVA_ASSIGNORS[assignor], instance_id or "-", f"client.id={name}",
             f"session.timeout.ms={SESSION_MS}", "heartbeat.interval.ms=500", *settings])
 

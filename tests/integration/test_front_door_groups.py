@@ -9,6 +9,7 @@ topic) and the group metrics on the exporter."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import uuid
@@ -214,6 +215,12 @@ def test_java_and_librdkafka_members_share_a_group_through_join_leave_and_crash(
         no_duplicates(everyone)  # nothing read twice after a commit, nothing skipped
         assert set().union(*(m.read for m in everyone)) == produced
         assert not j1.errors and not j2.errors
+        # resuming from commits (which carry leader epoch 0), the Java client validated its positions
+        # (KIP-320): OffsetForLeaderEpoch answered without an error, epoch 0 ending at the log end
+        answers = [line for m in (j1, j2) for line in m.log_file.read_text().splitlines()
+                   if "Received OFFSET_FOR_LEADER_EPOCH response" in line]
+        ends = re.findall(r"EpochEndOffset\(errorCode=(-?\d+), partition=\d+, leaderEpoch=(-?\d+)", "\n".join(answers))
+        assert ends and set(ends) == {("0", "0")}, answers[:3]
     finally:
         for m in (j1, j2):
             if m.proc.poll() is None:
@@ -307,3 +314,21 @@ def test_a_commit_below_the_log_start_after_retention_resets_by_auto_offset_rese
     until(lambda: len(second.read) == 5, [second], "the records after the reset")
     assert sorted(second.read.values()) == [(0, o) for o in range(10, 15)]  # reset to the log start, not 5
     second.close()
+
+
+def test_kafka_consumer_groups_resets_offsets_and_deletes_a_group(target: Target) -> None:
+    group = f"tools-{uuid.uuid4().hex[:8]}"
+    values = target.produce(16, "r")
+    m = target.member(group, "m")
+    until(lambda: set(m.read) >= values, [m], "every record, committed")
+    m.close()
+    reset = kafka_tool(CONSUMER_GROUPS, "--bootstrap-server", target.bootstrap, "--reset-offsets", "--group", group,
+                       "--topic", target.topic, "--to-earliest", "--execute")
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    again = target.member(group, "again")  # the group starts over from the reset offsets
+    until(lambda: set(again.read) >= values, [again], "every record again after the reset")
+    again.close()
+    deleted = kafka_tool(CONSUMER_GROUPS, "--bootstrap-server", target.bootstrap, "--delete", "--group", group)
+    assert deleted.returncode == 0 and "successful" in deleted.stdout, deleted.stdout + deleted.stderr[-2000:]
+    listed = kafka_tool(CONSUMER_GROUPS, "--bootstrap-server", target.bootstrap, "--list")
+    assert group not in listed.stdout.split()

@@ -27,7 +27,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 import pytest
 from pyspark.sql import SparkSession
@@ -47,6 +46,7 @@ from tests.integration.front_door_harness import (
     running_front_door,
 )
 from tests.integration.gateway_io import read_all
+from tests.integration.group_members import client_log_config
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +102,7 @@ class Probe:
         self.runs += 1
         log_file = self.work / f"probe-{self.runs}.log"
         config = self.work / f"log4j2-{self.runs}.xml"
-        config.write_text(_log4j2_config(log_file))
+        config.write_text(client_log_config(log_file))
         cmd = [java_executable(), "-Xmx256m", f"-Dlog4j2.configurationFile={config}",
                "-cp", os.pathsep.join([str(self.classes), kafka_classpath(KAFKA_JARS_DIR)]), PROBE_CLASS, *args]
         try:
@@ -142,23 +142,6 @@ class Probe:
 
     def leaders(self, bootstrap: str, topic: str) -> ProbeRun:
         return self.run(["leaders", bootstrap, topic])
-
-
-def _log4j2_config(log_file: Path) -> str:
-    """The client's log to a file (stdout is the probe's output): INFO, and every request it sends."""
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders>
-    <File name="file" fileName={quoteattr(str(log_file))}>
-      <PatternLayout pattern="[%d{{ISO8601}}] %-5p [%t] %m (%c)%n"/>
-    </File>
-  </Appenders>
-  <Loggers>
-    <Logger name="org.apache.kafka.clients.NetworkClient" level="DEBUG"/>
-    <Root level="INFO"><AppenderRef ref="file"/></Root>
-  </Loggers>
-</Configuration>
-"""
 
 
 def _tail(text: str, lines: int = 60) -> str:
