@@ -246,6 +246,7 @@ class FrontDoor:
             return groups
         store.start(self._loop)
         groups.load(stored)
+        groups.start_expiry()
         log.info("front door groups: %d groups and %d groups' offsets loaded from %s", len(stored.groups),
                  len(stored.offsets), s.groups_topic)
         self.metrics.groups.attach(groups.snapshot, self._loop, s.segments_root)

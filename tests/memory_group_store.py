@@ -37,5 +37,10 @@ class MemoryGroupStore:
         for tp in partitions:
             self.offsets.get(group, {}).pop(tp, None)
 
+    async def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        await self._written("delete-offsets", group)
+        for tp in partitions:
+            self.offsets.get(group, {}).pop(tp, None)
+
     def load(self) -> StoredGroups:
         return StoredGroups(dict(self.groups), {g: dict(o) for g, o in self.offsets.items() if o})

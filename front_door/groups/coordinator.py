@@ -45,6 +45,8 @@ class GroupStore(TypingProtocol):
 
     async def delete_group(self, group: str, partitions: Iterable[TopicPartition]) -> None: ...
 
+    async def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None: ...
+
 
 @dataclass(frozen=True)
 class GroupSettings:
@@ -55,6 +57,8 @@ class GroupSettings:
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
     max_size: int = 2**31 - 1  # group.max.size
     offset_metadata_max_bytes: int = 4_096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes (7 days)
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class GroupCoordinator:
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._runtime: dict[str, _Runtime] = {}
         self._writes: set[asyncio.Task[None]] = set()
+        self._expiry: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ loading
 
@@ -723,6 +728,49 @@ class GroupCoordinator:
         task.add_done_callback(done)
         return task
 
+    # ------------------------------------------------------------------ offset expiry
+
+    def start_expiry(self) -> None:
+        """Run `expire_offsets` every `offsets.retention.check.interval.ms`, as Kafka's coordinator does."""
+        def tick() -> None:
+            self._spawn(self.expire_offsets(), "*")
+            self._expiry = asyncio.get_running_loop().call_later(interval, tick)
+
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        self._expiry = asyncio.get_running_loop().call_later(interval, tick)
+
+    async def expire_offsets(self) -> None:
+        """`GroupMetadataManager.cleanupGroupMetadata` for classic groups (`OffsetExpirationConditionImpl`):
+        an Empty group's offsets expire `offsets.retention.minutes` after it became empty (after each commit
+        for a group that never had members); a group left Empty with no offsets is deleted, its record with
+        it. Groups with members keep their offsets."""
+        now, retention = self._now_ms(), self.settings.offsets_retention_ms
+        for group_id, group in list(self.groups.items()):
+            if not group.in_state(GroupState.EMPTY) or group.pending_members:  # a join on its way
+                continue
+            offsets = self.offsets.get(group_id, {})
+            managed = group.protocol_type is not None and group.state_timestamp_ms >= 0
+            expired = [tp for tp, o in offsets.items()
+                       if (group.state_timestamp_ms if managed else o.commit_timestamp_ms) + retention <= now]
+            try:
+                if len(expired) == len(offsets):
+                    group.transition(GroupState.DEAD, now)
+                    await self._spawn(self.store.delete_group(group_id, expired), group_id)
+                    if self.groups.get(group_id) is group:
+                        del self.groups[group_id]
+                        self._runtime.pop(group_id, None)
+                        self.offsets.pop(group_id, None)
+                    log.info("group %s: expired with %d offsets (empty for offsets.retention.minutes)", group_id,
+                             len(expired))
+                elif expired:
+                    await self._spawn(self.store.delete_offsets(group_id, expired), group_id)
+                    for tp in expired:
+                        offsets.pop(tp, None)
+            except Exception as e:  # noqa: BLE001 - the next check retries
+                log.warning("group %s: expired offsets not removed: %s", group_id, e)
+                if group.in_state(GroupState.DEAD):
+                    group.state = GroupState.EMPTY
+
     @staticmethod
     def _cancel(handle: asyncio.TimerHandle | None) -> None:
         if handle is not None:
@@ -730,6 +778,7 @@ class GroupCoordinator:
 
     def close(self) -> None:
         """Timers off; waiting requests answered NOT_COORDINATOR so their clients look again."""
+        self._cancel(self._expiry)
         for rt in self._runtime.values():
             for h in [*rt.heartbeats.values(), *rt.pending_expiry.values(), rt.join_timer, rt.sync_timer]:
                 self._cancel(h)

@@ -170,6 +170,9 @@ class KafkaGroupStore:
         tombstones: list[tuple[bytes, bytes | None]] = [(encode_key(OffsetKey(group, t, p)), None) for t, p in partitions]
         await self._write(group, [*tombstones, (encode_key(GroupKey(group)), None)])
 
+    async def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> None:
+        await self._write(group, [(encode_key(OffsetKey(group, t, p)), None) for t, p in partitions])
+
     def close(self) -> None:
         self._stop.set()
         if self._thread is not None:

@@ -62,7 +62,7 @@ async def joined(groups: GroupCoordinator, **kwargs: Any) -> JoinResult:
 async def stable_member(groups: GroupCoordinator, **kwargs: Any) -> JoinResult:
     """A member that joined and synced an empty assignment: the group is Stable with it alone."""
     result = await joined(groups, **kwargs)
-    assert (await groups.sync("g", result.generation, result.member_id, None, None, None, {})).error == ErrorCode.none
+    assert (await groups.sync(kwargs.get("group", "g"), result.generation, result.member_id, None, None, None, {})).error == ErrorCode.none
     return result
 
 
@@ -301,3 +301,36 @@ def test_the_coordinator_of_a_group_is_kafkas_partition_for_it_on_every_node() -
 def offset(n: int, metadata: str = "") -> OffsetAndMetadata:
     return OffsetAndMetadata(n, -1, metadata, 0)
 
+
+
+def test_offsets_of_an_empty_group_expire_after_the_retention_and_the_group_goes() -> None:
+    clock = [1_000_000]
+    settings = GroupSettings(min_session_timeout_ms=1, initial_rebalance_delay_ms=0, offsets_retention_ms=1_000)
+
+    async def main() -> None:
+        store = MemoryGroupStore()
+        groups = GroupCoordinator(store, settings, now_ms=lambda: clock[0])
+        try:
+            # a standalone consumer's group: each offset expires a retention after its own commit
+            await groups.commit("solo", -1, "", None, {("t", 0): OffsetAndMetadata(1, -1, "", clock[0])})
+            clock[0] += 600
+            await groups.commit("solo", -1, "", None, {("t", 1): OffsetAndMetadata(2, -1, "", clock[0])})
+            # a managed group: its offsets expire a retention after it became empty, not after the commit
+            a = await stable_member(groups)
+            await groups.commit("g", 1, a.member_id, None, {("t", 0): offset(5)})
+            active = await stable_member(groups, group="busy")
+            clock[0] += 500
+            groups.leave("g", [LeavingMember(a.member_id, None)])
+            assert groups.groups["g"].state == GroupState.EMPTY
+            await groups.expire_offsets()
+            assert list(groups.fetch_offsets("solo", None)) == [("t", 1)]  # the first commit is 1 100 ms old
+            assert "g" in groups.groups  # empty for 0 ms
+            clock[0] += 1_000
+            await groups.expire_offsets()
+            assert "solo" not in groups.groups and "g" not in groups.groups
+            assert "solo" not in store.load().offsets and "g" not in store.load().groups
+            assert "busy" in groups.groups and active.error == ErrorCode.none  # a group with members stays
+        finally:
+            groups.close()
+
+    asyncio.run(main())
