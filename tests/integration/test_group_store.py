@@ -1,6 +1,6 @@
 """The groups topic on the real broker (`front_door/groups/store.py`): what is written is what a new
 store (a restarted front door) loads, the last record of a key winning; a deleted group's tombstones make
-it and its offsets disappear; a damaged record on the topic is skipped with a log line naming its offset
+it and its offsets disappear, an expired offset's tombstone it alone; a damaged record on the topic is skipped with a log line naming its offset
 while the rest loads; a write the cluster does not take raises GroupStoreError."""
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def test_a_new_store_loads_what_was_written_last_and_forgets_deleted_groups(kafk
         await store.write_group("gone", GROUP)
         await store.write_offsets("gone", {("t", 0): OffsetAndMetadata(3, -1, "", 1)})
         await store.delete_group("gone", [("t", 0)])
+        await store.write_offsets("g", {("t", 2): OffsetAndMetadata(7, -1, "", 2)})
+        await store.delete_offsets("g", [("t", 2)])  # expired: a tombstone for the offset alone
 
     written(kafka, name, writes)
     loaded = KafkaGroupStore(kafka.bootstrap_servers, name).load()
