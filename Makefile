@@ -30,7 +30,7 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
 	touch $@
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c
+$(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock

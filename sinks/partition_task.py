@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from contract.decision_row import DECISION_FIELDS, DecisionRow
-from contract.responses import encode_response
 from sinks.batch_metrics import aggregate_decisions
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, publish_all
-from sinks.responses import response_from_row
+from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.partition_log import AppendOutcome, append_batches
@@ -101,12 +100,10 @@ def outgoing_messages(
 
     for row in rows:
         if row.acks != 0:
-            response = response_from_row(row)
-            if response["log_start_offset"] >= 0 and response["topic"] in topics:
-                response["log_start_offset"] = max(
-                    response["log_start_offset"], storage_log_start(response["topic"], response["partition"])
-                )
-            responses.append(OutgoingMessage(row.request_id.encode(), encode_response(response)))
+            log_start = row.log_start_offset
+            if log_start >= 0 and row.topic in topics and row.partition is not None:
+                log_start = max(log_start, storage_log_start(row.topic, row.partition))
+            responses.append(OutgoingMessage(row.request_id.encode(), encode_row_response(row, log_start)))
         if row.error_code != 0:
             letters.append(dead_letter(row, config.ingress_topic))
     return responses, letters

@@ -1,7 +1,8 @@
 """`make bench`: measurements, reported not asserted.
 
 1. The pure core: decision throughput (records/s on one core) for codec × timestamp type × value
-   size × records per batch, beside the floor (CRC-32C and decompression of the same bytes).
+   size × records per batch, beside the floor (CRC-32C and decompression of the same bytes); the hot
+   path's Python work per batch, phase by phase, native and reference (`tests.bench_hot_path`).
 2. End to end on the real stack (`tests.bench_stack`): the gateway beside Apache Kafka (sequential
    and pipelined produce of the same batches) and Spark's floor; Kafka's clients (Java, librdkafka)
    through the front door beside the same clients against Kafka (`tests.bench_clients`); the scaling table.
@@ -69,13 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core-only", action="store_true")
     parser.add_argument("--end-to-end-only", action="store_true")
     # "front-door": the earlier name of the clients' rows (they run through the front door), kept
-    parser.add_argument("--only", choices=["clients", "front-door"],
-                        help="just these end-to-end rows: Kafka clients against Kafka and through the front door")
+    parser.add_argument("--only", choices=["clients", "front-door", "backlog"],
+                        help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
+                             "(clients), or the gateway's backlog beside Spark's floor and the scaling fit (backlog)")
     args = parser.parse_args(argv)
     if args.only == "front-door":
         args.only = "clients"
     if not args.end_to_end_only and not args.only:
+        from tests.bench_hot_path import bench_hot_path
+
         bench_core(0.2 if args.quick else 1.0)
+        bench_hot_path(rounds=3 if args.quick else 7)
     if not args.core_only:
         from tests.bench_stack import bench_end_to_end
 

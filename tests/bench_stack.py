@@ -393,6 +393,29 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
     if quick:
         per_trigger = {k: v // 10 for k, v in per_trigger.items()}
     workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
+    if only == "backlog":
+        print(f"\n== end to end, the gateway's backlog beside Spark's floor: local[2], {KAFKA_VERSION} broker on loopback ==")
+        with Stack(work) as stack:
+            warm = small.batches(2000, 4, now)
+            for kind in ("gateway", "floor"):
+                stack.drain(kind, warm, 500)  # warm-up, not reported
+            payloads = small.batches(4 * per_trigger[small.name], 4, now)
+            gw = drain_row(f"gateway ({small.name})", stack.drain("gateway", payloads, per_trigger[small.name]), payloads)
+            fl = drain_row(f"Spark floor ({small.name})", stack.drain("floor", payloads, per_trigger[small.name]), payloads)
+            pip = stack.kafka_pipelined(payloads)
+            pip.name = f"{pip.name} ({small.name})"
+            print_table([pip, gw, fl])
+            scaling = bench_scaling(stack, small, now, quick)
+        print("\nratios and targets (issue 21):")
+        target("backlog throughput gateway / Spark floor", ratio(gw.records_per_s, fl.records_per_s), ">= 0.8",
+               gw.records_per_s / fl.records_per_s >= 0.8)
+        target("backlog throughput gateway / Kafka pipelined", ratio(gw.records_per_s, pip.records_per_s), ">= 0.5",
+               gw.records_per_s / pip.records_per_s >= 0.5)
+        if scaling:
+            (_, g_marginal), (_, f_marginal) = scaling
+            target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
+                   g_marginal / f_marginal <= 1.2)
+        return
     if only == "clients":
         print(f"\n== end to end, Kafka clients only: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:

@@ -2,7 +2,8 @@
 `tests/integration/test_faults.py`): a writer process with `GATEWAY_SEGMENTS_CRASH_AT=<step>[:<n>]`
 exits there; with `GATEWAY_CRASH_KILL_PIDFILE` set too it first kills the process group of the pid in
 that file (the gateway's driver: a driver crash between a segment commit and the response publish).
-Unset, one dict lookup.
+The variable is read once, at import (a writer process has it from its start); unset, a crash point
+costs one comparison.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ KILL_PIDFILE_ENV = "GATEWAY_CRASH_KILL_PIDFILE"  # test hook: SIGKILL this pid's
 
 
 _crash_counts: dict[str, int] = {}
+_SPEC = os.environ.get(CRASH_ENV)
 
 
 def crash_point(step: str) -> None:
     """Kill the process at a named step when `GATEWAY_SEGMENTS_CRASH_AT` asks for it (crash tests run a
-    writer subprocess with it set; unset in production it costs one dict lookup)."""
-    spec = os.environ.get(CRASH_ENV)
+    writer subprocess with it set)."""
+    spec = _SPEC
     if not spec:
         return
     name, _, count = spec.partition(":")

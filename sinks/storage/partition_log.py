@@ -178,9 +178,10 @@ class PartitionLog:
                 f"{self.topic}-{self.partition}: batch at offset {header.base_offset} does not continue the log "
                 f"end offset {self.log_end_offset}"
             )
-        last_offset = header.last_offset
-        max_timestamp = header.max_timestamp
-        if len(records) > header.size_in_bytes:  # several batches in one append
+        if len(records) == header.size_in_bytes:  # one batch: the common case
+            batches = [(0, header)]
+            last_offset, max_timestamp = header.last_offset, header.max_timestamp
+        else:  # several batches in one append
             batches = split_batches(records)
             last_offset = max(h.last_offset for _p, h in batches)
             max_timestamp = max(h.max_timestamp for _p, h in batches)
@@ -201,7 +202,7 @@ class PartitionLog:
         if len(records) > self.config.segment_bytes:
             log.warning("%s-%d: batch of %d bytes at offset %d is larger than segment.bytes=%d",
                         self.topic, self.partition, len(records), header.base_offset, self.config.segment_bytes)
-        self.active.append(records, append_time_ms)
+        self.active.append(records, append_time_ms, batches)
         self.log_end_offset = last_offset + 1
         crash_point("batch-written")
         return AppendInfo(header.base_offset, last_offset, len(records), rolled)

@@ -43,6 +43,7 @@ from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
 from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.codec.record_batch import (
+    RecordBatchHeader,
     TimestampType,
     is_valid,
 )
@@ -50,6 +51,7 @@ from validators.codec.record_batch import (
 log = logging.getLogger("gateway.segments")
 
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev takes
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
 
 
@@ -67,6 +69,20 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
+
+
+def write_at(fd: int, buffers: list[bytes], position: int) -> None:
+    """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
+    the appended batches are not joined into one copy first; a regular file may take a write in parts."""
+    views = [memoryview(b) for b in buffers]
+    while views:
+        written = os.pwritev(fd, views[:_IOV_MAX], position)
+        position += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]
 
 
 class LogSegment:
@@ -221,32 +237,40 @@ class LogSegment:
 
     # ------------------------------------------------------------------ append (§5.2)
 
-    def append(self, records: bytes | memoryview, append_time_ms: int) -> None:
-        """Append one produce's batches (already offset-assigned) at the end of the log."""
+    def append(
+        self, records: bytes | memoryview, append_time_ms: int,
+        batches: list[tuple[int, RecordBatchHeader]] | None = None,
+    ) -> None:
+        """Append one produce's batches (already offset-assigned) at the end of the log; `batches`, when the
+        caller parsed them already, is `split_batches(records)`."""
         self._require_writable()
-        batches = split_batches(records)
+        if batches is None:
+            batches = split_batches(records)
         if not batches:
             return
-        largest_offset = max(h.last_offset for _p, h in batches)
-        self._ensure_offset_in_range(largest_offset)
+        self._ensure_offset_in_range(batches[-1][1].last_offset if len(batches) == 1
+                                     else max(h.last_offset for _p, h in batches))
         physical_position = self._size
         if not self._pending:
             self._pending_at = physical_position
-        self._pending.append(bytes(records))
+        self._pending.append(records if type(records) is bytes else bytes(records))
         self._pending_bytes += len(records)
         max_ts = self.max_timestamp_and_offset_so_far
         bytes_since = self.bytes_since_last_index_entry
+        interval = self.config.index_interval_bytes
         for _pos, header in batches:
+            last_offset = header.last_offset
             if header.max_timestamp > max_ts.timestamp:
-                max_ts = TimestampOffset(header.max_timestamp, header.last_offset)
+                max_ts = TimestampOffset(header.max_timestamp, last_offset)
                 self._max_ts_and_offset = max_ts
-            if bytes_since > self.config.index_interval_bytes:
-                self.offset_index.append(header.last_offset, physical_position)
+            if bytes_since > interval:
+                self.offset_index.append(last_offset, physical_position)
                 self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
                 bytes_since = 0
-            physical_position += header.size_in_bytes
-            bytes_since += header.size_in_bytes
-            self.append_time_index.append(append_time_ms, header.last_offset)
+            size = header.size_in_bytes
+            physical_position += size
+            bytes_since += size
+            self.append_time_index.append(append_time_ms, last_offset)
         self._size = physical_position
         if self._pending_bytes >= PENDING_LIMIT:
             self.write_pending()
@@ -254,13 +278,9 @@ class LogSegment:
     def write_pending(self) -> None:
         """Write the appended bytes not yet in the files (log and indexes), without fsync."""
         if self._pending:
-            data = b"".join(self._pending) if len(self._pending) > 1 else self._pending[0]
+            write_at(self._fd, self._pending, self._pending_at)
             self._pending.clear()
             self._pending_bytes = 0
-            view, position = memoryview(data), self._pending_at
-            while view:  # a regular file may take a write in parts
-                written = os.pwrite(self._fd, view, position)
-                view, position = view[written:], position + written
         if self.writable:
             self.offset_index.write_pending()
             self.time_index.write_pending()

@@ -288,6 +288,8 @@ def _import_from_zip(archive: Path) -> subprocess.CompletedProcess[str]:
         "print(type(validators.__loader__).__name__, native_walk.NATIVE_WALK is not None)\n"
         "print(native_walk.NATIVE_WALK.walk(b'\\x10\\x00\\x00\\x00\\x02k\\x02v\\x00', 0, 9, 1, 5, False, -1, True, 5, 0, 0, False)"
         " if native_walk.NATIVE_WALK else None)\n"
+        "import sinks, sinks.responses as responses\n"
+        "print(type(sinks.__loader__).__name__, responses.NATIVE_RESPONSES is not None)\n"
     )
     return subprocess.run([sys.executable, "-S", "-c", code, str(archive), sysconfig.get_paths()["purelib"]],
                           capture_output=True, text=True, timeout=120, check=False)
@@ -306,6 +308,7 @@ def test_the_package_zip_loads_the_native_walk(tmp_path: Path) -> None:
 def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(archive).namelist()
     assert any(n.startswith("validators/codec/_record_walk") and n.endswith(".so") for n in names)
+    assert any(n.startswith("sinks/_response_avro") and n.endswith(".so") for n in names)
     # the response schema travels as a package resource and is read from inside the zip
     assert "contract/produce_response.avsc" in names
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
@@ -320,7 +323,7 @@ def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     assert run.stdout.split() == ["zipimporter", "5"]
     run = _import_from_zip(archive)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == ["zipimporter True", "(None, 5, 0, True, [])"]
+    assert run.stdout.splitlines() == ["zipimporter True", "(None, 5, 0, True, [])", "zipimporter True"]
     assert "not available" not in run.stderr
 
     # without the shared object: the pure-Python walk, and one warning
@@ -331,5 +334,6 @@ def _check_package_zip(archive: Path, tmp_path: Path) -> None:
                 dst.writestr(name, src.read(name))
     run = _import_from_zip(stripped)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines() == ["zipimporter False", "None"]
+    assert run.stdout.splitlines() == ["zipimporter False", "None", "zipimporter False"]
     assert run.stderr.count("validators.codec._record_walk is not available") == 1
+    assert run.stderr.count("sinks._response_avro is not available") == 1

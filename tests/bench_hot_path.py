@@ -1,0 +1,98 @@
+"""`make bench`: the per-batch Python work of a micro-batch, phase by phase, outside Spark (issue 21).
+
+One target partition's micro-batch of N raw 100 x 100 B batches (LogAppendTime) goes through the same
+functions the query runs, timed one phase at a time: the stage reading its pandas frame, deciding
+(`decide_group`), building its output frame; Arrow (the worker's conversion, Spark's side); the sink's task
+reading the rows, appending them (write, index entries, fsync, commit), encoding responses and metric
+deltas. Publishing is left out (a Kafka round trip, not per-batch work). Each phase runs with the native
+modules and with their pure-Python references, side by side: the native column is today's hot path, the
+reference column what it costs without them. Medians of several rounds, µs per batch; printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from contract.decision_row import DECISION_FIELDS
+from sinks import responses
+from sinks.batch_metrics import aggregate_decisions
+from sinks.partition_task import SinkConfig, append_partitions, arrow_rows, outgoing_messages
+from streaming.stage import _ingress_batches, decide_group
+from validators.append_result import PartitionState
+from validators.codec import native_walk
+from validators.codec.record_batch import build_record_batch
+from validators.topic_config import TopicRegistry, topic_config
+
+PHASES = ("stage: read frame", "stage: decide", "stage: output frame", "arrow (worker)", "sink: read rows",
+          "sink: append + commit", "sink: responses", "sink: metric deltas")
+
+
+@contextmanager
+def _native(enabled: bool) -> Iterator[None]:
+    saved = native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES
+    if not enabled:
+        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES = None, None
+    try:
+        yield
+    finally:
+        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES = saved
+
+
+def _ingress_frame(batches: int, now_ms: int) -> pd.DataFrame:
+    batch = build_record_batch([(now_ms - 1000 + i, b"key-%d" % i, b"v" * 100) for i in range(100)])
+    return pd.DataFrame({
+        "ingress_partition": [0] * batches, "ingress_offset": list(range(batches)),
+        "ingress_timestamp_ms": [now_ms - 50] * batches, "batch": [batch] * batches,
+        "request_id": [f"req-{i}" for i in range(batches)], "client_id": ["bench"] * batches,
+        "acks": [-1] * batches, "partition_header": ["0"] * batches, "replay_of": [None] * batches,
+    })
+
+
+def _round(frame: pd.DataFrame, registry: TopicRegistry, now_ms: int, work: Path, batch_id: int) -> dict[str, float]:
+    times: dict[str, float] = {}
+    clock = time.perf_counter
+
+    def timed(name: str, fn: Callable[[], object]) -> object:
+        start = clock()
+        result = fn()
+        times[name] = clock() - start
+        return result
+
+    items = timed(PHASES[0], lambda: list(_ingress_batches(frame)))
+    rows, _ = timed(PHASES[1], lambda: decide_group("t", 0, items, registry, PartitionState(), now_ms))  # type: ignore[misc]
+    out = timed(PHASES[2], lambda: pd.DataFrame(rows, columns=DECISION_FIELDS))
+    arrow = timed(PHASES[3], lambda: pa.RecordBatch.from_pandas(out, preserve_index=False))
+    decided = timed(PHASES[4], lambda: arrow_rows([arrow]))
+    root = work / f"round-{batch_id}"
+    timed(PHASES[5], lambda: append_partitions(root, batch_id, decided, registry))  # type: ignore[arg-type]
+    config = SinkConfig("unused:9092", root, "ingress", "responses", "dlq", 1 << 20)
+    timed(PHASES[6], lambda: outgoing_messages(decided, config, frozenset(registry.topics), {("t", 0): 0}))  # type: ignore[arg-type]
+    timed(PHASES[7], lambda: aggregate_decisions(decided, {"t": 1}))  # type: ignore[arg-type]
+    return times
+
+
+def bench_hot_path(batches: int = 2000, rounds: int = 5) -> None:
+    now_ms = int(time.time() * 1000)
+    registry = TopicRegistry(topics={"t": topic_config("t", 1, {"message.timestamp.type": "LogAppendTime"}, {})})
+    frame = _ingress_frame(batches, now_ms)
+    medians: dict[bool, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="gateway-hot-path-") as tmp:
+        for enabled in (True, False):
+            with _native(enabled):
+                work = Path(tmp) / ("native" if enabled else "reference")
+                samples = [_round(frame, registry, now_ms, work, i + 1) for i in range(rounds)]
+            medians[enabled] = {p: statistics.median(s[p] for s in samples) * 1e6 / batches for p in PHASES}
+    print(f"\n== hot path: Python work per batch (µs), one partition's micro-batch of {batches} raw 100 x 100 B "
+          f"batches, LogAppendTime, median of {rounds} ==")
+    print(f"{'phase':24} {'native':>9} {'reference':>10}")
+    for p in PHASES:
+        print(f"{p:24} {medians[True][p]:>9.1f} {medians[False][p]:>10.1f}")
+    print(f"{'total':24} {sum(medians[True].values()):>9.1f} {sum(medians[False].values()):>10.1f}")
