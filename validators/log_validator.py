@@ -69,6 +69,9 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
+from typing import NamedTuple
+
+from crc32c import crc32c
 
 from validators import producer_state
 from validators.append_checks import analyze_entry, append_clock, appended, check_fits_segment
@@ -171,38 +174,28 @@ def _decide_v2(
     data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int
 ) -> AppendResult:
     lso = state.log_start_offset
-    codec_id = analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
-    (_, _, _, _, _, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-     base_sequence, count) = BATCH_HEADER.unpack_from(data, 0)
-    _validate_batch(attributes, last_offset_delta, count, producer_id, base_sequence, tp, lso)
-
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    target_id = config.target_compression_id
-    in_place = target_id is None or target_id == codec_id  # §1.2.2: codec equality decides (not the level)
     append_time = append_clock(state, now_ms)
-    header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
-    checked = _check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
-
-    max_ts = append_time if lat_topic else checked.max_timestamp
-    if in_place:
-        stored = rb.assign_offsets_and_timestamp(
-            data if batch_size == len(data) else data[:batch_size],
-            state.log_end_offset,
-            config.message_timestamp_type,
-            max_ts,
-            GATEWAY_LEADER_EPOCH,
+    native = native_walk.NATIVE_WALK
+    fast = None
+    if (native is not None and batch_size == len(data) and config.record_validation is RecordValidation.FULL
+            and config.target_compression_id in (None, 0)):
+        # the clean uncompressed batch in one native pass; None: not clean, decided below with Kafka's texts
+        fast = native.decide_in_place(
+            data, state.log_end_offset, GATEWAY_LEADER_EPOCH, config.max_message_bytes, config.segment_bytes,
+            lat_topic, append_time, now_ms, config.message_timestamp_before_max_ms,
+            config.message_timestamp_after_max_ms, config.compacted, crc32c,
         )
-    else:
-        stored = _rebuild_v2(data, header, codec_id, target_id, tp, config, state, append_time, lso,
-                             producer_id, producer_epoch, base_sequence)
-    check_fits_segment(len(stored), tp, config.segment_bytes)
+    v2 = _stored_v2(data, batch_size, tp, config, state, now_ms, lat_topic, append_time) if fast is None else StoredV2(*fast)
+    max_ts, count, producer_id = v2.max_timestamp, v2.count, v2.producer_id
+    producer_epoch, base_sequence, max_timestamp = v2.producer_epoch, v2.base_sequence, v2.producer_max_timestamp
 
     producers = state.producers
     if producers:
         producers = producer_state.expire(producers, now_ms, config.producer_id_expiration_ms)
     if producer_id >= 0:  # step 17: UnifiedLog.analyzeAndValidateProducerState
         entry = producer_state.find(producers, producer_id, now_ms, config.producer_id_expiration_ms)
-        last_seq = producer_state.increment_sequence(base_sequence, last_offset_delta)
+        last_seq = producer_state.increment_sequence(base_sequence, v2.last_offset_delta)
         duplicate = entry.find_duplicate(producer_epoch, base_sequence, last_seq) if entry is not None else None
         if duplicate is not None:
             return Accepted(
@@ -227,8 +220,58 @@ def _decide_v2(
             producers, entry, producer_id, producer_epoch,
             BatchMetadata(base_sequence, last_seq, first_offset, first_offset + count - 1, max_ts), append_time,
         )
-    return appended(stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
-                    future_count=checked.future_count, producer_max_timestamp=max_timestamp, rebuilt=not in_place)
+    return appended(v2.stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
+                    future_count=v2.future_count, producer_max_timestamp=max_timestamp, rebuilt=v2.rebuilt)
+
+
+class StoredV2(NamedTuple):
+    """A v2 batch past §1.1 steps 11-15 and §1.2: what is stored and what step 17 needs; the first nine
+    fields in the order `_record_walk.decide_in_place` returns them."""
+
+    stored: bytes
+    max_timestamp: int  # the stored maxTimestamp
+    future_count: int  # KIP-937: accepted records > 1 h ahead
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_offset_delta: int
+    count: int
+    producer_max_timestamp: int  # the header's maxTimestamp as the producer sent it
+    rebuilt: bool = False  # path C
+
+
+def _stored_v2(
+    data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool,
+    append_time: int,
+) -> StoredV2:
+    """§1.1 steps 11-15 and §1.2 for any v2 batch: the stored bytes and what the producer-state step needs.
+    Raises RejectedBatch."""
+    lso = state.log_start_offset
+    codec_id = analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
+    (_, _, _, _, _, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+     base_sequence, count) = BATCH_HEADER.unpack_from(data, 0)
+    _validate_batch(attributes, last_offset_delta, count, producer_id, base_sequence, tp, lso)
+
+    target_id = config.target_compression_id
+    in_place = target_id is None or target_id == codec_id  # §1.2.2: codec equality decides (not the level)
+    header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
+    checked = _check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
+
+    max_ts = append_time if lat_topic else checked.max_timestamp
+    if in_place:
+        stored = rb.assign_offsets_and_timestamp(
+            data if batch_size == len(data) else data[:batch_size],
+            state.log_end_offset,
+            config.message_timestamp_type,
+            max_ts,
+            GATEWAY_LEADER_EPOCH,
+        )
+    else:
+        stored = _rebuild_v2(data, header, codec_id, target_id, tp, config, state, append_time, lso,
+                             producer_id, producer_epoch, base_sequence)
+    check_fits_segment(len(stored), tp, config.segment_bytes)
+    return StoredV2(stored, max_ts, checked.future_count, producer_id, producer_epoch, base_sequence,
+                    last_offset_delta, count, max_timestamp, rebuilt=not in_place)
 
 
 def _validate_batch(

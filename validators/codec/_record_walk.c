@@ -122,43 +122,47 @@ text(const char *fmt, ...)
     return PyUnicode_FromString(message);
 }
 
-static PyObject *
-walk(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    Py_buffer view;
-    Py_ssize_t start, end, count;
-    long long base_timestamp, lat_timestamp, now_ms, before_max_ms, after_max_ms;
+/* What one walk needs besides the bytes (the parameters of `walk` below). */
+typedef struct {
+    int64_t base_timestamp, lat_timestamp, now_ms, before_max_ms, after_max_ms;
     int batch_lat, check_timestamps, compacted;
+} WalkParams;
 
-    if (!PyArg_ParseTuple(args, "y*nnnLpLpLLLp:walk", &view, &start, &end, &count, &base_timestamp,
-                          &batch_lat, &lat_timestamp, &check_timestamps, &now_ms, &before_max_ms,
-                          &after_max_ms, &compacted))
-        return NULL;
-    if (start < 0 || end < start || end > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "walk: need 0 <= start <= end <= len(buffer)");
-        return NULL;
-    }
+typedef struct {
+    int64_t max_ts;
+    Py_ssize_t future;
+    int contiguous;
+    PyObject *error;  /* the structural error's text (collecting walks only) */
+    PyObject *errors; /* the record errors list; NULL: a clean-or-bail walk */
+} WalkOut;
 
-    /* positions are relative to `start`: the records area is buffer[start:end] */
-    const uint8_t *buf = (const uint8_t *)view.buf + start;
-    end -= start;
+enum { WALK_DONE = 0, WALK_BAIL = 1, WALK_FAIL = -1 };
+
+/* The walk over buf[0:end]. Collecting (out->errors a list): WALK_DONE with out->error set on a
+ * structural error, record errors appended to out->errors. Clean-or-bail (out->errors NULL): WALK_BAIL
+ * at the first structural or record error, before any text is made. WALK_FAIL: a Python exception. */
+#define FAIL_WITH(make)                                                         \
+    do {                                                                        \
+        if (out->errors == NULL)                                                \
+            return WALK_BAIL;                                                   \
+        out->error = (make);                                                    \
+        return out->error == NULL ? WALK_FAIL : WALK_DONE;                      \
+    } while (0)
+
+static int
+walk_area(const uint8_t *buf, Py_ssize_t end, Py_ssize_t count, const WalkParams *p, WalkOut *out)
+{
     Py_ssize_t pos = 0;
     uint32_t raw = 0;
-    PyObject *error = NULL;
-    PyObject *errors = PyList_New(0);
-    int64_t max_ts = NO_TIMESTAMP;
-    Py_ssize_t future = 0;
-    int contiguous = 1;
-    const uint64_t now = (uint64_t)now_ms;
-    const uint64_t base = (uint64_t)base_timestamp;
+    const uint64_t now = (uint64_t)p->now_ms;
+    const uint64_t base = (uint64_t)p->base_timestamp;
 
-    if (errors == NULL)
-        goto fail;
-    if (count < 0) { /* DefaultRecordBatch.iterator: "Found invalid record count" */
-        error = text("Found invalid record count %zd in magic v2 batch", count);
-        goto done;
-    }
+    out->max_ts = NO_TIMESTAMP;
+    out->future = 0;
+    out->contiguous = 1;
+    out->error = NULL;
+    if (count < 0) /* DefaultRecordBatch.iterator: "Found invalid record count" */
+        FAIL_WITH(text("Found invalid record count %zd in magic v2 batch", count));
 
     for (Py_ssize_t index = 0; index < count; index++) {
         int32_t size, offset_delta, key_size, value_size, header_count;
@@ -171,22 +175,16 @@ walk(PyObject *Py_UNUSED(module), PyObject *args)
             size = (int32_t)((u >> 1) ^ (0u - (u & 1u)));
         } else {
             int r = read_varint(buf, end, &pos, &size, &raw);
-            if (r == VAR_EOF) {
-                error = PyUnicode_FromString(PREMATURE_EOF);
-                goto done;
-            }
-            if (r == VAR_TOO_LONG) {
-                error = text("Varint is too long, the most significant bit in the 5th byte is set, "
-                             "converted value: %x", (unsigned int)raw);
-                goto done;
-            }
+            if (r == VAR_EOF)
+                FAIL_WITH(PyUnicode_FromString(PREMATURE_EOF));
+            if (r == VAR_TOO_LONG)
+                FAIL_WITH(text("Varint is too long, the most significant bit in the 5th byte is set, "
+                               "converted value: %x", (unsigned int)raw));
         }
         /* DefaultRecord.readFrom: buffer.remaining() < sizeOfBodyInBytes */
-        if (end - pos < (Py_ssize_t)size) {
-            error = text("Invalid record size: expected %d bytes in record payload, but instead the buffer "
-                         "has only %zd remaining bytes.", (int)size, end - pos);
-            goto done;
-        }
+        if (end - pos < (Py_ssize_t)size)
+            FAIL_WITH(text("Invalid record size: expected %d bytes in record payload, but instead the buffer "
+                           "has only %zd remaining bytes.", (int)size, end - pos));
         const Py_ssize_t record_start = pos;
 
         pos += 1; /* attributes (unused in v2); its absence is caught by the next read */
@@ -205,22 +203,16 @@ walk(PyObject *Py_UNUSED(module), PyObject *args)
             pos += value_size;
         BODY_VARINT(header_count);
         if (header_count != 0) {
-            if (header_count < 0) {
-                error = text("Found invalid number of record headers %d", (int)header_count);
-                goto done;
-            }
-            if ((Py_ssize_t)header_count > end - pos) {
-                error = text("Found invalid number of record headers. %d is larger than the remaining size "
-                             "of the buffer", (int)header_count);
-                goto done;
-            }
+            if (header_count < 0)
+                FAIL_WITH(text("Found invalid number of record headers %d", (int)header_count));
+            if ((Py_ssize_t)header_count > end - pos)
+                FAIL_WITH(text("Found invalid number of record headers. %d is larger than the remaining size "
+                               "of the buffer", (int)header_count));
             for (int32_t h = 0; h < header_count; h++) { /* DefaultRecord.readHeaders */
                 int32_t header_key_size, header_value_size;
                 BODY_VARINT(header_key_size);
-                if (header_key_size < 0) {
-                    error = text("Invalid negative header key size %d", (int)header_key_size);
-                    goto done;
-                }
+                if (header_key_size < 0)
+                    FAIL_WITH(text("Invalid negative header key size %d", (int)header_key_size));
                 pos += header_key_size;
                 BODY_VARINT(header_value_size); /* < 0: null value */
                 if (header_value_size > 0)
@@ -231,69 +223,241 @@ walk(PyObject *Py_UNUSED(module), PyObject *args)
             if (pos > end) /* the last slice ran past the buffer (BufferUnderflowException) */
                 goto structure;
             /* "validate whether we have read all header bytes in the current record" */
-            error = text("Invalid record size: expected to read %d bytes in record payload, but instead "
-                         "read %zd", (int)size, pos - record_start);
-            goto done;
+            FAIL_WITH(text("Invalid record size: expected to read %d bytes in record payload, but instead "
+                           "read %zd", (int)size, pos - record_start));
         }
 
         /* LogValidator.validateRecord (reference section 1.2) */
         if (offset_delta != index)
-            contiguous = 0;
-        int64_t ts = batch_lat ? (int64_t)lat_timestamp : (int64_t)(base + (uint64_t)timestamp_delta);
+            out->contiguous = 0;
+        int64_t ts = p->batch_lat ? p->lat_timestamp : (int64_t)(base + (uint64_t)timestamp_delta);
         int kind = 0;
-        if (compacted && key_size < 0) {
+        if (p->compacted && key_size < 0) {
             kind = KIND_NULL_KEY; /* validateKey; a key error suppresses the timestamp check */
-        } else if (check_timestamps && ts != NO_TIMESTAMP) {
+        } else if (p->check_timestamps && ts != NO_TIMESTAMP) {
             /* recordHasInvalidTimestamp: diff = now - ts; diff > before || -diff > after (Java long) */
             int64_t diff = (int64_t)(now - (uint64_t)ts);
             int64_t negated = (int64_t)(0ull - (uint64_t)diff);
-            if (diff > before_max_ms || negated > after_max_ms)
+            if (diff > p->before_max_ms || negated > p->after_max_ms)
                 kind = KIND_TIMESTAMP;
-        } else if (batch_lat) {
+        } else if (p->batch_lat) {
             kind = KIND_LOG_APPEND_TIME; /* "Producer should not set timestamp type to LogAppendTime" */
         }
         if (kind) {
+            if (out->errors == NULL)
+                return WALK_BAIL;
             PyObject *item = Py_BuildValue("(niiLii)", index, kind, (int)offset_delta, (long long)ts,
                                            (int)key_size, (int)value_size);
-            if (item == NULL || PyList_Append(errors, item) < 0) {
+            if (item == NULL || PyList_Append(out->errors, item) < 0) {
                 Py_XDECREF(item);
-                goto fail;
+                return WALK_FAIL;
             }
             Py_DECREF(item);
             continue;
         }
-        if (ts > max_ts)
-            max_ts = ts;
+        if (ts > out->max_ts)
+            out->max_ts = ts;
         /* KIP-937: ts - now > one hour, in exact (unbounded) arithmetic */
-        if (check_timestamps && ts > now_ms && (uint64_t)ts - now > FUTURE_TIMESTAMP_WARN_MS)
-            future++;
+        if (p->check_timestamps && ts > p->now_ms && (uint64_t)ts - now > FUTURE_TIMESTAMP_WARN_MS)
+            out->future++;
     }
     if (count > 0 && pos != end) /* RecordIterator: bytes left after the declared count */
-        error = PyUnicode_FromString(RECORDS_REMAINING);
-    goto done;
+        FAIL_WITH(PyUnicode_FromString(RECORDS_REMAINING));
+    return WALK_DONE;
 
 structure: /* DefaultRecord.readFrom: BufferUnderflowException | IllegalArgumentException */
-    error = PyUnicode_FromString(STRUCTURE);
+    FAIL_WITH(PyUnicode_FromString(STRUCTURE));
+}
 
-done:
-    PyBuffer_Release(&view);
-    if (error != NULL) {
-        Py_DECREF(errors);
-        return Py_BuildValue("(NLnON)", error, (long long)NO_TIMESTAMP, (Py_ssize_t)0, Py_False, PyList_New(0));
-    }
-    if (PyErr_Occurred()) {
-        Py_DECREF(errors);
+static PyObject *
+walk(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start, end, count;
+    long long base_timestamp, lat_timestamp, now_ms, before_max_ms, after_max_ms;
+    int batch_lat, check_timestamps, compacted;
+
+    if (!PyArg_ParseTuple(args, "y*nnnLpLpLLLp:walk", &view, &start, &end, &count, &base_timestamp,
+                          &batch_lat, &lat_timestamp, &check_timestamps, &now_ms, &before_max_ms,
+                          &after_max_ms, &compacted))
+        return NULL;
+    if (start < 0 || end < start || end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk: need 0 <= start <= end <= len(buffer)");
         return NULL;
     }
-    return Py_BuildValue("(OLnON)", Py_None, (long long)max_ts, future, contiguous ? Py_True : Py_False, errors);
-
-fail:
+    WalkParams params = {base_timestamp, lat_timestamp, now_ms, before_max_ms, after_max_ms,
+                         batch_lat, check_timestamps, compacted};
+    WalkOut out;
+    out.errors = PyList_New(0);
+    if (out.errors == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    /* positions are relative to `start`: the records area is buffer[start:end] */
+    int rc = walk_area((const uint8_t *)view.buf + start, end - start, count, &params, &out);
     PyBuffer_Release(&view);
-    Py_XDECREF(errors);
-    return NULL;
+    if (rc == WALK_FAIL) {
+        Py_DECREF(out.errors);
+        return NULL;
+    }
+    if (out.error != NULL) {
+        Py_DECREF(out.errors);
+        return Py_BuildValue("(NLnON)", out.error, (long long)NO_TIMESTAMP, (Py_ssize_t)0, Py_False, PyList_New(0));
+    }
+    return Py_BuildValue("(OLnON)", Py_None, (long long)out.max_ts, out.future, out.contiguous ? Py_True : Py_False,
+                         out.errors);
+}
+
+/* Big-endian reads and writes of the v2 batch header (reference section 4.1). */
+static inline int64_t
+get_i64(const uint8_t *b)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | b[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+get_i32(const uint8_t *b)
+{
+    return (int32_t)(((uint32_t)b[0] << 24) | ((uint32_t)b[1] << 16) | ((uint32_t)b[2] << 8) | b[3]);
+}
+
+static inline void
+put_u64(uint8_t *b, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        b[i] = (uint8_t)v;
+}
+
+static inline void
+put_u32(uint8_t *b, uint32_t v)
+{
+    for (int i = 3; i >= 0; i--, v >>= 8)
+        b[i] = (uint8_t)v;
+}
+
+#define V2_OVERHEAD 61
+#define ATTR_CODEC 0x07
+#define ATTR_TIMESTAMP_TYPE 0x08
+#define ATTR_TRANSACTIONAL 0x10
+#define ATTR_CONTROL 0x20
+#define ATTR_DELETE_HORIZON 0x40
+
+/* crc32c(data[21:]) through the given callable (the `crc32c` package: CRC-32C stays its job). */
+static int
+crc_of(PyObject *crc32c, PyObject *bytes, uint32_t *crc)
+{
+    PyObject *view = PyMemoryView_FromObject(bytes);
+    if (view == NULL)
+        return -1;
+    PyObject *tail = PySequence_GetSlice(view, 21, PY_SSIZE_T_MAX);
+    Py_DECREF(view);
+    if (tail == NULL)
+        return -1;
+    PyObject *value = PyObject_CallOneArg(crc32c, tail);
+    Py_DECREF(tail);
+    if (value == NULL)
+        return -1;
+    unsigned long v = PyLong_AsUnsignedLong(value);
+    Py_DECREF(value);
+    if (v == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    *crc = (uint32_t)v;
+    return 0;
+}
+
+/*
+ * decide_in_place(batch, log_end_offset, leader_epoch, max_message_bytes, segment_bytes, lat_topic,
+ *                 append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c)
+ *   -> (stored, max_timestamp, future_count, producer_id, producer_epoch, base_sequence,
+ *       last_offset_delta, count, producer_max_timestamp) | None
+ *
+ * LogValidator's path A for the batch that needs no judgement: one complete uncompressed v2 batch,
+ * baseOffset 0, within max.message.bytes, valid CRC, neither transactional nor control nor flagged
+ * LogAppendTime, offsets consistent with the count, a sequence when it has a producer id, every
+ * record clean under the `full` walk, and stored within segment.bytes (reference section 1.1 steps
+ * 11-15, 1.2, 1.2.1). It returns the stored bytes — baseOffset, partitionLeaderEpoch and, when they
+ * change, the timestamp type and maxTimestamp rewritten with the CRC recomputed, as
+ * `record_batch.assign_offsets_and_timestamp` does — and what the producer-state step needs. Anything
+ * else is None: the Python reference (log_validator._decide_v2) decides it, with Kafka's texts.
+ * tests/unit/test_decide_in_place_native.py holds the two to identical results.
+ */
+static PyObject *
+decide_in_place(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *batch, *crc32c;
+    long long log_end_offset, max_message_bytes, segment_bytes, append_time, now_ms, before_max_ms, after_max_ms;
+    int leader_epoch, lat_topic, compacted;
+
+    if (!PyArg_ParseTuple(args, "SLiLLpLLLLpO:decide_in_place", &batch, &log_end_offset, &leader_epoch,
+                          &max_message_bytes, &segment_bytes, &lat_topic, &append_time, &now_ms, &before_max_ms,
+                          &after_max_ms, &compacted, &crc32c))
+        return NULL;
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(batch);
+    const Py_ssize_t n = PyBytes_GET_SIZE(batch);
+    if (n < V2_OVERHEAD || b[16] != 2 || (int64_t)get_i32(b + 8) + 12 != n || get_i64(b) != 0
+        || n > max_message_bytes || n > segment_bytes)
+        Py_RETURN_NONE;
+    const int attributes = b[22]; /* the low byte: every flag read here */
+    const int32_t last_offset_delta = get_i32(b + 23);
+    const int64_t base_timestamp = get_i64(b + 27);
+    const int64_t max_timestamp = get_i64(b + 35);
+    const int64_t producer_id = get_i64(b + 43);
+    const int producer_epoch = (int16_t)(((unsigned)b[51] << 8) | b[52]);
+    const int32_t base_sequence = get_i32(b + 53);
+    const int32_t count = get_i32(b + 57);
+    if ((attributes & (ATTR_CODEC | ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)) != 0
+        || count <= 0 || (int64_t)last_offset_delta + 1 != count || (producer_id >= 0 && base_sequence < 0))
+        Py_RETURN_NONE;
+    uint32_t crc;
+    if (crc_of(crc32c, batch, &crc) < 0)
+        return NULL;
+    if (crc != (uint32_t)get_i32(b + 17))
+        Py_RETURN_NONE;
+
+    WalkParams params = {base_timestamp, max_timestamp, now_ms, before_max_ms, after_max_ms, 0, !lat_topic, compacted};
+    WalkOut out;
+    out.errors = NULL; /* clean or bail */
+    int rc = walk_area(b + V2_OVERHEAD, n - V2_OVERHEAD, count, &params, &out);
+    if (rc == WALK_FAIL)
+        return NULL;
+    if (rc == WALK_BAIL)
+        Py_RETURN_NONE;
+
+    const int64_t stored_max = lat_topic ? append_time : out.max_ts;
+    PyObject *stored = PyBytes_FromStringAndSize((const char *)b, n);
+    if (stored == NULL)
+        return NULL;
+    uint8_t *w = (uint8_t *)PyBytes_AS_STRING(stored);
+    put_u64(w, (uint64_t)log_end_offset);
+    put_u32(w + 12, (uint32_t)leader_epoch);
+    /* setMaxTimestamp: a no-op unless the type or the value changes; then computeAttributes keeps the
+     * codec, transactional, control and delete-horizon bits and clears bits 7-15 */
+    if (lat_topic || stored_max != max_timestamp) {
+        int kept = attributes & (ATTR_CODEC | ATTR_TRANSACTIONAL | ATTR_CONTROL | ATTR_DELETE_HORIZON);
+        w[21] = 0;
+        w[22] = (uint8_t)(kept | (lat_topic ? ATTR_TIMESTAMP_TYPE : 0));
+        put_u64(w + 35, (uint64_t)stored_max);
+        if (crc_of(crc32c, stored, &crc) < 0) {
+            Py_DECREF(stored);
+            return NULL;
+        }
+        put_u32(w + 17, crc);
+    }
+    return Py_BuildValue("(NLnLiiiiL)", stored, (long long)stored_max, out.future, (long long)producer_id,
+                         producer_epoch, (int)base_sequence, (int)last_offset_delta, (int)count,
+                         (long long)max_timestamp);
 }
 
 static PyMethodDef methods[] = {
+    {"decide_in_place", decide_in_place, METH_VARARGS,
+     "decide_in_place(batch, log_end_offset, leader_epoch, max_message_bytes, segment_bytes, lat_topic, append_time, "
+     "now_ms, before_max_ms, after_max_ms, compacted, crc32c) -> (stored, max_timestamp, future_count, producer_id, "
+     "producer_epoch, base_sequence, last_offset_delta, count, producer_max_timestamp) | None\n\n"
+     "LogValidator path A for a clean uncompressed v2 batch; None: the Python reference decides."},
     {"walk", walk, METH_VARARGS,
      "walk(buffer, start, end, count, base_timestamp, batch_lat, lat_timestamp, check_timestamps, now_ms, "
      "before_max_ms, after_max_ms, compacted) -> (error, max_timestamp, future_count, contiguous, "
