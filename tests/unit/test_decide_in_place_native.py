@@ -16,7 +16,16 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_record_walk_native import HOUR, NOW, _fields, _mutation, _timestamps, _windows, encode, mutate
+from tests.unit.test_record_walk_native import (
+    HOUR,
+    NOW,
+    _fields,
+    _mutation,
+    _timestamps,
+    _windows,
+    encode,
+    mutate,
+)
 from validators.append_result import Accepted, PartitionState
 from validators.codec import native_walk
 from validators.codec.record_batch import assign_offsets_and_timestamp, build_record_batch
