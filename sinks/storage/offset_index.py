@@ -62,7 +62,7 @@ class OffsetIndex(AbstractIndex):
         """Kafka's `OffsetIndex.append`: only offsets larger than the last one; never into a full index."""
         if self.is_full():
             raise IndexFullError(f"Attempt to append to a full index (size = {self._entries}).")
-        if self._entries != 0 and offset <= self.last_offset:
+        if self._entries != 0 and offset <= self.base_offset + _OFFSET_ENTRY.unpack_from(self._data, self._entries * 8 - 8)[0]:
             raise InvalidOffsetError(
                 f"Attempt to append an offset {offset} to position {self._entries} no larger than the last "
                 f"offset appended ({self.last_offset}) to {self.path}."

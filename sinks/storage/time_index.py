@@ -62,18 +62,20 @@ class TimeIndex(AbstractIndex):
         `timestamp` is larger than the last one)."""
         if not skip_full_check and self.is_full():
             raise IndexFullError(f"Attempt to append to a full time index (size = {self._entries}).")
-        last = self.last_entry
-        if self._entries != 0 and offset < last.offset:
-            raise InvalidOffsetError(
-                f"Attempt to append an offset ({offset}) to slot {self._entries} no larger than the last "
-                f"offset appended ({last.offset}) to {self.path}."
-            )
-        if self._entries != 0 and timestamp < last.timestamp:
-            raise TimestampOrderError(
-                f"Attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than the last "
-                f"timestamp appended ({last.timestamp}) to {self.path}."
-            )
-        if timestamp > last.timestamp:
+        last_timestamp = NO_TIMESTAMP
+        if self._entries != 0:  # the last entry read in place: this runs once per indexed batch
+            last_timestamp, last_relative = _TIME_ENTRY.unpack_from(self._data, self._entries * 12 - 12)
+            if offset < self.base_offset + last_relative:
+                raise InvalidOffsetError(
+                    f"Attempt to append an offset ({offset}) to slot {self._entries} no larger than the last "
+                    f"offset appended ({self.base_offset + last_relative}) to {self.path}."
+                )
+            if timestamp < last_timestamp:
+                raise TimestampOrderError(
+                    f"Attempt to append a timestamp ({timestamp}) to slot {self._entries} no larger than the last "
+                    f"timestamp appended ({last_timestamp}) to {self.path}."
+                )
+        if timestamp > last_timestamp:
             self._write_entry(_TIME_ENTRY.pack(timestamp, self._relative(offset)))
             return True
         return False
