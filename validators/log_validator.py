@@ -4,7 +4,7 @@ of (batch bytes, topic config, partition state, clock) — reference §1.1 steps
 Nothing here reads a clock, logs or does I/O: `now_ms` is the micro-batch clock passed in; accepted
 records more than one hour in the future are counted (`future_timestamp_count`, KIP-937) for the stage
 to report. The parts: `framing` (step 5), `record_walks` (Kafka's record checks), `rebuild` (path C),
-`legacy_decision` (magic 0/1), `append_result` (what is returned), `native_walk` (the C walk).
+`legacy_decision` (magic 0/1), `append_result` (what is returned), `native_walk` (the C walk and path A).
 
 Order of checks (Kafka's; the first failing one decides):
 
@@ -48,7 +48,9 @@ Gateway decisions (documented differences; everything else follows the reference
   DumpLogSegments would fail on (DESIGN §4.5). The walk and `validateRecord` run in one native pass
   (validators/codec/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
   not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
-  anything else to the codec's complete walk (records.scan_records), which gives Kafka's text.
+  anything else to the codec's complete walk (records.scan_records), which gives Kafka's text. A clean
+  uncompressed batch is decided up to the producer-state step in one native call (`decide_in_place`:
+  steps 11-15, the walk and the path A rewrite); what it declines, `_stored_v2` decides with Kafka's texts.
   `fast` trades that for speed (DESIGN §6): uncompressed LogAppendTime batches are decided from the
   header alone, uncompressed CreateTime batches from the record length chain and timestamp deltas;
   the layout inside records is then not verified (and on LogAppendTime topics not the record count).
