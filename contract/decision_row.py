@@ -52,7 +52,9 @@ class DecisionRow(NamedTuple):
     future_timestamps: Int32  # accepted records > 1 h ahead (KIP-937)
     window: str | None  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
     batch_time_ms: Int64  # the micro-batch clock (`now`)
-    batch: bytes  # stored bytes if accepted, original bytes if rejected
+    batch: bytes | None  # stored bytes if accepted, original bytes if rejected; None while in the spool
+    spool: str | None = None  # the spool file holding `batch` between the stage and the sink (sinks.batch_spool)
+    spool_offset: Int64 = -1  # where in it
 
 
 DECISION_FIELDS: tuple[str, ...] = DecisionRow._fields

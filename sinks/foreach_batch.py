@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sinks.batch_spool import remove_spools, unspool_rows
 from sinks.partition_task import SinkConfig, TaskSummary, arrow_rows, run_partition_task
 from sinks.registry_watcher import RegistryWatcher
 from validators.topic_config import TopicRegistry
@@ -83,7 +84,9 @@ class GatewaySink:
         config, registry = self.config, self.registry
 
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            summary = run_partition_task(config, batch_id, arrow_rows(batches), registry, time.perf_counter)
+            rows, spools = unspool_rows(arrow_rows(batches))
+            summary = run_partition_task(config, batch_id, rows, registry, time.perf_counter)
+            remove_spools(spools)  # durable and published: a retry of this task spools again
             yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
 
         started = time.perf_counter()

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 from contract.decision_row import DECISION_FIELDS, ColumnKind, DecisionRow, decision_columns
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
+from sinks.batch_spool import spool_rows
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
@@ -189,6 +190,12 @@ def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
     return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_json(state.producers))
 
 
+def stage_frame(rows: list[DecisionRow], tag: str) -> pd.DataFrame:
+    """What the stage emits for a group: its decision rows, their bytes in a spool file for the sink's task
+    (`sinks.batch_spool`: the same task reads them back, so they do not cross Spark again)."""
+    return pd.DataFrame(spool_rows(rows, tag), columns=DECISION_FIELDS)
+
+
 def stage_function(
     registry: RegistryWatcher,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
@@ -205,7 +212,7 @@ def stage_function(
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
-        yield pd.DataFrame(rows, columns=DECISION_FIELDS)
+        yield stage_frame(rows, f"{topic}-{partition}")
 
     return run_group
 
