@@ -8,6 +8,9 @@ MVN := mvn -q -B -s conf/jvm/settings.xml
 KAFKA_JARS := .jvm/kafka
 KAFKA_TOOLS_JARS := .jvm/kafka-tools
 SPARK_JARS := .jvm/spark
+# The gateway's own JVM classes (jvm/), compiled against the Spark and Hadoop jars that pyspark ships.
+GATEWAY_JAR := .jvm/gateway/gateway-checkpoint.jar
+GATEWAY_JAVA := $(shell find jvm -name '*.java')
 # Only the connector and what Spark's own jars lack; the rest ships with pyspark.
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
@@ -37,7 +40,12 @@ $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_wa
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved
+jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR)
+$(GATEWAY_JAR): $(GATEWAY_JAVA) $(VENV)/.installed
+	rm -rf .jvm/gateway && mkdir -p .jvm/gateway/classes
+	javac --release 17 -nowarn -d .jvm/gateway/classes \
+	  -cp "$(VENV)/lib/python3.11/site-packages/pyspark/jars/*" $(GATEWAY_JAVA)
+	jar --create --file $@ -C .jvm/gateway/classes .
 $(KAFKA_JARS)/.resolved: conf/jvm/kafka-broker.pom.xml conf/jvm/settings.xml
 	rm -rf $(KAFKA_JARS)
 	$(MVN) -f conf/jvm/kafka-broker.pom.xml dependency:copy-dependencies \

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import sys
 import zipfile
@@ -19,9 +20,14 @@ from pyspark.sql import SparkSession
 
 from streaming.config import REPO_ROOT, GatewayConfig
 
+log = logging.getLogger("gateway.session")
+
 SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark"
+GATEWAY_JAR = REPO_ROOT / ".jvm" / "gateway" / "gateway-checkpoint.jar"  # `make jars` compiles jvm/ into it
 PYFILES_DIR = REPO_ROOT / "build" / "pyfiles"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SPARK_FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+LOCAL_CHECKPOINTS = "org.ingestgateway.checkpoint.LocalCheckpointFileManager"  # jvm/, in GATEWAY_JAR
 # The import roots executors need, and the files besides modules they read (package resources).
 SHIPPED_PACKAGES = ("contract", "validators", "sinks", "streaming")
 SHIPPED_PATTERNS = ("*.py", "*.avsc", "*.so")
@@ -33,6 +39,20 @@ def connector_jars() -> list[Path]:
     if not any(j.name.startswith("spark-sql-kafka-0-10") for j in jars):
         raise FileNotFoundError(f"Spark's Kafka connector is missing from {SPARK_JARS_DIR}: run `make jars`")
     return jars
+
+
+def spark_jars() -> list[Path]:
+    """Every jar the gateway gives Spark: the Kafka connector's and, when built, the gateway's own."""
+    return [*connector_jars(), *([GATEWAY_JAR] if GATEWAY_JAR.exists() else [])]
+
+
+def checkpoint_file_manager() -> str:
+    """Spark's checkpoint file manager class for the query: the gateway's fork-free one when its jar is built."""
+    if GATEWAY_JAR.exists():
+        return LOCAL_CHECKPOINTS
+    log.warning("%s is missing (`make jars` builds it): checkpoint files go through Spark's %s, which forks "
+                "chmod for every file", GATEWAY_JAR, SPARK_FILE_SYSTEM_CHECKPOINTS)
+    return SPARK_FILE_SYSTEM_CHECKPOINTS
 
 
 def is_local(master: str) -> bool:
@@ -48,16 +68,21 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
     """Every Spark setting the gateway makes, with `config.spark_conf` applied last."""
     settings = {
         "spark.master": config.spark_master,
-        "spark.jars": ",".join(str(j) for j in connector_jars()),
+        "spark.jars": ",".join(str(j) for j in spark_jars()),
         "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
         # How often an idle query with trigger 0 looks for new ingress data. Spark's 10 ms keeps ~0.5 of a
         # core busy on ListOffsets while nothing arrives and slows the micro-batches beside it; 50 ms costs
         # a send-and-wait produce ~25 ms on average (make bench).
         "spark.sql.streaming.pollingDelay": f"{config.idle_poll_ms}ms",
         # Checkpoint files (offset and commit logs, state store changelogs) on a local or NFS path through
-        # Hadoop's raw local filesystem: the default checksummed one writes a `.crc` beside every file,
-        # twice the creates and renames per micro-batch (walCommit + commitOffsets ~90 -> ~50 ms, make bench).
-        # Neither fsyncs. A query may set `fs.AbstractFileSystem.file.impl` back (its SQL conf wins).
+        # Hadoop's FileSystem API on its raw local filesystem. The checksummed default writes a `.crc` beside
+        # every file; Spark's default FileContext manager, on Hadoop without its native library, forks
+        # `readlink` and `chmod` for every file it creates and renames — milliseconds a fork from the JVM,
+        # on walCommit, commitOffsets and every task's state commit (~40 -> ~5 ms, make bench), and the
+        # gateway's manager (jvm/) creates files without the chmod. None of them fsyncs; the rename is
+        # atomic on a local or NFS path. A query may set these back (its SQL conf wins).
+        "spark.sql.streaming.checkpointFileManagerClass": checkpoint_file_manager(),
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch's state as a changelog, not a new RocksDB snapshot (snapshots are taken

@@ -1,7 +1,7 @@
 """`make submit` / `gateway submit`: the spark-submit command for the configured cluster, printed and run.
 
-The command carries everything the executors need (DESIGN §6): Spark's Kafka connector jars
-(`--jars`), the packed Python environment (`--archives ...#environment`, built by `make pack`) as the
+The command carries everything the executors need (DESIGN §6): Spark's Kafka connector jars and the
+gateway's own (`--jars`), the packed Python environment (`--archives ...#environment`, built by `make pack`) as the
 executors' interpreter, the driver's interpreter, the config's `spark_conf`, and the entry point
 `gateway_submit.py`. The gateway's code travels as a zip the driver adds itself (streaming/session.py).
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark
 
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
-from streaming.session import ENVIRONMENT_DIR, connector_jars, is_local
+from streaming.session import ENVIRONMENT_DIR, is_local, spark_jars
 
 ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"  # pyspark's, in the project's venv
@@ -28,7 +28,7 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | None = None) -> list[str]:
     command = [str(SPARK_SUBMIT), "--master", config.spark_master, "--name", "ingest-gateway",
-               "--jars", ",".join(str(j) for j in connector_jars())]
+               "--jars", ",".join(str(j) for j in spark_jars())]
     if config.python_archive and not is_local(config.spark_master):
         command += ["--archives", f"{config.path(config.python_archive)}#{ENVIRONMENT_DIR}",
                     "--conf", f"spark.pyspark.python=./{ENVIRONMENT_DIR}/bin/python"]
