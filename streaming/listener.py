@@ -16,7 +16,6 @@ import json
 import logging
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
     QueryProgressEvent,
@@ -25,6 +24,7 @@ from pyspark.sql.streaming.listener import (
 )
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
+from streaming.listener_bridge import BridgedListener
 
 log = logging.getLogger("gateway.progress")
 
@@ -33,7 +33,7 @@ def log_event(event: str, **fields: Any) -> None:
     log.info("%s", json.dumps({"event": event, **fields}, sort_keys=True, default=str))
 
 
-class GatewayListener(StreamingQueryListener):
+class GatewayListener(BridgedListener):
     """Feeds `metrics` from the progress of the query named `query_name` (all queries when None)."""
 
     def __init__(self, metrics: GatewayMetrics, query_name: str | None = None, ingress_topic: str | None = None) -> None:

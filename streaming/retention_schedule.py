@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
     QueryProgressEvent,
@@ -45,6 +45,7 @@ from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.storage.file_names import partition_dir
 from sinks.storage.partition_log import repair_indexes
 from sinks.storage.retention import RetentionReport, enforce_retention_all
+from streaming.listener_bridge import BridgedListener
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.retention")
@@ -318,8 +319,10 @@ class RetentionSchedule:
                 log.debug("could not remove the retention listener", exc_info=True)
 
 
-class _StopOnTermination(StreamingQueryListener):
+class _StopOnTermination(BridgedListener):
     """Stops a schedule when its query terminates (for any reason: stop, failure, available-now end)."""
+
+    progress_events = False  # the JVM's progress events never cross to Python for it
 
     def __init__(self, schedule: RetentionSchedule, query_id: str) -> None:
         self.schedule = schedule
