@@ -75,14 +75,14 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         # 0.03-0.13 at 50 ms.
         "spark.sql.streaming.pollingDelay": f"{config.idle_poll_ms}ms",
         # Checkpoint files (offset and commit logs, state store changelogs) on a local or NFS path through
-        # Hadoop's FileSystem API on its raw local filesystem. The checksummed default writes a `.crc` beside
-        # every file; Spark's default FileContext manager, on Hadoop without its native library, forks
-        # `readlink` and `chmod` for every file it creates and renames — milliseconds a fork from the JVM,
-        # on walCommit, commitOffsets and every task's state commit (~40 -> ~5 ms, make bench), and the
-        # gateway's manager (jvm/) creates files without the chmod. None of them fsyncs; the rename is
-        # atomic on a local or NFS path. A query may set these back (its SQL conf wins).
+        # the gateway's manager (jvm/): Spark's FileSystem-based one, writing local files itself. Spark's
+        # default FileContext manager, on Hadoop without its native library, forks `readlink` and `chmod`
+        # for every file it creates and renames, and Hadoop's FileSystem forks `chmod` — milliseconds a fork
+        # from the JVM, on walCommit, commitOffsets and every task's state commit (~40 -> ~5 ms, make bench);
+        # the checksummed filesystems add a `.crc` beside every file. None of them fsyncs; the rename is
+        # atomic on a local or NFS path. (`fs.file.impl` stays Hadoop's LocalFileSystem: the state store's
+        # snapshot uploads need `FileSystem.getLocal`.) A query may set these back (its SQL conf wins).
         "spark.sql.streaming.checkpointFileManagerClass": checkpoint_file_manager(),
-        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
         "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         # Commit a micro-batch's state as a changelog, not a new RocksDB snapshot (snapshots are taken
