@@ -95,7 +95,7 @@ class GatewaySink:
             batch_id, [TaskSummary.from_json(r.summary) for r in rows], time.perf_counter() - started
         )
         s = self.last_summary
-        log.info("micro-batch %s: %d appended (%d bytes), %d responses, %d dead letters, %d replayed partitions, "
+        log.debug("micro-batch %s: %d appended (%d bytes), %d responses, %d dead letters, %d replayed partitions, "
                  "%.3f s (append %.3f s, publish %.3f s over %d tasks)", batch_id, s.appended_batches,
                  s.appended_bytes, s.responses, s.dead_letters, s.replayed_partitions, s.sink_seconds,
                  s.append_seconds, s.publish_seconds, s.tasks)

@@ -4,7 +4,8 @@ Spark reports every micro-batch as a `StreamingQueryProgress` on the driver's li
 listener turns the gateway query's reports into `sinks.metrics.GatewayMetrics` (input and processing
 rates, micro-batch duration, state store rows and memory, ingress lag = the Kafka source's latest
 offsets minus the end offsets of the micro-batch) and logs one JSON line per event, carrying the
-micro-batch id, on the `gateway.progress` logger.
+micro-batch id, on the `gateway.progress` logger: starts and terminations at INFO, progress and idle
+reports at DEBUG.
 
 Register it on the session BEFORE starting the query (`spark.streams.addListener`), so it sees the
 query's start event. Listeners are session-wide: events of other queries are ignored by name/id.
@@ -29,8 +30,9 @@ from streaming.listener_bridge import BridgedListener
 log = logging.getLogger("gateway.progress")
 
 
-def log_event(event: str, **fields: Any) -> None:
-    log.info("%s", json.dumps({"event": event, **fields}, sort_keys=True, default=str))
+def log_event(event: str, level: int = logging.INFO, **fields: Any) -> None:
+    if log.isEnabledFor(level):
+        log.log(level, "%s", json.dumps({"event": event, **fields}, sort_keys=True, default=str))
 
 
 class GatewayListener(BridgedListener):
@@ -66,13 +68,15 @@ class GatewayListener(BridgedListener):
             self.last_progress = progress
             self.metrics.set_query_active(True)
             figures = self.metrics.record_progress(progress, self.ingress_topic)
-            log_event("progress", query=progress.get("name"), run_id=progress.get("runId"), **figures)
+            # one INFO line per micro-batch is the observer's (sinks.metrics.observer); Spark's figures are
+            # on the exporter and here at DEBUG
+            log_event("progress", logging.DEBUG, query=progress.get("name"), run_id=progress.get("runId"), **figures)
         except Exception:  # noqa: BLE001 — a metrics problem must not be lost on the listener bus
             log.exception("could not record query progress")
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         if str(event.id) in self._ids:
-            log_event("idle", id=str(event.id), run_id=str(event.runId), timestamp=event.timestamp)
+            log_event("idle", logging.DEBUG, id=str(event.id), run_id=str(event.runId), timestamp=event.timestamp)
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         if str(event.id) not in self._ids:

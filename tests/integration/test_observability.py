@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import re
 import subprocess
@@ -259,3 +260,34 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
         spark.streams.removeListener(listener)
         exporter.stop()
         prom.stop()
+
+
+def test_one_info_line_per_micro_batch_and_the_details_at_debug(spark, gateway_config, tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    topics_file = tmp_path / "quiet-topics.json"
+    topics_file.write_text(json.dumps(TOPICS))
+    config = gateway_config.with_overrides(topics_file=str(topics_file), max_offsets_per_trigger=2)
+    create_gateway_topics(config)
+    metrics = GatewayMetrics.for_registry(TopicRegistry.load(topics_file), config.path(config.segments_root))
+    listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
+    spark.streams.addListener(listener)
+    try:
+        now = int(time.time() * 1000)
+        produce_batches(config, [("ct", p, batch([now])) for p in (0, 1) for _ in range(4)])
+        with caplog.at_level(logging.DEBUG, logger="gateway"):
+            progress = run_available_now(spark, config, MetricsObserver(metrics))
+            # the listener hears the last progress asynchronously: its DEBUG line is the sign it has
+            until = time.monotonic() + 60
+            while time.monotonic() < until and not any(
+                    r.name == "gateway.progress" and f'"batch_id": {progress["batchId"]}' in r.getMessage()
+                    for r in caplog.records):
+                time.sleep(0.1)  # polling the captured records: the listener bus has no completion callback
+    finally:
+        spark.streams.removeListener(listener)
+    micro_batches = progress["batchId"] + 1
+    assert micro_batches >= 3, "several micro-batches (two ingress batches per trigger)"
+    per_batch = Counter(r.name for r in caplog.records if r.levelno == logging.INFO and r.name in
+                        ("gateway.metrics", "gateway.sink", "gateway.progress"))
+    assert per_batch == {"gateway.metrics": micro_batches}, per_batch
+    debug = Counter(r.name for r in caplog.records if r.levelno == logging.DEBUG)
+    assert debug["gateway.sink"] == micro_batches and debug["gateway.progress"] >= micro_batches, debug
