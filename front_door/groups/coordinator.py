@@ -287,11 +287,12 @@ class GroupCoordinator:
 
     async def _rejoin_static_member(self, group: ClassicGroup, old_id: str, new_id: str, request: JoinRequest) -> JoinResult:
         """KIP-345: a static member back under a new member id takes its old place; the old id is fenced.
-        In a Stable group with unchanged protocols there is no rebalance: the member gets the current
-        generation (a leader with `skip_assignment`, KIP-814) and its assignment at SyncGroup."""
+        It brings its protocols (their metadata: a restarted client's sticky assignor no longer knows its
+        partitions); in a Stable group whose selected protocol they leave unchanged there is no rebalance
+        (`updateStaticMemberThenRebalanceOrCompleteJoin`): the member gets the current generation (a
+        leader with `skip_assignment`, KIP-814) and its assignment at SyncGroup."""
         rt = self._rt(group)
-        old = group.members[old_id]
-        unchanged = old.matches(request.protocols)
+        old_protocols = group.members[old_id].protocols
         for waiters in (rt.join_waiters, rt.sync_waiters):
             fenced = waiters.pop(old_id, None)
             if fenced is not None and not fenced.done():
@@ -301,8 +302,10 @@ class GroupCoordinator:
         self._cancel(rt.heartbeats.pop(old_id, None))
         member = group.replace_static(old_id, new_id)
         member.client_id, member.client_host = request.client_id, request.client_host
+        member.protocols = tuple(request.protocols)
         self._schedule_heartbeat(group, member)
-        if group.in_state(GroupState.STABLE) and unchanged:
+        keeps_protocol = bool(group.candidate_protocols()) and group.select_protocol() == group.protocol
+        if group.in_state(GroupState.STABLE) and keeps_protocol:
             member.session_timeout_ms = request.session_timeout_ms
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
             try:
@@ -310,6 +313,7 @@ class GroupCoordinator:
             except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
                 log.warning("group %s: static member %s not replaced: %s", group.group_id, request.group_instance_id, e)
                 self._cancel(rt.heartbeats.pop(new_id, None))
+                member.protocols = old_protocols
                 group.replace_static(new_id, old_id)
                 self._schedule_heartbeat(group, group.members[old_id])
                 return JoinResult(ErrorCode.coordinator_not_available, UNKNOWN_MEMBER_ID)

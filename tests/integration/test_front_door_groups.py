@@ -260,7 +260,8 @@ def test_a_static_member_restarted_under_its_instance_id_gets_its_partitions_bac
                            instance_id="static-1")
         until(lambda: again.assigned == mine, [other, again], "the restarted static member's partitions")
         assert not any(e["event"] == "revoked" and e["partitions"] for e in other.events[before:]), \
-            "the other member kept its partitions: no rebalance"
+            f"the other member kept its partitions: no rebalance; its events since: {other.events[before:]}, " \
+            f"before: {other.events[:before]}, the restarted member's: {again.events}"
         again.close()
     finally:
         for m in (other, first):

@@ -170,6 +170,25 @@ def test_a_static_member_back_under_a_new_id_takes_its_place_without_a_rebalance
     run(test)
 
 
+def test_a_static_member_back_with_new_metadata_keeps_its_place_and_a_new_protocol_rebalances() -> None:
+    """Kafka rebalances a Stable group on a static rejoin only when the selected protocol would change; the
+    metadata is the rejoining member's (a restarted sticky assignor sends no previous assignment)."""
+    async def test(groups: GroupCoordinator, _store: MemoryGroupStore) -> None:
+        a = await groups.join(join_request(instance="i-a"))
+        await groups.sync("g", 1, a.member_id, "i-a", None, None, {a.member_id: b"p0"})
+        again = await groups.join(join_request(instance="i-a", protocols=(Protocol("range", b"restarted"),)))
+        assert (again.error, again.generation, groups.groups["g"].state) == (ErrorCode.none, 1, GroupState.STABLE)
+        assert groups.groups["g"].members[again.member_id].protocols == (Protocol("range", b"restarted"),)
+        assert (await groups.sync("g", 1, again.member_id, "i-a", None, None, {})).assignment == b"p0"
+
+        # sticky first, then range: the group (this member alone) would now select sticky, a new generation
+        first_sticky = (Protocol("sticky", b""), Protocol("range", b""))
+        other = await asyncio.wait_for(groups.join(join_request(instance="i-a", protocols=first_sticky)), 10)
+        assert (other.error, other.generation, groups.groups["g"].protocol) == (ErrorCode.none, 2, "sticky")
+
+    run(test)
+
+
 def test_a_member_that_leaves_rebalances_the_others() -> None:
     async def test(groups: GroupCoordinator, _store: MemoryGroupStore) -> None:
         a = await stable_member(groups)
