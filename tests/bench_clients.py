@@ -10,6 +10,8 @@ spreads them), acks=all, one producer at a time.
 - librdkafka (confluent-kafka): its defaults (acks=all, not idempotent, linger.ms 5), idempotent with
   linger 5 ms, and the README's settings (`tests.bench_front_door.produce_records`).
 - One request at a time: librdkafka with linger.ms 0, produce() then wait for the delivery report.
+- The README's large-batch settings, Java and librdkafka, on the same topic with max.message.bytes
+  16 MiB + 12 (`CLIENT_LARGE_TOPIC`, `CLIENT_LARGE_ANCHOR_TOPIC`): a larger window per round trip.
 
 The Kafka rows run first, with no gateway query running; then one gateway query (the bench config's
 default trigger) with a front door serves every front-door row in turn, so the rows share its warm JVM
@@ -40,6 +42,8 @@ from tests.bench_front_door import (
 from tests.bench_round_trip import RoundTripProbe, print_round_trip
 from tests.bench_stack import (
     CLIENT_ANCHOR_TOPIC,
+    CLIENT_LARGE_ANCHOR_TOPIC,
+    CLIENT_LARGE_TOPIC,
     CLIENT_PARTITIONS,
     CLIENT_TOPIC,
     KAFKA_VERSION,
@@ -83,6 +87,25 @@ LIBRDKAFKA_README_CONFIG: tuple[tuple[str, str], ...] = (
     ("message.max.bytes", "16777216"),
     ("queue.buffering.max.messages", "200000"),
 )
+# The README's large-batch settings, on a topic whose max.message.bytes is 16 MiB + 12 (both sides): the
+# window grows with the batch while the micro-batch's fixed cost stays.
+# - Java: 4 MiB batches, 5 requests in flight to each partition's node: 80 MiB in flight, inside buffer.memory.
+JAVA_LARGE_PROPS: tuple[tuple[str, str], ...] = (
+    ("batch.size", str(4 * 1024 * 1024)),
+    ("linger.ms", "50"),
+    ("max.request.size", str(16 * 1024 * 1024)),
+    ("buffer.memory", str(256 * 1024 * 1024)),
+)
+# - librdkafka: one 16 MiB batch in flight per partition (see above); batch.num.messages (at most 1 000 000)
+#   and the queue must hold ~155 000 records of 100 B per batch.
+LIBRDKAFKA_LARGE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("enable.idempotence", "true"),
+    ("linger.ms", "50"),
+    ("batch.size", str(16 * 1024 * 1024)),
+    ("batch.num.messages", "1000000"),
+    ("message.max.bytes", str(32 * 1024 * 1024)),
+    ("queue.buffering.max.messages", "2000000"),
+)
 
 
 @dataclass(frozen=True)
@@ -96,12 +119,19 @@ class ClientSetting:
     props: tuple[tuple[str, str], ...]
     records_quick: int
     records_full: int
+    large_topic: bool = False  # the topic with 16 MiB max.message.bytes (`CLIENT_LARGE_TOPIC`)
 
     def config(self) -> dict[str, str]:
         return dict(ACKS_ALL + self.props)
 
     def records(self, quick: bool) -> int:
         return self.records_quick if quick else self.records_full
+
+    def topic(self) -> str:
+        return CLIENT_LARGE_TOPIC if self.large_topic else CLIENT_TOPIC
+
+    def anchor_topic(self) -> str:
+        return CLIENT_LARGE_ANCHOR_TOPIC if self.large_topic else CLIENT_ANCHOR_TOPIC
 
 
 # Records per row (quick, full), from a quick run through the gateway at its 1 s trigger (2026-11-23):
@@ -114,6 +144,9 @@ SETTINGS: tuple[ClientSetting, ...] = (
     ClientSetting("librdkafka", "librdkafka, idempotent, linger 5 ms",
                   (("enable.idempotence", "true"), ("linger.ms", "5")), 1_000_000, 2_000_000),
     ClientSetting("librdkafka", "librdkafka, README settings", LIBRDKAFKA_README_CONFIG, 1_000_000, 2_000_000),
+    ClientSetting("java", "Java, README large-batch settings", JAVA_LARGE_PROPS, 6_000_000, 12_000_000, True),
+    ClientSetting("librdkafka", "librdkafka, README large-batch settings", LIBRDKAFKA_LARGE_CONFIG,
+                  4_000_000, 6_000_000, True),
     # counts are requests
     ClientSetting("send-and-wait", "librdkafka, one at a time, linger 0 ms", (("linger.ms", "0"),), 30, 200),
 )
@@ -209,7 +242,7 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
           f"LogAppendTime topic with {CLIENT_PARTITIONS} partitions, {RECORD_SIZE} B values, no key, acks=all, "
           f"one producer; latency = send -> delivery report; MB/s = record values ==")
     runner = ClientRun(stack.work / "clients", quick)
-    kafka = {s.name: runner.row(s, "Kafka", stack.broker.bootstrap_servers, CLIENT_ANCHOR_TOPIC) for s in settings}
+    kafka = {s.name: runner.row(s, "Kafka", stack.broker.bootstrap_servers, s.anchor_topic()) for s in settings}
     door: dict[str, Row] = {}
     probe = RoundTripProbe()
     try:
@@ -217,7 +250,7 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
             for s in settings:
                 seen, before = len(warnings), _last_batch(query)
                 probe.reset()
-                door[s.name] = runner.row(s, "front door", bootstrap, CLIENT_TOPIC,
+                door[s.name] = runner.row(s, "front door", bootstrap, s.topic(),
                                           partial(_progress_since, query, before))
                 if s.client == "send-and-wait" and door[s.name].latency_ms:
                     print_round_trip(probe, [p for p in query.recentProgress
@@ -277,7 +310,7 @@ def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetti
             stack.spark.conf.set(key, value)
         with gateway_with_front_door(stack, **BEFORE_CONFIG) as (bootstrap, query):
             for s in settings:
-                row = runner.row(s, "front door before", bootstrap, CLIENT_TOPIC,
+                row = runner.row(s, "front door before", bootstrap, s.topic(),
                                  partial(_progress_since, query, _last_batch(query)))
                 rows[s.name] = row
     except Exception as e:  # reported, never raised

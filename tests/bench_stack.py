@@ -54,6 +54,11 @@ BENCH_PARTITIONS = 100  # the registry topic; a workload touches the first `part
 CLIENT_TOPIC = "bench-clients"
 CLIENT_ANCHOR_TOPIC = "kafka-clients-anchor"
 CLIENT_PARTITIONS = 4
+# The same topic with room for large batches (the README's large-batch settings): max.message.bytes
+# 16 MiB + 12, Kafka's default shape (a batch of 16 MiB plus the log overhead), on both sides.
+CLIENT_LARGE_TOPIC = "bench-clients-large"
+CLIENT_LARGE_ANCHOR_TOPIC = "kafka-clients-large-anchor"
+CLIENT_LARGE_MESSAGE_BYTES = 16 * 1024 * 1024 + 12
 
 
 @dataclass(frozen=True)
@@ -120,16 +125,20 @@ class Stack:
         self.spark: SparkSession | None = None
         self.topics_file = work / "topics.json"
         log_append_time = {"message.timestamp.type": "LogAppendTime"}
+        large_batches = {**log_append_time, "max.message.bytes": str(CLIENT_LARGE_MESSAGE_BYTES)}
         self.topics_file.write_text(json.dumps({"topics": {
             BENCH_TOPIC: {"partitions": BENCH_PARTITIONS, "configs": log_append_time},
-            CLIENT_TOPIC: {"partitions": CLIENT_PARTITIONS, "configs": log_append_time}}}))
+            CLIENT_TOPIC: {"partitions": CLIENT_PARTITIONS, "configs": log_append_time},
+            CLIENT_LARGE_TOPIC: {"partitions": CLIENT_PARTITIONS, "configs": large_batches}}}))
         self.run = 0
 
     def __enter__(self) -> Stack:
         self.broker.start()
         log_append_time = {"message.timestamp.type": "LogAppendTime"}
+        large_batches = {**log_append_time, "max.message.bytes": str(CLIENT_LARGE_MESSAGE_BYTES)}
         create_topics(self.broker.bootstrap_servers, [("kafka-anchor", BENCH_PARTITIONS, log_append_time),
-                                                      (CLIENT_ANCHOR_TOPIC, CLIENT_PARTITIONS, log_append_time)])
+                                                      (CLIENT_ANCHOR_TOPIC, CLIENT_PARTITIONS, log_append_time),
+                                                      (CLIENT_LARGE_ANCHOR_TOPIC, CLIENT_PARTITIONS, large_batches)])
         self.spark = build_spark_session(self.config("start"), app_name="gateway-bench")
         return self
 
