@@ -1,6 +1,7 @@
 """The `gateway` command (also `python -m streaming`), one shape for every command group:
 
     gateway run [--demo]          the gateway as a long-running Spark job
+    gateway run --standby         a second driver, ready to take over when the running one stops
     gateway status                what it is doing (metrics endpoint and response topic)
     gateway submit                the same job through spark-submit on the configured cluster
     gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
@@ -38,11 +39,13 @@ from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
 from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
+from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, is_local
 from streaming.shared_storage import SharedStorageError, check_shared_storage
+from streaming.standby import warm_up
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
 from streaming.submit import add_arguments as add_submit_arguments
@@ -157,6 +160,26 @@ def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
     return [demo, summary]
 
 
+def _stand_by(spark: SparkSession, lock: DriverLock, stop: threading.Event, health: Health, started: float) -> bool:
+    """A standby's wait: Python workers warmed, then the driver lock; False when stopped first."""
+    try:
+        warmed = warm_up(spark)
+    except Exception as e:  # a cold start at takeover is slower, not wrong
+        log.warning("standby: warming the Python workers failed (%s); they start at takeover instead", e)
+        warmed = 0.0
+    holder = lock.holder()
+    who = holder.describe() if holder else "unknown"
+    health.set(ready=False, detail=f"standby: waiting for the active driver ({who})")
+    log.info("standby: ready %.1f s after start (Python workers warmed in %.1f s); waiting for the active driver "
+             "(%s) to stop", time.monotonic() - started, warmed, who)
+    waiting = time.monotonic()
+    if not lock.wait(stop):
+        return False
+    log.warning("standby: the active driver is gone after %.1f s of waiting; taking over (front door, query from "
+                "the checkpoint)", time.monotonic() - waiting)
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
@@ -165,6 +188,17 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot read the gateway configuration %s: %s", args.config, e)
         return 2
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
+    lock = DriverLock(config.checkpoint_location)
+    if args.standby and not config.bootstrap_servers:
+        log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
+                  "an embedded broker belongs to the driver that started it", args.config)
+        return 2
+    if not args.standby and not lock.try_acquire():
+        holder = lock.holder()
+        log.error("another driver runs query '%s' on checkpoint %s (%s): stop it first, or start this one with "
+                  "--standby to take over when it stops", config.query_name, config.checkpoint_location,
+                  holder.describe() if holder else "who is not recorded")
+        return 2
     spark, broker, config = _start_spark_and_broker(config)
     health = Health()
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
@@ -181,10 +215,14 @@ def run(args: argparse.Namespace) -> int:
     background: list[Any] = []
     front_door = None
     try:
-        front_door = _start_front_door(config, metrics)
         if config.check_shared_storage and not is_local(spark.sparkContext.master):
             hosts = check_shared_storage(spark, config.path(config.segments_root))
             log.info("segments root %s is shared with the executors on %s", config.segments_root, ", ".join(hosts))
+        if args.standby and not _stand_by(spark, lock, stop, health, started):
+            return 0
+        front_door = _start_front_door(config, metrics)
+        door = front_door.address if front_door is not None else None
+        lock.record(f"{door.host}:{door.port}" if door is not None else "")
         log.info("query '%s'; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
                  config.query_name, config.checkpoint_location, config.path(config.segments_root),
                  config.response_topic, config.dlq_topic)
@@ -209,7 +247,9 @@ def run(args: argparse.Namespace) -> int:
             front_door.stop()
         if supervisor.query is not None:
             _in_jvm("stopping the query", lambda: stop_gracefully(supervisor.query))
-        _close_logs(config, registry)
+        if lock.held:  # a standby that never took over leaves the active driver's logs alone
+            _close_logs(config, registry)
+            lock.release()  # a standby may start the query now: this one has stopped and closed its logs
         _in_jvm("removing the listener", lambda: spark.streams.removeListener(listener))
         metrics_server.stop()
         _in_jvm("stopping Spark", spark.stop)
@@ -243,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting (repeatable), added to the config's spark_conf")
     r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
+    r.add_argument("--standby", action="store_true",
+                   help="get ready, wait until the driver running this query stops, then take over")
     sm = sub.add_parser("submit", help="print and run the spark-submit command for the configured cluster")
     add_submit_arguments(sm)
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")

@@ -10,17 +10,25 @@ line per interval with the counts of what it held back.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# The level of the gateway's log (default INFO: one line per micro-batch); DEBUG adds Spark's progress
+# report and the sink's summary of each micro-batch.
+LOG_LEVEL_ENV = "GATEWAY_LOG_LEVEL"
 
 
-def configure_logging(level: int = logging.INFO) -> None:
-    """The gateway's log format on stderr, unless this process has configured logging already."""
+def configure_logging(level: int | None = None) -> None:
+    """The gateway's log format on stderr, unless this process has configured logging already; the level
+    from `level`, else $GATEWAY_LOG_LEVEL (a name such as DEBUG), else INFO."""
     root = logging.getLogger()
+    if level is None:
+        name = os.environ.get(LOG_LEVEL_ENV, "INFO").upper()
+        level = logging.getLevelNamesMapping().get(name, logging.INFO)
     if not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(LOG_FORMAT))

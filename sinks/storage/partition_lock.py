@@ -47,13 +47,16 @@ def _unlock(fd: int) -> None:
     fcntl.fcntl(fd, _OFD_SETLK, _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, 0, 0, 0))
 
 
-class PartitionLock:
-    """Exclusive lock on `<dir>/gateway.lock` (module docstring): one appender or retention pass at a
-    time. Readers take no lock; they read only the committed prefix of each file."""
+class FileLock:
+    """An exclusive lock on one file (module docstring), released by `release()` or when its process ends."""
 
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / LOCK_FILE
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
     def acquire(self, blocking: bool = True) -> bool:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -71,12 +74,20 @@ class PartitionLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> PartitionLock:
+    def __enter__(self) -> FileLock:
         self.acquire()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class PartitionLock(FileLock):
+    """Exclusive lock on `<dir>/gateway.lock`: one appender or retention pass at a time. Readers take no
+    lock; they read only the committed prefix of each file."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(Path(directory) / LOCK_FILE)
 
 
 class PartitionBusyError(BlockingIOError):

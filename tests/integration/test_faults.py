@@ -35,6 +35,7 @@ from tests.integration.fault_harness import (
     send_wave,
 )
 from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.standby_harness import standby_configs, standby_failover
 
 EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"}
 
@@ -177,6 +178,14 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
         watch.stop()
         if driver.proc is not None and driver.proc.poll() is None:
             driver.kill()
+
+
+def test_standby_driver_takes_over_a_killed_active_one(broker: LocalKafka, cluster: StandaloneCluster,
+                                                       packed_env: Path, tmp_path: Path) -> None:
+    """Issue 22: a `--standby` driver with its own application and executors (one core each) takes over."""
+    config = _config(tmp_path, broker, cluster, packed_env, spark_conf={**EXECUTORS, "spark.cores.max": "1"})
+    active, standby = standby_configs(config, tmp_path)
+    _report("standby failover (standalone cluster)", **standby_failover(active, standby, tmp_path))
 
 
 def test_supervisor_rides_out_unusable_storage_and_a_broker_restart(broker: LocalKafka, cluster: StandaloneCluster,

@@ -1,0 +1,163 @@
+"""The standby failover scenario, on local Spark (test_standby.py) and on the standalone cluster
+(test_faults.py): an active driver and a `--standby` one, both as an operator starts them; the active is
+killed with kill -9 (driver and JVM) mid-stream; the standby takes the driver lock, starts the front door
+and the query from the checkpoint. What must hold: the fault tests' accounting for the ingress traffic,
+an idempotent librdkafka producer bootstrapped from both front doors delivering every record once and in
+order through the failover, a third driver without `--standby` refused while one is active, and the
+standby's query starting only after it took the lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from sinks.storage.log_reader import read
+from streaming.config import REPO_ROOT, GatewayConfig
+from tests.integration.fault_harness import GatewayDriver, ResponseWatch, _wait_for, account, send_wave
+
+DOOR_TOPIC = "door"  # the front-door producer's topic: the ingress waves' offsets stay theirs
+DOOR_PARTITIONS = 4
+
+
+def free_ports(n: int) -> int:
+    """A base port with `n` consecutive ports free now (a front door's nodes listen on base + i)."""
+    for base in range(40_000 + (uuid.uuid4().int % 2000) * 10, 60_000, 10):
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free ports")
+
+
+def standby_configs(config: GatewayConfig, work_dir: Path) -> tuple[GatewayConfig, GatewayConfig]:
+    """The active's and the standby's configs from one test config: the same query, checkpoint and storage,
+    the door topic added to its registry, each driver its own front door (4 nodes) and metrics port."""
+    topics = json.loads(Path(config.topics_file).read_text())
+    topics["topics"][DOOR_TOPIC] = {"partitions": DOOR_PARTITIONS, "configs": {"message.timestamp.type": "LogAppendTime"}}
+    topics_file = work_dir / "topics-door.json"
+    topics_file.write_text(json.dumps(topics))
+    active = config.with_overrides(topics_file=str(topics_file), metrics_address="127.0.0.1:0",
+                                   front_door_address=f"127.0.0.1:{free_ports(4)}")
+    return active, active.with_overrides(front_door_address=f"127.0.0.1:{free_ports(4)}")
+
+
+class DoorProducer:
+    """An idempotent librdkafka producer bootstrapped from both front doors: one record every few
+    milliseconds with a unique value, until stopped; delivery reports kept."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                                  "logger": _Quiet()})
+        self.sent: list[bytes] = []
+        self.delivered: list[bytes] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _report(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.delivered.append(bytes(msg.value()))
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            value = f"door-{i:06d}".encode()
+            self.producer.produce(DOOR_TOPIC, value=value, partition=i % DOOR_PARTITIONS, on_delivery=self._report)
+            self.sent.append(value)
+            i += 1
+            self.producer.poll(0.005)
+
+    def stop(self, timeout_s: float) -> int:
+        """Stops producing; the records still undelivered after `timeout_s`."""
+        self._stop.set()
+        self._thread.join(10)
+        return self.producer.flush(timeout_s)
+
+
+class _Quiet:
+    """librdkafka's log lines about a front door that is down (expected here)."""
+
+    def log(self, *_: object) -> None:
+        pass
+
+
+def _third_driver(config_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streaming", "run", "--config", str(config_path)],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+
+
+def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_dir: Path,
+                     start_timeout_s: float = 300) -> dict[str, object]:
+    """The scenario (module docstring); returns its figures, the accounting's among them."""
+    watch = ResponseWatch(config)
+    active = GatewayDriver(config, work_dir, "active").start()
+    standby = GatewayDriver(standby_config, work_dir, "standby", ("--standby",)).start()
+    producer: DoorProducer | None = None
+    try:
+        first = send_wave(config, 200, 0)
+        watch.wait_all(first, start_timeout_s)
+        _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", start_timeout_s)
+        third_driver = _third_driver(GatewayDriver(standby_config, work_dir, "third").config_path)
+        refusal = third_driver.stdout + third_driver.stderr
+        assert third_driver.returncode == 2, refusal[-3000:]
+        assert "another driver runs query" in refusal and f"pid {active.proc.pid}" in refusal  # type: ignore[union-attr]
+
+        producer = DoorProducer(f"{config.front_door_address},{standby_config.front_door_address}")
+        _wait_for(lambda: len(producer.delivered) >= 50, "records through the active's front door", 120)
+        second = send_wave(config, 300, 10_000)
+        _wait_for(lambda: watch.answered(second) >= 50, "part of the wave to be answered", 120)
+        assert "taking over" not in standby.log()
+        assert "gateway query" not in standby.log()  # two actives never run at once
+
+        active.kill()
+        killed = time.monotonic()
+        third = send_wave(config, 300, 20_000)
+        watch.wait_all(first + second + third, 300)
+        to_response = watch.first_after(third) - killed
+        delivered = len(producer.delivered)
+        _wait_for(lambda: len(producer.delivered) > delivered + 50, "records through the standby's front door", 120)
+        assert producer.stop(120) == 0
+        assert producer.errors == []
+
+        log = standby.log()
+        assert log.index("taking over") < log.index("gateway query")  # its query starts after the lock
+        assert standby.stop() == 0, log[-3000:]
+        result = account(config, first + second + third)
+
+        root = config.path(config.segments_root)
+        by_partition = [[r.value for r in read(root, DOOR_TOPIC, p, 0, 10**6)] for p in range(DOOR_PARTITIONS)]
+        stored = [v for values in by_partition for v in values]
+        assert sorted(stored) == sorted(producer.sent) == sorted(producer.delivered)  # each once, none lost
+        assert all(values == sorted(values) for values in by_partition)  # in the order sent
+        ready = re.search(r"standby: ready ([\d.]+) s after start", log)
+        return {"kill_to_first_response_s": round(to_response, 1),
+                "standby_ready_after_start_s": float(ready.group(1)) if ready else None,
+                "door_records": len(stored), **vars(result)}
+    finally:
+        watch.stop()
+        if producer is not None:
+            producer.stop(1)
+        for driver in (active, standby):
+            if driver.proc is not None and driver.proc.poll() is None:
+                driver.kill()
