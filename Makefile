@@ -16,7 +16,7 @@ SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafk
 
 NODE_CLIENTS := tests/integration/node
 
-.PHONY: setup venv jars tools node run test test-unit bench lint clean pack submit
+.PHONY: setup venv jars tools node run test test-unit bench lint clean pack submit soak
 
 setup: venv jars tools node
 
@@ -89,6 +89,11 @@ test-unit: venv
 
 bench: setup
 	$(PY) -m tests.bench
+
+# The long soak (issue 22): steady load through the front door and the ingress topic, sampled; not part of `make test`.
+SOAK_MINUTES ?= 120
+soak: setup
+	$(PY) -m tests.soak --minutes $(SOAK_MINUTES)
 
 lint: venv
 	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients front_door tests gateway_submit.py

@@ -45,7 +45,7 @@ from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, is_local
 from streaming.shared_storage import SharedStorageError, check_shared_storage
-from streaming.standby import warm_up
+from streaming.standby import rehearse, warm_up
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
 from streaming.submit import add_arguments as add_submit_arguments
@@ -160,18 +160,22 @@ def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
     return [demo, summary]
 
 
-def _stand_by(spark: SparkSession, lock: DriverLock, stop: threading.Event, health: Health, started: float) -> bool:
-    """A standby's wait: Python workers warmed, then the driver lock; False when stopped first."""
+def _stand_by(spark: SparkSession, config: GatewayConfig, lock: DriverLock, stop: threading.Event, health: Health,
+              started: float) -> bool:
+    """A standby's wait: Python workers warmed, the query's plan rehearsed, then the driver lock; False when
+    stopped first."""
     try:
         warmed = warm_up(spark)
+        rehearsed = rehearse(spark, config)
     except Exception as e:  # a cold start at takeover is slower, not wrong
-        log.warning("standby: warming the Python workers failed (%s); they start at takeover instead", e)
-        warmed = 0.0
+        log.warning("standby: warming up failed (%s); the query starts cold at takeover", e)
+        warmed, rehearsed = 0.0, None
     holder = lock.holder()
     who = holder.describe() if holder else "unknown"
     health.set(ready=False, detail=f"standby: waiting for the active driver ({who})")
-    log.info("standby: ready %.1f s after start (Python workers warmed in %.1f s); waiting for the active driver "
-             "(%s) to stop", time.monotonic() - started, warmed, who)
+    log.info("standby: ready %.1f s after start (Python workers warmed in %.1f s, the query's plan rehearsed in %s); "
+             "waiting for the active driver (%s) to stop", time.monotonic() - started, warmed,
+             f"{rehearsed:.1f} s" if rehearsed is not None else "- (no ingress messages yet)", who)
     waiting = time.monotonic()
     if not lock.wait(stop):
         return False
@@ -218,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         if config.check_shared_storage and not is_local(spark.sparkContext.master):
             hosts = check_shared_storage(spark, config.path(config.segments_root))
             log.info("segments root %s is shared with the executors on %s", config.segments_root, ", ".join(hosts))
-        if args.standby and not _stand_by(spark, lock, stop, health, started):
+        if args.standby and not _stand_by(spark, config, lock, stop, health, started):
             return 0
         front_door = _start_front_door(config, metrics)
         door = front_door.address if front_door is not None else None

@@ -31,14 +31,17 @@ def _header_int(name: str) -> Column:
     return F.expr(f"try_cast(trim({_header_sql(name)}) as int)")
 
 
-def read_ingress(spark: SparkSession, config: GatewayConfig, limits: IngressLimits | None = None) -> DataFrame:
+def read_ingress(spark: SparkSession, config: GatewayConfig, limits: IngressLimits | None = None,
+                 starting_offsets: str = "earliest") -> DataFrame:
+    """`starting_offsets` is Spark's option (a new checkpoint only): the query's is "earliest"; a standby's
+    rehearsal starts at the last message of each partition."""
     limits = limits or config.ingress_limits()
     raw = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", config.bootstrap_servers)
         .option("subscribe", config.ingress_topic)
         .option("includeHeaders", "true")
-        .option("startingOffsets", "earliest")
+        .option("startingOffsets", starting_offsets)
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
         # A fetch carries a whole largest ingress message (`contract.limits`); oversized batches are
         # rejected by the stage, never stuck in the source.
