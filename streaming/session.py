@@ -59,6 +59,9 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+SPARK_LOG_CONFIG = REPO_ROOT / "conf" / "log4j2.properties"
+
+
 def launched_by_spark_submit() -> bool:
     """spark-submit starts the JVM first and hands the Python driver its gateway port."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -93,6 +96,8 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": "2g",
+        # Spark's own log lines in the gateway's format, routine warnings left out (conf/log4j2.properties)
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
         # Workers run the project's interpreter (same venv, same pinned libraries) ...

@@ -25,6 +25,10 @@ from sinks.storage.log_reader import read
 from streaming.config import REPO_ROOT, GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, ResponseWatch, _wait_for, account, send_wave
 
+# Spark's default log4j layout ("25/11/26 13:04:15 WARN Utils: ..."), which conf/log4j2.properties replaces
+SPARK_DEFAULT_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) ", re.M)
+ROUTINE_SPARK_WARNINGS = ("Disabling AQE", "spark.sql.adaptive.enabled is not supported", "Truncated the string",
+                          "Cannot find active jobs for it", "native-hadoop")
 DOOR_TOPIC = "door"  # the front-door producer's topic: the ingress waves' offsets stay theirs
 DOOR_PARTITIONS = 4
 
@@ -150,6 +154,9 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         stored = [v for values in by_partition for v in values]
         assert sorted(stored) == sorted(producer.sent) == sorted(producer.delivered)  # each once, none lost
         assert all(values == sorted(values) for values in by_partition)  # in the order sent
+        for driver_log in (active.log(), log):  # Spark's lines in the gateway's format, the routine ones left out
+            assert not SPARK_DEFAULT_LINE.search(driver_log), SPARK_DEFAULT_LINE.findall(driver_log)[:3]
+            assert not [w for w in ROUTINE_SPARK_WARNINGS if w in driver_log]
         ready = re.search(r"standby: ready ([\d.]+) s after start", log)
         return {"kill_to_first_response_s": round(to_response, 1),
                 "standby_ready_after_start_s": float(ready.group(1)) if ready else None,
