@@ -226,7 +226,10 @@ def run(args: argparse.Namespace) -> int:
             return 0
         front_door = _start_front_door(config, metrics)
         door = front_door.address if front_door is not None else None
-        lock.record(f"{door.host}:{door.port}" if door is not None else "")
+        try:
+            lock.record(f"{door.host}:{door.port}" if door is not None else "")
+        except OSError as e:  # only who holds the lock goes unrecorded; the lock itself is held
+            log.warning("cannot record this driver in %s: %s", lock.holder_path, e)
         log.info("query '%s'; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
                  config.query_name, config.checkpoint_location, config.path(config.segments_root),
                  config.response_topic, config.dlq_topic)
