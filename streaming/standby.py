@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
+from sinks.batch_spool import remove_spools
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
@@ -67,15 +68,9 @@ def _last_messages(config: GatewayConfig) -> str | None:
 
 def _remove_spools(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """In the stage's own task (a narrow stage after it): the spool files its decisions point at."""
-    removed = 0
-    for batch in batches:
-        for path in set(batch.column("spool").to_pylist()) - {None}:
-            try:
-                os.remove(path)
-                removed += 1
-            except FileNotFoundError:
-                pass
-    yield pa.RecordBatch.from_pylist([{"removed": removed}])
+    paths = {Path(p) for batch in batches for p in batch.column("spool").to_pylist() if p is not None}
+    remove_spools(paths)
+    yield pa.RecordBatch.from_pylist([{"removed": len(paths)}])
 
 
 def _discard(decided: DataFrame, _batch_id: int) -> None:
