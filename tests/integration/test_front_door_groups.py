@@ -249,15 +249,18 @@ def test_assignors_shared_by_java_and_librdkafka(target: Target, java_classes: P
 def test_a_static_member_restarted_under_its_instance_id_gets_its_partitions_back(target: Target,
                                                                                    java_classes: Path) -> None:
     group = f"static-{uuid.uuid4().hex[:8]}"
-    other = target.java(java_classes, group, "other", assignor="sticky", instance_id="other")
-    first = target.java(java_classes, group, "static", assignor="sticky", instance_id="static-1")
+    # Java's default session (45 s), as static members use it: the restarted member's JVM must rejoin
+    # within it, which a loaded 2-core machine does not promise in the other tests' 6 s.
+    session = ("session.timeout.ms=45000",)
+    other = target.java(java_classes, group, "other", assignor="sticky", instance_id="other", settings=session)
+    first = target.java(java_classes, group, "static", assignor="sticky", instance_id="static-1", settings=session)
     try:
         until(lambda: split([other, first]), [other, first], "two static members to split the partitions")
         mine = set(first.assigned)
         before = len(other.events)
         first.crash()  # a static member that goes away without leaving keeps its place for a session
         again = target.java(java_classes, group, "static", assignor="sticky",
-                           instance_id="static-1")
+                           instance_id="static-1", settings=session)
         until(lambda: again.assigned == mine, [other, again], "the restarted static member's partitions")
         assert not any(e["event"] == "revoked" and e["partitions"] for e in other.events[before:]), \
             f"the other member kept its partitions: no rebalance; its events since: {other.events[before:]}, " \
