@@ -1,7 +1,8 @@
 """`python -m streaming status`: the gateway at a glance, for a terminal.
 
-Reads the driver's metrics endpoint (query state, last progress, ingress lag, outcomes per topic)
-and the tail of the response topic (the most recent error responses). Both are what an operator
+Reads the driver's metrics endpoint (query state, last progress, ingress lag, outcomes per topic),
+its readiness probe beside it (what the driver is doing: running, restarting, a standby waiting), and
+the tail of the response topic (the most recent error responses). Both are what an operator
 without Grafana can reach; neither needs Spark.
 
 Exit status: 0 the query runs, 1 the exporter answers but the query is not active, 2 the exporter
@@ -45,6 +46,23 @@ def fetch_samples(url: str, timeout_s: float = 5.0) -> list[Sample]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     ]
+
+
+def fetch_health(metrics_url: str, timeout_s: float = 5.0) -> dict[str, Any] | None:
+    """The driver's `/readyz` answer (`{"live", "ready", "detail"}`, also when it is 503); None when absent."""
+    url = metrics_url.rsplit("/", 1)[0] + "/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as r:
+            body = r.read()
+    except urllib.error.HTTPError as e:  # 503: not ready, with the reason
+        body = e.read()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return None
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _value(samples: list[Sample], name: str, default: float | None = None) -> float | None:
@@ -169,8 +187,10 @@ def _recent_errors(bootstrap_servers: str, topic: str, limit: int, scan_per_part
 
 
 def render(url: str, status: dict[str, Any] | None, problem: str | None, errors: list[dict[str, Any]] | None,
-           errors_problem: str | None, response_topic: str) -> str:
+           errors_problem: str | None, response_topic: str, health: dict[str, Any] | None = None) -> str:
     lines = [f"Ingest gateway — metrics {url}"]
+    if health is not None:
+        lines.append(f"driver           {health.get('detail')}")
     if status is None:
         lines.append(f"query            not reachable: {problem}")
     else:
@@ -243,6 +263,7 @@ def run_status(args: argparse.Namespace) -> int:
         status = summarize(fetch_samples(url, args.timeout))
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as e:
         problem = str(getattr(e, "reason", e))
+    health = fetch_health(url, args.timeout) if status is not None else None
     errors = errors_problem = None
     if args.errors > 0:
         try:
@@ -251,9 +272,9 @@ def run_status(args: argparse.Namespace) -> int:
             errors_problem = str(e)
     if args.json:
         print(json.dumps({"metrics_url": url, "reachable": status is not None, "problem": problem, "status": status,
-                          "recent_errors": errors, "recent_errors_problem": errors_problem}, indent=2, default=str))
+                          "health": health, "recent_errors": errors, "recent_errors_problem": errors_problem}, indent=2, default=str))
     else:
-        print(render(url, status, problem, errors, errors_problem, config.response_topic))
+        print(render(url, status, problem, errors, errors_problem, config.response_topic, health))
     if status is None:
         return 2
     return 0 if status["query_active"] else 1

@@ -15,9 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sinks.foreach_batch import MicroBatchSummary
 from sinks.metrics.collectors import AggregatedHistogram, StorageCollector
 from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics, ingress_lag
+from sinks.metrics.health import Health
 from sinks.metrics.observer import merge_aggregates, micro_batch_log
 from sinks.metrics.server import parse_address, serve_metrics
-from streaming.status import fetch_samples, render, summarize
+from streaming.status import fetch_health, fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
 TOPICS = {"ct": 2, "lat": 3}
@@ -284,11 +285,18 @@ def test_exporter_serves_the_registry_and_status_renders_it(tmp_path: Path) -> N
         aggregate("ct", -1, "rejected", "INVALID_TIMESTAMP", batches=2, record_errors=4),
         aggregate("other", -1, "rejected", "UNKNOWN_TOPIC_OR_PARTITION", batches=1),
     ], MicroBatchSummary(17, 3, 3000, 0, 6, 3), clock_ms=1_767_323_045_000)
-    server = serve_metrics(m, "127.0.0.1:0")
+    health = Health()
+    health.set(ready=False, detail="standby: waiting for the active driver (pid 7 on host-a)")
+    server = serve_metrics(m, "127.0.0.1:0", health)
     try:
         samples = fetch_samples(server.url)
+        standby = fetch_health(server.url)  # a 503 with its reason
     finally:
         server.stop()
+    assert standby == {"live": True, "ready": False, "detail": "standby: waiting for the active driver (pid 7 on host-a)"}
+    assert fetch_health(server.url) is None  # stopped: nothing answers
+    assert "driver           standby: waiting for the active driver (pid 7 on host-a)" in render(
+        server.url, summarize(samples), None, None, None, "gateway.responses", standby)
     assert not any(s.name.endswith("_created") for s in samples)
     status = summarize(samples)
     assert status["query_active"] and status["last_micro_batch_id"] == 17
