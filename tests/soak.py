@@ -150,6 +150,35 @@ def _jstat(pid: int) -> dict[str, float]:
     return {k: float(v) for k, v in zip(out[0].split(), out[1].split(), strict=False) if re.match(r"^[\d.]+$", v)}
 
 
+def _heap_range(pid: int) -> tuple[int, int] | None:
+    """The Java heap's reserved address range (`jcmd GC.heap_info`: "garbage-first heap ... [0x.., 0x..)")."""
+    out = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=30).stdout
+    m = re.search(r"heap\s+total.*\[(0x[0-9a-f]+), (0x[0-9a-f]+)\)", out)
+    return (int(m.group(1), 16), int(m.group(2), 16)) if m else None
+
+
+def _rss_outside(pid: int, excluded: tuple[int, int]) -> float:
+    """MB of the process's resident memory outside an address range (/proc/<pid>/smaps): for the JVM
+    outside its heap, what native memory, thread stacks, code and metaspace hold."""
+    kb, inside = 0, False
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split(" ", 1)[0]
+                if "-" in head and not line.startswith(("Rss", "Size")):
+                    try:
+                        start = int(head.split("-")[0], 16)
+                        inside = excluded[0] <= start < excluded[1]
+                        continue
+                    except ValueError:
+                        pass
+                if line.startswith("Rss:") and not inside:
+                    kb += int(line.split()[1])
+    except OSError:
+        return 0.0
+    return kb / 1024
+
+
 def _gateway_metrics(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as r:
         text = r.read().decode()
@@ -183,6 +212,7 @@ class Sampler:
     started: float = field(default_factory=time.monotonic)
     rows: list[dict[str, float]] = field(default_factory=list)
     _delivered: int = 0
+    _heap: dict[int, tuple[int, int] | None] = field(default_factory=dict)
 
     def jvm(self) -> int | None:
         return next((p for p in _children(self.driver_pid) if "java" in _cmdline(p).split(" ")[0]), None)
@@ -197,6 +227,10 @@ class Sampler:
             row["jvm_rss_mb"] = _status(jvm, "VmRSS") / 1024
             row["jvm_threads"] = _status(jvm, "Threads")
             row["jvm_fds"] = _fds(jvm)
+            if jvm not in self._heap:
+                self._heap[jvm] = _heap_range(jvm)
+            if (heap := self._heap[jvm]) is not None:
+                row["jvm_rss_outside_heap_mb"] = _rss_outside(jvm, heap)
             workers = [p for p in _children(jvm) if "python" in _cmdline(p)]
             row["python_workers"] = len(workers)
             row["python_workers_rss_mb"] = sum(_status(p, "VmRSS") for p in workers) / 1024
@@ -248,11 +282,8 @@ SERIES = ("jvm_rss_mb", "jvm_rss_outside_heap_mb", "heap_used_mb", "heap_committ
 
 def report(rows: list[dict[str, float]], minutes: float) -> tuple[str, dict[str, object]]:
     """The table of the module docstring, and its figures by series. The JVM's RSS follows the heap G1
-    commits and gives back; what it holds besides (`jvm_rss_outside_heap_mb`: native memory, threads,
-    RocksDB, code) is derived from the two."""
-    for r in rows:
-        if "jvm_rss_mb" in r and "heap_committed_mb" in r:
-            r["jvm_rss_outside_heap_mb"] = r["jvm_rss_mb"] - r["heap_committed_mb"]
+    commits and gives back; what it holds outside the heap's address range (`jvm_rss_outside_heap_mb`:
+    native memory — RocksDB, malloc arenas —, thread stacks, code, metaspace) is what must level off."""
     warm = max(5.0, minutes * 0.1)
     after = [r for r in rows if r["minutes"] >= warm]
     half = [r for r in rows if r["minutes"] >= minutes / 2]

@@ -21,12 +21,3 @@ def test_a_series_that_levels_off_grows_less_in_the_last_half() -> None:
     assert rss["growth_per_h"] > 0
     assert "| jvm_rss_mb | 0.0 | 60.0 |" in text
     assert "heap_used_mb" not in summary  # series without samples are left out
-
-
-def test_the_jvm_outside_its_heap_is_derived() -> None:
-    rows = [{"minutes": float(m), "jvm_rss_mb": 900.0 + 10 * m, "heap_committed_mb": 500.0 + 10 * m}
-            for m in range(0, 61, 10)]
-    _, summary = report(rows, 60)
-    outside = summary["jvm_rss_outside_heap_mb"]
-    assert isinstance(outside, dict)
-    assert outside["first"] == outside["last"] == 400 and outside["growth_per_h"] == 0
