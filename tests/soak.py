@@ -16,8 +16,9 @@ Python workers; the JVM's heap used and committed, old generation and metaspace 
 open files of the driver and of the JVM; the state store's memory and rows (the gateway's own metrics);
 the checkpoint's files and bytes; segment files; records delivered and the round trip's p50/p99 in the
 interval. The report (`<work>/soak-report.md` and `.json`, also printed) gives, per series, the first and
-last value, the range, and the growth per hour over the run after a warm-up (the first 10 %, at least
-5 minutes) and over its last half: a series that levels off grows far less in the last half.
+last value, the range, the growth per hour over the run after a warm-up (the first 10 %, at least
+5 minutes) and over its last half, and each half's peak: a series has levelled off when its last half
+peaks no higher than the half before it (a sawtooth's endpoints can show growth it does not have).
 """
 
 from __future__ import annotations
@@ -280,6 +281,13 @@ SERIES = ("jvm_rss_mb", "jvm_rss_outside_heap_mb", "heap_used_mb", "heap_committ
           "round_trip_p50_ms", "round_trip_p99_ms", "records_per_s", "full_gcs")
 
 
+def _level(peak_before: float, peak_after: float) -> bool:
+    """A series has levelled off when its last half peaks no higher than it did between the warm-up and the
+    half (5 % or one unit of slack for sampling): a sawtooth such as G1's committed heap passes, a series
+    still climbing to its bound does not."""
+    return peak_after <= peak_before + max(1.0, 0.05 * abs(peak_before))
+
+
 def report(rows: list[dict[str, float]], minutes: float) -> tuple[str, dict[str, object]]:
     """The table of the module docstring, and its figures by series. The JVM's RSS follows the heap G1
     commits and gives back; what it holds outside the heap's address range (`jvm_rss_outside_heap_mb`:
@@ -289,8 +297,9 @@ def report(rows: list[dict[str, float]], minutes: float) -> tuple[str, dict[str,
     half = [r for r in rows if r["minutes"] >= minutes / 2]
     lines = [f"soak: {minutes:g} min, {len(rows)} samples; growth per hour after {warm:g} min of warm-up and over "
              f"the last half", "",
-             "| series | first | last | min | max | growth/h after warm-up | growth/h last half |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "| series | first | last | min | max | growth/h after warm-up | growth/h last half "
+             "| peak, warm-up to half | peak, last half | level |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     summary: dict[str, object] = {}
     for name in SERIES:
         values = [r[name] for r in rows if name in r]
@@ -298,11 +307,18 @@ def report(rows: list[dict[str, float]], minutes: float) -> tuple[str, dict[str,
             continue
         whole = _slope_per_hour([(r["minutes"], r[name]) for r in after if name in r])
         last = _slope_per_hour([(r["minutes"], r[name]) for r in half if name in r])
+        earlier = [r[name] for r in after if name in r and r["minutes"] < minutes / 2]
+        later = [r[name] for r in half if name in r]
+        peak_before = max(earlier) if earlier else None
+        peak_after = max(later) if later else None
+        level = None if peak_before is None or peak_after is None else _level(peak_before, peak_after)
         summary[name] = {"first": values[0], "last": values[-1], "min": min(values), "max": max(values),
-                         "growth_per_h": whole, "growth_per_h_last_half": last}
+                         "growth_per_h": whole, "growth_per_h_last_half": last, "peak_before_half": peak_before,
+                         "peak_last_half": peak_after, "level": level}
         f = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
         lines.append(f"| {name} | {f(values[0])} | {f(values[-1])} | {f(min(values))} | {f(max(values))} | "
-                     f"{f(whole)} | {f(last)} |")
+                     f"{f(whole)} | {f(last)} | {f(peak_before)} | {f(peak_after)} | "
+                     f"{'-' if level is None else 'yes' if level else 'no'} |")
     return "\n".join(lines), summary
 
 
@@ -321,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between samples")
     parser.add_argument("--door-rate", type=int, default=2000, help="records/s through the front door")
     parser.add_argument("--work", type=Path, help="working directory (default: a new temporary one, kept)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the gateway (the config's spark_conf), repeatable")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="gateway-soak-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -330,13 +348,15 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap_servers=broker.bootstrap_servers, topics_file=str(_topics_file(work)),
         segments_root=str(work / "segments"), checkpoint_root=str(work / "checkpoints"),
         metrics_address=f"127.0.0.1:{metrics_port}", front_door_address="127.0.0.1:0",
-        retention_check_interval_ms=30_000, ui_enabled=False)
+        retention_check_interval_ms=30_000, ui_enabled=False,
+        spark_conf=dict(item.split("=", 1) for item in args.spark_conf))
     create_topics(config.bootstrap_servers, topic_specs(config))
     (work / "gateway.json").write_text(json.dumps({k: v for k, v in vars(config).items() if v is not None}))
     log = open(work / "driver.log", "ab")  # noqa: SIM115 - the driver owns it
     driver = subprocess.Popen([sys.executable, "-m", "streaming", "run", "--config", str(work / "gateway.json")],
                               stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True)
-    print(f"soak: {args.minutes:g} min in {work} (driver log: {work / 'driver.log'})", flush=True)
+    print(f"soak: {args.minutes:g} min in {work} (driver log: {work / 'driver.log'}, spark_conf "
+          f"{config.spark_conf})", flush=True)
     load: DoorLoad | None = None
     demo: DemoTraffic | None = None
     try:
@@ -358,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         text, summary = report(sampler.rows, args.minutes)
         text += (f"\n\nload: {args.door_rate} records/s of {RECORD_SIZE} B through the front door "
                  f"({load.delivered:,} delivered, {len(load.errors)} errors), demo batches on the ingress topic "
-                 f"({demo.sent:,}); driver {'running' if driver.poll() is None else f'exited {driver.returncode}'}")
+                 f"({demo.sent:,}); driver {'running' if driver.poll() is None else f'exited {driver.returncode}'}"
+                 + (f"; spark_conf {config.spark_conf}" if config.spark_conf else ""))
         print("\n" + text)
         (work / "soak-report.md").write_text(text + "\n")
         (work / "soak-report.json").write_text(json.dumps({"summary": summary, "samples": sampler.rows}, indent=1))

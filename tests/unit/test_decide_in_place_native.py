@@ -94,6 +94,24 @@ def test_what_the_native_pass_does_not_judge_is_left_to_the_reference() -> None:
     assert native.decide_in_place(data, 0, 0, 1 << 20, len(data) - 1, *args[4:]) is None  # segment.bytes
 
 
+def test_the_crc_combine_equals_the_crc32c_package_at_every_split() -> None:
+    data = bytes(range(256)) * 5 + b"\xff" * 37
+    for split in range(len(data) + 1):
+        a, b = data[:split], data[split:]
+        assert native.crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(data), split
+
+
+@pytest.mark.parametrize("where", [21, 30, 35, 42, 43, 60, -1])
+def test_a_byte_changed_under_the_crc_anywhere_is_left_to_the_reference(where: int) -> None:
+    """The CRC is summed in two parts (the header fields the append rewrites, and the rest) and combined."""
+    data = bytearray(v2_batch(encode(0, (0, None, b"k", b"v", [], 0, 0)), 1))
+    assert native.decide_in_place(bytes(data), 0, 0, 1 << 20, 1 << 30, False, NOW, NOW, 1 << 62, HOUR, False,
+                                  crc32c) is not None
+    data[where] ^= 0x01
+    assert native.decide_in_place(bytes(data), 0, 0, 1 << 20, 1 << 30, False, NOW, NOW, 1 << 62, HOUR, False,
+                                  crc32c) is None
+
+
 _producer_states = st.sampled_from(["none", "same-batch", "next", "gap", "old-epoch"])
 
 

@@ -346,19 +346,24 @@ put_u32(uint8_t *b, uint32_t v)
 #define ATTR_CONTROL 0x20
 #define ATTR_DELETE_HORIZON 0x40
 
-/* crc32c(data[21:]) through the given callable (the `crc32c` package: CRC-32C stays its job). */
+/* The CRC of a v2 batch covers data[21:]; of that only attributes (21-22) and maxTimestamp (35-42) are
+ * ever rewritten, so the part from producerId (43) on is summed once and combined with each header. */
+#define CRC_START 21
+#define CRC_UNCHANGED 43
+
+/* crc32c(data[start:end]) through the given callable (the `crc32c` package: CRC-32C stays its job). */
 static int
-crc_of(PyObject *crc32c, PyObject *bytes, uint32_t *crc)
+crc_of(PyObject *crc32c, PyObject *bytes, Py_ssize_t start, Py_ssize_t end, uint32_t *crc)
 {
     PyObject *view = PyMemoryView_FromObject(bytes);
     if (view == NULL)
         return -1;
-    PyObject *tail = PySequence_GetSlice(view, 21, PY_SSIZE_T_MAX);
+    PyObject *part = PySequence_GetSlice(view, start, end);
     Py_DECREF(view);
-    if (tail == NULL)
+    if (part == NULL)
         return -1;
-    PyObject *value = PyObject_CallOneArg(crc32c, tail);
-    Py_DECREF(tail);
+    PyObject *value = PyObject_CallOneArg(crc32c, part);
+    Py_DECREF(part);
     if (value == NULL)
         return -1;
     unsigned long v = PyLong_AsUnsignedLong(value);
@@ -367,6 +372,67 @@ crc_of(PyObject *crc32c, PyObject *bytes, uint32_t *crc)
         return -1;
     *crc = (uint32_t)v;
     return 0;
+}
+
+/* crc32c(A + B) from crc32c(A), crc32c(B) and len(B): zlib's crc32_combine (multiplication modulo the
+ * polynomial by x^(8 len(B))) with CRC-32C's reflected polynomial; the `crc32c` package has no combine.
+ * tests/unit/test_decide_in_place_native.py checks it against the package on every split. */
+#define CRC32C_POLY 0x82f63b78u
+static uint32_t x2n_table[32]; /* x^(2^n) mod p, filled by PyInit */
+
+static uint32_t
+multmodp(uint32_t a, uint32_t b)
+{
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0)
+                break;
+        }
+        m >>= 1;
+        b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+    }
+    return p;
+}
+
+static uint32_t
+x2nmodp(uint64_t n, unsigned k)
+{
+    uint32_t p = 1u << 31; /* x^0 */
+    while (n) {
+        if (n & 1)
+            p = multmodp(x2n_table[k & 31], p);
+        n >>= 1;
+        k++;
+    }
+    return p;
+}
+
+static uint32_t
+crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+    return multmodp(x2nmodp(len_b, 3), crc_a) ^ crc_b;
+}
+
+static void
+init_x2n_table(void)
+{
+    uint32_t p = 1u << 30; /* x^1 */
+    x2n_table[0] = p;
+    for (int n = 1; n < 32; n++)
+        x2n_table[n] = p = multmodp(p, p);
+}
+
+/* crc32c_combine(crc_a, crc_b, len_b) for the tests: the combine above, exposed. */
+static PyObject *
+combine(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    unsigned int crc_a, crc_b;
+    unsigned long long len_b;
+    if (!PyArg_ParseTuple(args, "IIK:crc32c_combine", &crc_a, &crc_b, &len_b))
+        return NULL;
+    return PyLong_FromUnsignedLong(crc32c_combine(crc_a, crc_b, len_b));
 }
 
 /*
@@ -412,10 +478,11 @@ decide_in_place(PyObject *Py_UNUSED(module), PyObject *args)
     if ((attributes & (ATTR_CODEC | ATTR_TIMESTAMP_TYPE | ATTR_TRANSACTIONAL | ATTR_CONTROL)) != 0
         || count <= 0 || (int64_t)last_offset_delta + 1 != count || (producer_id >= 0 && base_sequence < 0))
         Py_RETURN_NONE;
-    uint32_t crc;
-    if (crc_of(crc32c, batch, &crc) < 0)
+    uint32_t head_crc, tail_crc;
+    if (crc_of(crc32c, batch, CRC_UNCHANGED, n, &tail_crc) < 0
+        || crc_of(crc32c, batch, CRC_START, CRC_UNCHANGED, &head_crc) < 0)
         return NULL;
-    if (crc != (uint32_t)get_i32(b + 17))
+    if (crc32c_combine(head_crc, tail_crc, (uint64_t)(n - CRC_UNCHANGED)) != (uint32_t)get_i32(b + 17))
         Py_RETURN_NONE;
 
     WalkParams params = {base_timestamp, max_timestamp, now_ms, before_max_ms, after_max_ms, 0, !lat_topic, compacted};
@@ -441,11 +508,11 @@ decide_in_place(PyObject *Py_UNUSED(module), PyObject *args)
         w[21] = 0;
         w[22] = (uint8_t)(kept | (lat_topic ? ATTR_TIMESTAMP_TYPE : 0));
         put_u64(w + 35, (uint64_t)stored_max);
-        if (crc_of(crc32c, stored, &crc) < 0) {
+        if (crc_of(crc32c, stored, CRC_START, CRC_UNCHANGED, &head_crc) < 0) {
             Py_DECREF(stored);
             return NULL;
         }
-        put_u32(w + 17, crc);
+        put_u32(w + 17, crc32c_combine(head_crc, tail_crc, (uint64_t)(n - CRC_UNCHANGED)));
     }
     return Py_BuildValue("(NLnLiiiiL)", stored, (long long)stored_max, out.future, (long long)producer_id,
                          producer_epoch, (int)base_sequence, (int)last_offset_delta, (int)count,
@@ -458,6 +525,8 @@ static PyMethodDef methods[] = {
      "now_ms, before_max_ms, after_max_ms, compacted, crc32c) -> (stored, max_timestamp, future_count, producer_id, "
      "producer_epoch, base_sequence, last_offset_delta, count, producer_max_timestamp) | None\n\n"
      "LogValidator path A for a clean uncompressed v2 batch; None: the Python reference decides."},
+    {"crc32c_combine", combine, METH_VARARGS,
+     "crc32c_combine(crc_a, crc_b, len_b) -> crc32c(a + b) from crc32c(a), crc32c(b) and len(b)"},
     {"walk", walk, METH_VARARGS,
      "walk(buffer, start, end, count, base_timestamp, batch_lat, lat_timestamp, check_timestamps, now_ms, "
      "before_max_ms, after_max_ms, compacted) -> (error, max_timestamp, future_count, contiguous, "
@@ -476,5 +545,6 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__record_walk(void)
 {
+    init_x2n_table();
     return PyModule_Create(&module_def);
 }
