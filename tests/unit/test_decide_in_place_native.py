@@ -101,12 +101,16 @@ def test_the_crc_combine_equals_the_crc32c_package_at_every_split() -> None:
         assert native.crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(data), split
 
 
+@pytest.mark.parametrize("value_size", [1, 100_000])  # under and over the size where the CRC is split
 @pytest.mark.parametrize("where", [21, 30, 35, 42, 43, 60, -1])
-def test_a_byte_changed_under_the_crc_anywhere_is_left_to_the_reference(where: int) -> None:
-    """The CRC is summed in two parts (the header fields the append rewrites, and the rest) and combined."""
-    data = bytearray(v2_batch(encode(0, (0, None, b"k", b"v", [], 0, 0)), 1))
-    assert native.decide_in_place(bytes(data), 0, 0, 1 << 20, 1 << 30, False, NOW, NOW, 1 << 62, HOUR, False,
-                                  crc32c) is not None
+def test_a_byte_changed_under_the_crc_anywhere_is_left_to_the_reference(where: int, value_size: int) -> None:
+    """A large batch's CRC is summed in two parts (the header fields the append rewrites, and the rest) and
+    combined; a small one's in one pass. Either way a changed byte is caught, and the stored CRC is Kafka's."""
+    data = bytearray(v2_batch(encode(0, (0, None, b"k", b"v" * value_size, [], 0, 0)), 1))
+    for lat in (False, True):
+        got = native.decide_in_place(bytes(data), 7, 0, 1 << 20, 1 << 30, lat, NOW, NOW, 1 << 62, HOUR, False, crc32c)
+        assert got is not None
+        assert struct.unpack_from(">I", got[0], 17)[0] == crc32c(got[0][21:])
     data[where] ^= 0x01
     assert native.decide_in_place(bytes(data), 0, 0, 1 << 20, 1 << 30, False, NOW, NOW, 1 << 62, HOUR, False,
                                   crc32c) is None
