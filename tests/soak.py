@@ -331,13 +331,20 @@ def _topics_file(work: Path) -> Path:
     return path
 
 
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.soak")
     parser.add_argument("--minutes", type=float, default=120.0)
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between samples")
     parser.add_argument("--door-rate", type=int, default=2000, help="records/s through the front door")
     parser.add_argument("--work", type=Path, help="working directory (default: a new temporary one, kept)")
-    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", type=_setting,
                         help="a Spark setting for the gateway (the config's spark_conf), repeatable")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="gateway-soak-"))
@@ -349,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         segments_root=str(work / "segments"), checkpoint_root=str(work / "checkpoints"),
         metrics_address=f"127.0.0.1:{metrics_port}", front_door_address="127.0.0.1:0",
         retention_check_interval_ms=30_000, ui_enabled=False,
-        spark_conf=dict(item.split("=", 1) for item in args.spark_conf))
+        spark_conf=dict(args.spark_conf))
     create_topics(config.bootstrap_servers, topic_specs(config))
     (work / "gateway.json").write_text(json.dumps({k: v for k, v in vars(config).items() if v is not None}))
     log = open(work / "driver.log", "ab")  # noqa: SIM115 - the driver owns it
