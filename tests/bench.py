@@ -19,6 +19,7 @@ from functools import partial
 
 from crc32c import crc32c
 
+from tests.bench_hot_path import bench_hot_path, native
 from validators.append_result import PartitionState
 from validators.codec import record_batch as rb
 from validators.codec.compression import CompressionType, decompress
@@ -51,7 +52,8 @@ def _floor(codec: CompressionType, batch: bytes) -> None:
 def bench_core(min_seconds: float) -> None:
     now = int(time.time() * 1000)
     print("\n== core: validate_and_assign, records/s on one core ==")
-    print(f"{'codec':6} {'type':13} {'value':>6} {'recs':>5} {'decision':>14} {'floor':>14}  floor = crc32c (+ decompress)")
+    print(f"{'codec':6} {'type':13} {'value':>6} {'recs':>5} {'decision':>14} {'reference':>14} {'ratio':>6} {'floor':>14}"
+          "  reference = pure-Python walk and zlib; floor = crc32c (+ decompress)")
     for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD):
         for ts_type in ("CreateTime", "LogAppendTime"):
             config = topic_config("bench", 1, {"message.timestamp.type": ts_type}, {})
@@ -59,9 +61,13 @@ def bench_core(min_seconds: float) -> None:
                 for records in (1, 100, 1000):
                     batch = _batch(codec, records, value_size, now)
                     state = PartitionState()
-                    decision = _rate(partial(validate_and_assign, batch, "bench", 0, config, state, now), records, min_seconds)
+                    decide = partial(validate_and_assign, batch, "bench", 0, config, state, now)
+                    decision = _rate(decide, records, min_seconds)
+                    with native(False):
+                        reference = _rate(decide, records, min_seconds)
                     floor_rate = _rate(partial(_floor, codec, batch), records, min_seconds)
-                    print(f"{codec.name.lower():6} {ts_type:13} {value_size:>6} {records:>5} {decision:>14,.0f} {floor_rate:>14,.0f}")
+                    print(f"{codec.name.lower():6} {ts_type:13} {value_size:>6} {records:>5} {decision:>14,.0f} "
+                          f"{reference:>14,.0f} {decision / reference:>5.1f}x {floor_rate:>14,.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "front-door":
         args.only = "clients"
     if not args.end_to_end_only and not args.only:
-        from tests.bench_hot_path import bench_hot_path
-
         bench_core(0.2 if args.quick else 1.0)
         bench_hot_path(rounds=3 if args.quick else 7)
     if not args.core_only:

@@ -27,7 +27,7 @@ from sinks.batch_spool import remove_spools, unspool_rows
 from sinks.partition_task import SinkConfig, append_partitions, arrow_rows, outgoing_messages
 from streaming.stage import _ingress_batches, decide_group, stage_frame
 from validators.append_result import PartitionState
-from validators.codec import native_walk
+from validators.codec import native_inflate, native_walk
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry, topic_config
 
@@ -36,14 +36,15 @@ PHASES = ("stage: read frame", "stage: decide", "stage: output frame + spool", "
 
 
 @contextmanager
-def _native(enabled: bool) -> Iterator[None]:
-    saved = native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES
+def native(enabled: bool) -> Iterator[None]:
+    """The native modules as loaded, or (disabled) their pure-Python references and zlib."""
+    saved = native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES, native_inflate.NATIVE_INFLATE
     if not enabled:
-        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES = None, None
+        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES, native_inflate.NATIVE_INFLATE = None, None, None
     try:
         yield
     finally:
-        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES = saved
+        native_walk.NATIVE_WALK, responses.NATIVE_RESPONSES, native_inflate.NATIVE_INFLATE = saved
 
 
 def _ingress_frame(batches: int, now_ms: int) -> pd.DataFrame:
@@ -87,7 +88,7 @@ def bench_hot_path(batches: int = 2000, rounds: int = 5) -> None:
     medians: dict[bool, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gateway-hot-path-") as tmp:
         for enabled in (True, False):
-            with _native(enabled):
+            with native(enabled):
                 work = Path(tmp) / ("native" if enabled else "reference")
                 samples = [_round(frame, registry, now_ms, work, i + 1) for i in range(rounds)]
             medians[enabled] = {p: statistics.median(s[p] for s in samples) * 1e6 / batches for p in PHASES}

@@ -44,12 +44,15 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
+from types import ModuleType
 
 import cramjam
 import lz4.block
 import lz4.frame
 import xxhash
 import zstandard
+
+from validators.codec import native_inflate
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_BYTES",
@@ -190,11 +193,23 @@ def _gzip_decompress(data: bytes, max_output: int) -> bytes:
     if len(data) < 10 or data[:2] != b"\x1f\x8b":
         # GZIPInputStream constructor: "Not in GZIP format" (or EOFException on a short stream)
         raise CorruptCompressedDataError(codec, "Not in GZIP format")
+    inflate = native_inflate.NATIVE_INFLATE
+    if inflate is not None:
+        try:
+            return _gzip_members(data, max_output, inflate)
+        except inflate.error:
+            pass  # zlib, the reference, reads it again: its verdict and its text
+    return _gzip_members(data, max_output, zlib)
+
+
+def _gzip_members(data: bytes, max_output: int, inflate: ModuleType) -> bytes:
+    """Every member as `GZIPInputStream` reads them, inflated by `inflate` (zlib or ISA-L's twin)."""
+    codec = CompressionType.GZIP
     out: list[bytes] = []
     total = 0
     rest = data
     while True:
-        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip wrapper only, like GZIPInputStream
+        inflater = inflate.decompressobj(16 + zlib.MAX_WBITS)  # gzip wrapper only, like GZIPInputStream
         pending = rest
         while not inflater.eof:
             chunk = inflater.decompress(pending, max_output - total + 1)
