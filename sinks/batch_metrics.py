@@ -57,53 +57,68 @@ def claimed_records(batch: bytes) -> int:
 
 
 def aggregate_decisions(rows: Iterable[DecisionRow], topics: Mapping[str, int]) -> list[dict[str, Any]]:
-    """Fold decision rows into aggregate rows with
-    the keys `merge_aggregates` reads: t, p, o, e, li, si, batches, records, appended_bytes,
-    record_errors, future_timestamps, clock_holds, log_end_offset, log_start_offset, clock_ms,
-    latency_sum, skew_sum. `topics`: registry topic -> partition count (the bounded labels)."""
-    groups: dict[tuple[str, int, str, str, int, int], dict[str, Any]] = {}
-    for row in rows:
-        topic = row.topic
-        partition = row.partition
-        label = topic if topic is not None and topic in topics else OTHER_TOPIC
-        bounded = label != OTHER_TOPIC and partition is not None and 0 <= partition < topics[label]
-        accepted = row.error_code == 0
-        duplicate = accepted and row.duplicate
-        appended = accepted and not duplicate
-        outcome = OUTCOME_REJECTED if not accepted else OUTCOME_DUPLICATE if duplicate else OUTCOME_APPENDED
-        error = row.error_name or NO_ERROR
-        append_time = row.append_time_ms
-        latency = (append_time - row.ingress_timestamp_ms) / 1000.0 if appended and append_time >= 0 else None
-        create_max = row.producer_max_timestamp
-        skew = (append_time - create_max) / 1000.0 if appended and create_max >= 0 and append_time >= 0 else None
-        li = bucket_index(latency, APPEND_LATENCY_BUCKETS_S)
-        si = bucket_index(skew, TIMESTAMP_SKEW_BUCKETS_S)
-        key = (label, partition if bounded else -1, outcome, error, li, si)
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = dict(
-                t=key[0], p=key[1], o=outcome, e=error, li=li, si=si, batches=0, records=0, appended_bytes=0,
-                record_errors=0, future_timestamps=0, clock_holds=0, log_end_offset=None, log_start_offset=None,
-                clock_ms=None, latency_sum=0.0, skew_sum=0.0,
-            )
-        g["batches"] += 1
-        g["records"] += row.record_count if accepted else claimed_records(row.batch)
-        if appended:
-            g["appended_bytes"] += len(row.batch)
-            g["future_timestamps"] += row.future_timestamps
-            g["clock_holds"] += 1 if row.clock_held else 0
-            if row.last_offset >= 0:
-                g["log_end_offset"] = _max(g["log_end_offset"], row.last_offset + 1)
-        elif not accepted:
-            g["record_errors"] += row.record_error_count  # all of them, also beyond the bounded list
-        if accepted:
-            g["log_start_offset"] = _max(g["log_start_offset"], row.log_start_offset)
-        g["clock_ms"] = _max(g["clock_ms"], row.batch_time_ms)
-        if latency is not None:
-            g["latency_sum"] += latency
-        if skew is not None:
-            g["skew_sum"] += skew
-    return list(groups.values())
+    """Fold decision rows into aggregate rows (`DecisionAggregates`)."""
+    aggregates = DecisionAggregates(topics)
+    aggregates.add(rows)
+    return aggregates.rows()
+
+
+class DecisionAggregates:
+    """Decision rows folded, as they come, into aggregate rows with the keys `merge_aggregates` reads:
+    t, p, o, e, li, si, batches, records, appended_bytes, record_errors, future_timestamps, clock_holds,
+    log_end_offset, log_start_offset, clock_ms, latency_sum, skew_sum. `topics`: registry topic ->
+    partition count (the bounded labels)."""
+
+    def __init__(self, topics: Mapping[str, int]) -> None:
+        self._topics = topics
+        self._groups: dict[tuple[str, int, str, str, int, int], dict[str, Any]] = {}
+
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self._groups.values())
+
+    def add(self, rows: Iterable[DecisionRow]) -> None:
+        topics, groups = self._topics, self._groups
+        for row in rows:
+            topic = row.topic
+            partition = row.partition
+            label = topic if topic is not None and topic in topics else OTHER_TOPIC
+            bounded = label != OTHER_TOPIC and partition is not None and 0 <= partition < topics[label]
+            accepted = row.error_code == 0
+            duplicate = accepted and row.duplicate
+            appended = accepted and not duplicate
+            outcome = OUTCOME_REJECTED if not accepted else OUTCOME_DUPLICATE if duplicate else OUTCOME_APPENDED
+            error = row.error_name or NO_ERROR
+            append_time = row.append_time_ms
+            latency = (append_time - row.ingress_timestamp_ms) / 1000.0 if appended and append_time >= 0 else None
+            create_max = row.producer_max_timestamp
+            skew = (append_time - create_max) / 1000.0 if appended and create_max >= 0 and append_time >= 0 else None
+            li = bucket_index(latency, APPEND_LATENCY_BUCKETS_S)
+            si = bucket_index(skew, TIMESTAMP_SKEW_BUCKETS_S)
+            key = (label, partition if bounded else -1, outcome, error, li, si)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = dict(
+                    t=key[0], p=key[1], o=outcome, e=error, li=li, si=si, batches=0, records=0, appended_bytes=0,
+                    record_errors=0, future_timestamps=0, clock_holds=0, log_end_offset=None, log_start_offset=None,
+                    clock_ms=None, latency_sum=0.0, skew_sum=0.0,
+                )
+            g["batches"] += 1
+            g["records"] += row.record_count if accepted else claimed_records(row.batch)
+            if appended:
+                g["appended_bytes"] += len(row.batch)
+                g["future_timestamps"] += row.future_timestamps
+                g["clock_holds"] += 1 if row.clock_held else 0
+                if row.last_offset >= 0:
+                    g["log_end_offset"] = _max(g["log_end_offset"], row.last_offset + 1)
+            elif not accepted:
+                g["record_errors"] += row.record_error_count  # all of them, also beyond the bounded list
+            if accepted:
+                g["log_start_offset"] = _max(g["log_start_offset"], row.log_start_offset)
+            g["clock_ms"] = _max(g["clock_ms"], row.batch_time_ms)
+            if latency is not None:
+                g["latency_sum"] += latency
+            if skew is not None:
+                g["skew_sum"] += skew
 
 
 def _max(current: int | None, value: int) -> int:

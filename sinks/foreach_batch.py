@@ -2,8 +2,9 @@
 
 The stage's output arrives hash-partitioned by target (topic, partition). One `mapInArrow` over it
 — a narrow transformation, so no shuffle and no second run of the stateful plan — gives each task
-all decisions of its target partitions; the task appends, fsyncs and commits them, then publishes
-their responses and dead letters and computes their metric deltas (`sinks.partition_task`). Only a
+all decisions of its target partitions; the task appends, fsyncs and commits each partition's batches
+as they arrive, then sends their responses and dead letters, and computes metric deltas
+(`sinks.partition_task`). Only a
 `TaskSummary` per task reaches the driver, where the observers (metrics, status) read it.
 """
 
@@ -19,8 +20,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sinks.batch_spool import remove_spools, unspool_rows
-from sinks.partition_task import SinkConfig, TaskSummary, arrow_rows, run_partition_task
+from sinks.partition_task import SinkConfig, TaskSummary, arrow_row_batches, run_partition_task
 from sinks.registry_watcher import RegistryWatcher
 from validators.topic_config import TopicRegistry
 
@@ -84,9 +84,8 @@ class GatewaySink:
         config, registry = self.config, self.registry
 
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            rows, spools = unspool_rows(arrow_rows(batches))
+            rows = (row for rows in arrow_row_batches(batches) for row in rows)  # as the stage emits them
             summary = run_partition_task(config, batch_id, rows, registry, time.perf_counter)
-            remove_spools(spools)  # durable and published: a retry of this task spools again
             yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
 
         started = time.perf_counter()

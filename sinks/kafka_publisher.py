@@ -45,23 +45,26 @@ def producer(bootstrap_servers: str, max_message_bytes: int, timeout_ms: int = D
     return _producers[key]
 
 
-def publish_all(
-    bootstrap_servers: str, max_message_bytes: int, batches: Iterable[tuple[str, Iterable[OutgoingMessage]]],
-    timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS,
-) -> list[int]:
-    """Send every (topic, messages) pair, then wait once for every delivery report; raise on the first
-    failure. One flush for responses and dead letters together: the task waits one round trip."""
-    p = producer(bootstrap_servers, max_message_bytes, timeout_ms)
-    errors: list[str] = []
+class Publication:
+    """Messages sent as they become ready, and one wait for every delivery report at the end
+    (`finish`), which raises on the first failure: a task that sends each target partition's responses
+    right after its append waits one round trip in all, not one per partition."""
 
-    def on_delivery(err: object, _msg: object) -> None:
+    def __init__(self, bootstrap_servers: str, max_message_bytes: int,
+                 timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> None:
+        self._producer = producer(bootstrap_servers, max_message_bytes, timeout_ms)
+        self._timeout_ms = timeout_ms
+        self._errors: list[str] = []
+        self._topics: set[str] = set()
+        self.sent = 0
+
+    def _on_delivery(self, err: object, _msg: object) -> None:
         if err is not None:
-            errors.append(str(err))
+            self._errors.append(str(err))
 
-    counts = []
-    topics = []
-    for topic, messages in batches:
-        topics.append(topic)
+    def send(self, topic: str, messages: Iterable[OutgoingMessage]) -> int:
+        """Hand `messages` to the producer (not yet acknowledged); returns how many."""
+        p = self._producer
         sent = 0
         for m in messages:
             kwargs = {"headers": m.headers} if m.headers else {}
@@ -69,17 +72,23 @@ def publish_all(
                 kwargs["timestamp"] = m.timestamp_ms
             while True:
                 try:
-                    p.produce(topic, key=m.key, value=m.value, on_delivery=on_delivery, **kwargs)
+                    p.produce(topic, key=m.key, value=m.value, on_delivery=self._on_delivery, **kwargs)
                     break
                 except BufferError:
                     p.poll(0.1)  # local queue full: serve delivery reports, then retry
             sent += 1
-        counts.append(sent)
-    if not any(counts):
-        return counts
-    remaining = p.flush(timeout_ms / 1000 + 5)
-    if remaining:
-        raise KafkaException(f"{remaining} messages to {', '.join(topics)} not delivered within {timeout_ms} ms")
-    if errors:
-        raise KafkaException(f"{len(errors)} deliveries to {', '.join(topics)} failed, first: {errors[0]}")
-    return counts
+        if sent:
+            self._topics.add(topic)
+        self.sent += sent
+        return sent
+
+    def finish(self) -> None:
+        """Wait for every message sent; raise if one was not delivered."""
+        if not self.sent:
+            return
+        topics = ", ".join(sorted(self._topics))
+        remaining = self._producer.flush(self._timeout_ms / 1000 + 5)
+        if remaining:
+            raise KafkaException(f"{remaining} messages to {topics} not delivered within {self._timeout_ms} ms")
+        if self._errors:
+            raise KafkaException(f"{len(self._errors)} deliveries to {topics} failed, first: {self._errors[0]}")

@@ -1,25 +1,28 @@
 """The sink's work for the target partitions of one task: append, commit, publish, count (DESIGN §6).
 
 The stateful stage's output is hash-partitioned by target (topic, partition), so every decision of
-a target partition is in exactly one task. That task appends the partition's accepted batches in
-offset order, fsyncs and commits them (`partition_log.append_batches`), and only then publishes the
-produce responses and dead letters of all its rows — a response never goes out before its batch is
-durable (DESIGN §4.3) — and folds its rows into metric deltas (`batch_metrics`). What comes back to
-the driver is one small `TaskSummary`: one Spark job per micro-batch, no persist, no second shuffle.
+a target partition is in exactly one task, and there contiguous (`target_groups`). The task takes each
+partition as soon as its decisions have arrived, while the stage decides the next: appends its accepted
+batches in offset order, fsyncs and commits them (`partition_log.append_batches`), and only then sends
+its produce responses and dead letters — a response never goes out before its batch is durable (DESIGN
+§4.3) — and folds its rows into metric deltas (`batch_metrics`). One wait for every delivery ends the
+task. What comes back to the driver is one small `TaskSummary`: one Spark job per micro-batch, no
+persist, no second shuffle.
 """
-
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contract.decision_row import DECISION_FIELDS, DecisionRow
-from sinks.batch_metrics import aggregate_decisions
+from sinks.batch_metrics import DecisionAggregates
+from sinks.batch_spool import remove_spools, unspool_rows
 from sinks.dlq.dead_letters import dead_letter
-from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, publish_all
+from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
 from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
@@ -109,24 +112,58 @@ def outgoing_messages(
     return responses, letters
 
 
+def target_groups(rows: Iterable[DecisionRow]) -> Iterator[list[DecisionRow]]:
+    """The rows of each target partition, one list per partition as soon as its last row has arrived.
+
+    The stateful operator (`FlatMapGroupsInPandasWithStateExec`) requires its input sorted by the
+    grouping key and emits each group's output before the next group's, so a partition's decisions are
+    contiguous; a partition seen again after its run ended would be appended twice in one micro-batch,
+    which this refuses instead."""
+    done: set[tuple[str | None, int | None]] = set()
+    for key, group in itertools.groupby(rows, key=lambda r: (r.topic, r.partition)):
+        if key in done:
+            raise ValueError(f"decisions for {key[0]}-{key[1]} are not contiguous in the stage's output")
+        done.add(key)
+        yield list(group)
+
+
 def run_partition_task(
-    config: SinkConfig, batch_id: int, rows: list[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
+    config: SinkConfig, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
 ) -> TaskSummary:
-    """Everything the sink does for one task's rows, in the order the guarantees need:
-    durable first (append + fsync + commit), then responses and dead letters, then metric deltas."""
-    if not rows:
+    """Everything the sink does for one task's rows, in the order the guarantees need, one target
+    partition at a time while the stage still decides the next: its batches read back from the spool,
+    appended (fsync + commit), then its responses and dead letters sent; at the end one wait for every
+    delivery, then the spool files removed (a retried task spools again) and the metric deltas."""
+    topics = frozenset(registry.topics)
+    publication: Publication | None = None
+    metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
+    outcomes: list[AppendOutcome] = []
+    spools: list[Path] = []
+    n_resp = n_dlq = groups = 0
+    append_seconds = 0.0
+    for spooled in target_groups(rows):
+        groups += 1
+        group, files = unspool_rows(spooled)
+        spools.extend(files)
+        started = clock()
+        appended = append_partitions(config.segments_root, batch_id, group, registry)
+        append_seconds += clock() - started
+        outcomes.extend(appended)
+        log_starts = {(o.topic, o.partition): o.log_start_offset for o in appended}
+        responses, letters = outgoing_messages(group, config, topics, log_starts)
+        if (responses or letters) and publication is None:
+            publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
+        if publication is not None:
+            n_resp += publication.send(config.response_topic, responses)
+            n_dlq += publication.send(config.dlq_topic, letters)
+        metrics.add(group)
+    if not groups:
         return TaskSummary()
     started = clock()
-    outcomes = append_partitions(config.segments_root, batch_id, rows, registry)
-    durable = clock()
-    log_starts = {(o.topic, o.partition): o.log_start_offset for o in outcomes}
-    responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
-    n_resp, n_dlq = publish_all(
-        config.bootstrap_servers, config.max_message_bytes,
-        [(config.response_topic, responses), (config.dlq_topic, letters)], config.publish_timeout_ms,
-    )
+    if publication is not None:
+        publication.finish()
     published = clock()
-    topics = {name: int(cfg.partitions) for name, cfg in registry.topics.items()}
+    remove_spools(spools)  # durable and published
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),
         appended_bytes=sum(o.bytes_written for o in outcomes),
@@ -136,18 +173,21 @@ def run_partition_task(
         recovered_bytes=sum(o.recovered_bytes for o in outcomes),
         responses=n_resp,
         dead_letters=n_dlq,
-        append_seconds=durable - started,
-        publish_seconds=published - durable,
-        metric_rows=aggregate_decisions(rows, topics),
+        append_seconds=append_seconds,
+        publish_seconds=published - started,
+        metric_rows=metrics.rows(),
     )
 
 
 def arrow_rows(batches: Iterable[Any]) -> list[DecisionRow]:
     """The decision rows of a task's Arrow record batches (None for null: no pandas dtype coercion)."""
-    rows: list[DecisionRow] = []
+    return [row for rows in arrow_row_batches(batches) for row in rows]
+
+
+def arrow_row_batches(batches: Iterable[Any]) -> Iterator[list[DecisionRow]]:
+    """`arrow_rows` one record batch at a time, as the batches arrive."""
     for batch in batches:
         if tuple(batch.schema.names) != DECISION_FIELDS:
             raise ValueError(f"stage output columns {batch.schema.names} are not the decision row {DECISION_FIELDS}")
         columns = batch.to_pydict()
-        rows.extend(map(DecisionRow._make, zip(*columns.values(), strict=True)))
-    return rows
+        yield list(map(DecisionRow._make, zip(*columns.values(), strict=True)))
