@@ -57,27 +57,44 @@ def spool_rows(rows: list[DecisionRow], tag: str, directory: Path = SPOOL_DIR) -
     return out
 
 
-def unspool_rows(rows: list[DecisionRow]) -> tuple[list[DecisionRow], list[Path]]:
-    """`rows` with their bytes read back from the spool, and the spool files they came from (for
-    `remove_spools` once the task's work is durable and published). Rows not spooled pass unchanged."""
-    maps: dict[str, mmap.mmap] = {}
-    out: list[DecisionRow] = []
-    try:
-        for row in rows:
-            if row.spool is None:
-                out.append(row)
-                continue
-            view = maps.get(row.spool)
-            if view is None:
-                with open(row.spool, "rb") as f:
-                    view = maps[row.spool] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            start = row.spool_offset + _LENGTH.size
-            (length,) = _LENGTH.unpack_from(view, row.spool_offset)
-            out.append(row._replace(batch=view[start : start + length], spool=None, spool_offset=-1))
-    finally:
-        for view in maps.values():
+class Unspooler:
+    """Reads rows' bytes back from their spool files as the rows arrive (each file mapped once), and
+    remembers the files for `remove_spools` once the task's work is durable and published. Rows not
+    spooled pass unchanged. Use it as a context manager: the maps are closed at its end."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, mmap.mmap] = {}
+
+    def read(self, row: DecisionRow) -> DecisionRow:
+        if row.spool is None:
+            return row
+        view = self._maps.get(row.spool)
+        if view is None:
+            with open(row.spool, "rb") as f:
+                view = self._maps[row.spool] = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        start = row.spool_offset + _LENGTH.size
+        (length,) = _LENGTH.unpack_from(view, row.spool_offset)
+        return row._replace(batch=view[start : start + length], spool=None, spool_offset=-1)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [Path(p) for p in self._maps]
+
+    def close(self) -> None:
+        for view in self._maps.values():
             view.close()
-    return out, [Path(p) for p in maps]
+
+    def __enter__(self) -> Unspooler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def unspool_rows(rows: list[DecisionRow]) -> tuple[list[DecisionRow], list[Path]]:
+    """`rows` with their bytes read back from the spool, and the spool files they came from."""
+    with Unspooler() as unspooler:
+        return [unspooler.read(row) for row in rows], unspooler.paths
 
 
 def remove_spools(paths: Iterable[Path]) -> None:

@@ -1,13 +1,13 @@
 """The sink's work for the target partitions of one task: append, commit, publish, count (DESIGN §6).
 
 The stateful stage's output is hash-partitioned by target (topic, partition), so every decision of
-a target partition is in exactly one task, and there contiguous (`target_groups`). The task takes each
-partition as soon as its decisions have arrived, while the stage decides the next: appends its accepted
-batches in offset order, fsyncs and commits them (`partition_log.append_batches`), and only then sends
-its produce responses and dead letters — a response never goes out before its batch is durable (DESIGN
-§4.3) — and folds its rows into metric deltas (`batch_metrics`). One wait for every delivery ends the
-task. What comes back to the driver is one small `TaskSummary`: one Spark job per micro-batch, no
-persist, no second shuffle.
+a target partition is in exactly one task, and there contiguous (`target_groups`). The task appends a
+partition's accepted batches in offset order as its decisions arrive, while the stage is still deciding
+(`append_partition`); once the partition's last decision is in, it fsyncs and commits them
+(`partition_log.append_batches`), and only then sends the partition's produce responses and dead letters
+— a response never goes out before its batch is durable (DESIGN §4.3) — and folds its rows into metric
+deltas (`batch_metrics`). One wait for every delivery ends the task. What comes back to the driver is one
+small `TaskSummary`: one Spark job per micro-batch, no persist, no second shuffle.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from contract.decision_row import DECISION_FIELDS, DecisionRow
 from sinks.batch_metrics import DecisionAggregates
-from sinks.batch_spool import remove_spools, unspool_rows
+from sinks.batch_spool import Unspooler, remove_spools
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
 from sinks.responses import encode_row_response
@@ -65,22 +65,47 @@ class TaskSummary:
         return TaskSummary(**json.loads(text))
 
 
-def append_partitions(
-    root: Path, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry
-) -> list[AppendOutcome]:
-    """Append the accepted, non-duplicate rows of each target partition in offset order, exactly once
-    per micro-batch. Idempotent duplicates are acknowledged with their original offsets and not stored."""
-    by_partition: dict[tuple[str, int], list[DecisionRow]] = {}
-    for row in rows:
-        if row.error_code == 0 and not row.duplicate:
-            by_partition.setdefault((str(row.topic), int(row.partition)), []).append(row)
-    outcomes = []
-    for (topic, partition), group in sorted(by_partition.items()):
-        group.sort(key=lambda r: r.base_offset)
-        batches = ((r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in group)
-        # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
-        outcomes.append(append_batches(root, topic, partition, batch_id, batches, registry.get(topic)))
-    return outcomes
+def append_partition(
+    root: Path, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, unspooler: Unspooler,
+    clock: Callable[[], float],
+) -> tuple[list[DecisionRow], AppendOutcome | None, float]:
+    """One target partition's decisions, appended as they arrive: each row's bytes read back from the
+    spool and its batch written (if accepted and not an idempotent duplicate, which is acknowledged with
+    its original offsets and not stored) while the rest are still on their way from the stage, then one
+    fsync and commit, exactly once per micro-batch. The stage emits a partition's decisions in offset
+    order; a batch that does not continue the log fails the task (`PartitionLog.append`).
+
+    Returns every row, bytes included (for responses, dead letters and metrics), the outcome (None when
+    nothing was to be stored: no directory is made for a partition that only rejects, such as a
+    hostile topic name's), and the seconds spent appending, without the waits for rows."""
+    arrived: list[DecisionRow] = []
+    waited = 0.0
+
+    def stored_batches() -> Iterator[tuple[int, int, bytes, int]]:
+        nonlocal waited
+        pending = iter(rows)
+        while True:
+            started = clock()
+            row = next(pending, None)
+            waited += clock() - started
+            if row is None:
+                return
+            row = unspooler.read(row)
+            arrived.append(row)
+            if row.error_code == 0 and not row.duplicate:
+                yield row.base_offset, row.last_offset, row.batch, row.append_time_ms
+
+    started = clock()
+    batches = stored_batches()
+    first = next(batches, None)
+    if first is None:
+        return arrived, None, 0.0
+    topic, partition = str(arrived[-1].topic), int(arrived[-1].partition)
+    # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
+    outcome = append_batches(root, topic, partition, batch_id, itertools.chain([first], batches), registry.get(topic))
+    for _ in batches:  # a replayed micro-batch stores nothing; its rows still get their responses
+        pass
+    return arrived, outcome, clock() - started - waited
 
 
 def outgoing_messages(
@@ -112,8 +137,9 @@ def outgoing_messages(
     return responses, letters
 
 
-def target_groups(rows: Iterable[DecisionRow]) -> Iterator[list[DecisionRow]]:
-    """The rows of each target partition, one list per partition as soon as its last row has arrived.
+def target_groups(rows: Iterable[DecisionRow]) -> Iterator[Iterator[DecisionRow]]:
+    """The rows of each target partition as they arrive, one iterator per partition (consume each before
+    asking for the next).
 
     The stateful operator (`FlatMapGroupsInPandasWithStateExec`) requires its input sorted by the
     grouping key and emits each group's output before the next group's, so a partition's decisions are
@@ -124,39 +150,42 @@ def target_groups(rows: Iterable[DecisionRow]) -> Iterator[list[DecisionRow]]:
         if key in done:
             raise ValueError(f"decisions for {key[0]}-{key[1]} are not contiguous in the stage's output")
         done.add(key)
-        yield list(group)
+        yield group
 
 
 def run_partition_task(
     config: SinkConfig, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
 ) -> TaskSummary:
     """Everything the sink does for one task's rows, in the order the guarantees need, one target
-    partition at a time while the stage still decides the next: its batches read back from the spool,
-    appended (fsync + commit), then its responses and dead letters sent; at the end one wait for every
-    delivery, then the spool files removed (a retried task spools again) and the metric deltas."""
+    partition at a time as its decisions arrive: its batches read back from the spool and appended, once
+    its last decision is in fsynced and committed, then its responses and dead letters sent; at the end
+    one wait for every delivery, then the spool files removed (a retried task spools again) and the
+    metric deltas."""
     topics = frozenset(registry.topics)
     publication: Publication | None = None
     metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
     outcomes: list[AppendOutcome] = []
-    spools: list[Path] = []
     n_resp = n_dlq = groups = 0
     append_seconds = 0.0
-    for spooled in target_groups(rows):
-        groups += 1
-        group, files = unspool_rows(spooled)
-        spools.extend(files)
-        started = clock()
-        appended = append_partitions(config.segments_root, batch_id, group, registry)
-        append_seconds += clock() - started
-        outcomes.extend(appended)
-        log_starts = {(o.topic, o.partition): o.log_start_offset for o in appended}
-        responses, letters = outgoing_messages(group, config, topics, log_starts)
-        if (responses or letters) and publication is None:
-            publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
-        if publication is not None:
-            n_resp += publication.send(config.response_topic, responses)
-            n_dlq += publication.send(config.dlq_topic, letters)
-        metrics.add(group)
+    with Unspooler() as unspooler:
+        for arriving in target_groups(rows):
+            groups += 1
+            group, appended, seconds = append_partition(
+                config.segments_root, batch_id, arriving, registry, unspooler, clock
+            )
+            append_seconds += seconds
+            log_starts = {}
+            if appended is not None:
+                outcomes.append(appended)
+                log_starts[(appended.topic, appended.partition)] = appended.log_start_offset
+            responses, letters = outgoing_messages(group, config, topics, log_starts)
+            if (responses or letters) and publication is None:
+                publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
+            if publication is not None:
+                n_resp += publication.send(config.response_topic, responses)
+                n_dlq += publication.send(config.dlq_topic, letters)
+            metrics.add(group)
+        spools = unspooler.paths
     if not groups:
         return TaskSummary()
     started = clock()

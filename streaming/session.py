@@ -59,6 +59,9 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+# Rows per Arrow batch across the JVM/Python boundary; the stage emits its decisions in chunks one row
+# larger (`streaming.stage.OUTPUT_CHUNK_ROWS`), so that each chunk leaves its Python worker at once.
+ARROW_MAX_RECORDS_PER_BATCH = 2000
 SPARK_LOG_CONFIG = REPO_ROOT / "conf" / "log4j2.properties"
 
 
@@ -104,7 +107,7 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         # Spark's own log lines in the gateway's format, routine warnings left out (conf/log4j2.properties)
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "2000",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_MAX_RECORDS_PER_BATCH),
         # Workers run the project's interpreter (same venv, same pinned libraries) ...
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,

@@ -6,6 +6,11 @@ ingress offset) — Spark gives no order after the shuffle — and decided one b
 `validators.log_validator.validate_and_assign`, threading the partition state through.
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
+
+A group's decisions leave in chunks of `OUTPUT_CHUNK_ROWS` as they are made, so the sink's task (the
+same Spark task, another Python worker) appends the first ones while the stage decides the rest:
+PySpark's serializer holds a group's output until it exceeds `spark.sql.execution.arrow.maxRecordsPerBatch`
+rows, and a group emitted whole reached the sink only after the next group was decided.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from contract.record_errors import bound_record_errors
 from sinks.batch_spool import spool_rows
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
+from streaming.session import ARROW_MAX_RECORDS_PER_BATCH
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
@@ -65,6 +71,9 @@ _SPARK_TYPES: dict[ColumnKind, DataType] = {
     ColumnKind.BOOLEAN: BooleanType(), ColumnKind.BINARY: BinaryType(),
 }
 OUTPUT_SCHEMA = StructType([StructField(c.name, _SPARK_TYPES[c.kind], c.nullable) for c in decision_columns()])
+# One row more than an Arrow batch: PySpark's `ApplyInPandasWithStateSerializer` writes its pending output
+# once it holds more rows than that, so each chunk is written as soon as it is yielded.
+OUTPUT_CHUNK_ROWS = ARROW_MAX_RECORDS_PER_BATCH + 1
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,7 @@ def decide_group(
 ) -> tuple[list[DecisionRow], PartitionState]:
     """Decide a target partition's batches of one micro-batch in ingress order."""
     rows = []
-    for item in sorted(items, key=lambda i: (i.ingress_partition, i.ingress_offset)):
+    for item in sorted(items, key=ingress_position):
         result = decide(topic, partition, item, registry, state, now_ms)
         if isinstance(result, Accepted):
             state = result.state
@@ -120,6 +129,11 @@ def decide_group(
                 )
         rows.append(_output_row(topic, partition, item, result, state, now_ms))
     return rows, state
+
+
+def ingress_position(item: IngressBatch) -> tuple[int, int]:
+    """The order of a partition's batches: Spark gives none after the shuffle (DESIGN §4.1, §5)."""
+    return item.ingress_partition, item.ingress_offset
 
 
 def _output_row(
@@ -203,16 +217,21 @@ def stage_function(
         configure_logging()  # a Python worker starts with logging unconfigured
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
-        items = [item for frame in frames for item in _ingress_batches(frame)]
+        items = sorted((item for frame in frames for item in _ingress_batches(frame)), key=ingress_position)
         now_ms = state.getCurrentProcessingTimeMs()
-        old_state = _state_from_spark(state)
+        old_state = new_state = _state_from_spark(state)
         # The registry file is re-read when it changed: a reload applies from the next group decided
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
-        rows, new_state = decide_group(topic, partition, items, registry.current(), old_state, now_ms)
+        current = registry.current()
+        for start in range(0, len(items), OUTPUT_CHUNK_ROWS):
+            rows, new_state = decide_group(
+                topic, partition, items[start : start + OUTPUT_CHUNK_ROWS], current, new_state, now_ms
+            )
+            yield stage_frame(rows, f"{topic}-{partition}")
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
+        # (Spark reads the state once the function's frames are exhausted.)
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
-        yield stage_frame(rows, f"{topic}-{partition}")
 
     return run_group
 

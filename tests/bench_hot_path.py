@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
-from sinks.batch_spool import remove_spools, unspool_rows
-from sinks.partition_task import SinkConfig, append_partitions, arrow_rows, outgoing_messages
+from sinks.batch_spool import Unspooler, remove_spools, unspool_rows
+from sinks.partition_task import SinkConfig, append_partition, arrow_rows, outgoing_messages
 from streaming.stage import _ingress_batches, decide_group, stage_frame
 from validators.append_result import PartitionState
 from validators.codec import native_inflate, native_walk
@@ -73,7 +73,7 @@ def _round(frame: pd.DataFrame, registry: TopicRegistry, now_ms: int, work: Path
     arrow = timed(PHASES[3], lambda: pa.RecordBatch.from_pandas(out, preserve_index=False))
     decided, spools = timed(PHASES[4], lambda: unspool_rows(arrow_rows([arrow])))  # type: ignore[misc]
     root = work / f"round-{batch_id}"
-    timed(PHASES[5], lambda: append_partitions(root, batch_id, decided, registry))  # type: ignore[arg-type]
+    timed(PHASES[5], lambda: append_partition(root, batch_id, decided, registry, Unspooler(), clock))  # type: ignore[arg-type]
     config = SinkConfig("unused:9092", root, "ingress", "responses", "dlq", 1 << 20)
     timed(PHASES[6], lambda: outgoing_messages(decided, config, frozenset(registry.topics), {("t", 0): 0}))  # type: ignore[arg-type]
     timed(PHASES[7], lambda: aggregate_decisions(decided, {"t": 1}))  # type: ignore[arg-type]

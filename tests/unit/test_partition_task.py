@@ -1,17 +1,19 @@
-"""The sink's task (`sinks.partition_task`) takes each target partition as soon as its decisions have
-arrived: every partition appended once, spool files removed at the end, metric deltas for all; decisions
-of a partition that are not contiguous are refused rather than appended twice in one micro-batch."""
+"""The sink's task (`sinks.partition_task`) appends each target partition's decisions as they arrive:
+every partition appended once, in offset order, spool files removed at the end, metric deltas for all;
+no directory for a partition that only rejects; decisions of a partition that are not contiguous are
+refused rather than appended twice in one micro-batch."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from contract.decision_row import DecisionRow
-from sinks.batch_spool import spool_rows
-from sinks.partition_task import SinkConfig, run_partition_task, target_groups
+from sinks.batch_spool import Unspooler, spool_rows
+from sinks.partition_task import SinkConfig, append_partition, run_partition_task, target_groups
 from sinks.storage.log_reader import read
 from streaming.stage import IngressBatch, decide_group
 from tests.decision_rows import decision_row
@@ -44,8 +46,8 @@ def _config(root: Path) -> SinkConfig:
 def test_target_groups_one_list_per_partition_in_arrival_order() -> None:
     rows = [decision_row(topic=t, partition=p, base_offset=o) for t, p, o in
             [("a", 0, 0), ("a", 0, 3), ("a", 1, 0), ("b", 0, 0), (None, None, -1), (None, None, -1)]]
-    groups = list(target_groups(iter(rows)))
-    assert [[(r.topic, r.partition, r.base_offset) for r in g] for g in groups] == [
+    groups = [[(r.topic, r.partition, r.base_offset) for r in g] for g in target_groups(iter(rows))]
+    assert groups == [
         [("a", 0, 0), ("a", 0, 3)], [("a", 1, 0)], [("b", 0, 0)], [(None, None, -1), (None, None, -1)]]
 
 
@@ -53,8 +55,8 @@ def test_target_groups_refuses_a_partition_seen_again() -> None:
     rows = [decision_row(topic="a", partition=0), decision_row(topic="a", partition=1),
             decision_row(topic="a", partition=0)]
     groups = target_groups(iter(rows))
-    assert len(next(groups)) == 1
-    assert len(next(groups)) == 1
+    assert len(list(next(groups))) == 1
+    assert len(list(next(groups))) == 1
     with pytest.raises(ValueError, match="decisions for a-0 are not contiguous"):
         next(groups)
 
@@ -85,3 +87,40 @@ def test_a_replayed_task_writes_nothing_twice(tmp_path: Path) -> None:
 def test_no_rows_no_work(tmp_path: Path) -> None:
     summary = run_partition_task(_config(tmp_path), 1, iter([]), REGISTRY, time.perf_counter)
     assert summary.appended_batches == 0 and summary.metric_rows == []
+
+
+def test_a_partition_is_appended_while_its_decisions_arrive(tmp_path: Path) -> None:
+    # the task asks for the next decision only after it has taken the one before: the first partition's
+    # bytes were read and written (and the second partition's first batch read) before the last row came
+    spool = tmp_path / "spool"
+    rows = _decided(0, 4, spool) + _decided(1, 2, spool)
+    taken: list[int] = []
+
+    def arriving() -> Iterator[DecisionRow]:
+        for i, row in enumerate(rows):
+            taken.append(i)
+            yield row
+
+    summary = run_partition_task(_config(tmp_path / "segments"), 3, arriving(), REGISTRY, time.perf_counter)
+    assert taken == list(range(6)) and summary.appended_batches == 6
+    assert len(read(tmp_path / "segments", "orders", 0, 0, max_records=100)) == 12
+
+
+def test_a_partition_that_only_rejects_gets_no_directory(tmp_path: Path) -> None:
+    # rejected batches and idempotent duplicates are not stored: such a partition is never opened
+    rejected = decision_row(topic="orders", partition=1, error_code=87, error_name="INVALID_RECORD",
+                            error_message="bad", base_offset=-1, last_offset=-1)
+    duplicate = decision_row(topic="orders", partition=1, duplicate=True)
+    with Unspooler() as unspooler:
+        rows, outcome, _ = append_partition(tmp_path / "segments", 3, iter([rejected, duplicate]), REGISTRY,
+                                            unspooler, time.perf_counter)
+    assert rows == [rejected, duplicate] and outcome is None
+    assert not (tmp_path / "segments").exists()
+
+
+def test_a_batch_that_does_not_continue_the_log_fails_the_task(tmp_path: Path) -> None:
+    spool = tmp_path / "spool"
+    rows = _decided(0, 3, spool)
+    with pytest.raises(ValueError, match="does not continue the log end offset"):
+        run_partition_task(_config(tmp_path / "segments"), 3, iter([rows[0], rows[2], rows[1]]), REGISTRY,
+                           time.perf_counter)
