@@ -174,7 +174,7 @@ def run_partition_task(
                 config.segments_root, batch_id, arriving, registry, unspooler, clock
             )
             append_seconds += seconds
-            log_starts = {}
+            log_starts: dict[tuple[str, int], int] = {}
             if appended is not None:
                 outcomes.append(appended)
                 log_starts[(appended.topic, appended.partition)] = appended.log_start_offset
