@@ -55,6 +55,12 @@ class DecisionRow(NamedTuple):
     batch: bytes | None  # stored bytes if accepted, original bytes if rejected; None while in the spool
     spool: str | None = None  # the spool file holding `batch` between the stage and the sink (sinks.batch_spool)
     spool_offset: Int64 = -1  # where in it
+    spool_length: Int32 = -1  # how many bytes
+
+    @property
+    def batch_size(self) -> int:
+        """The batch's length in bytes, wherever its bytes are (in `batch` or in the spool)."""
+        return len(self.batch) if self.batch is not None else max(self.spool_length, 0)
 
 
 DECISION_FIELDS: tuple[str, ...] = DecisionRow._fields

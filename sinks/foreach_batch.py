@@ -1,11 +1,11 @@
 """The `foreachBatch` sink: one Spark job per micro-batch (DESIGN §4, §5, §6).
 
-The stage's output arrives hash-partitioned by target (topic, partition). One `mapInArrow` over it
-— a narrow transformation, so no shuffle and no second run of the stateful plan — gives each task
-all decisions of its target partitions; the task appends, fsyncs and commits each partition's batches
-as they arrive, then sends their responses and dead letters, and computes metric deltas
-(`sinks.partition_task`). Only a
-`TaskSummary` per task reaches the driver, where the observers (metrics, status) read it.
+The stage's output arrives hash-partitioned by target (topic, partition). One `mapInArrow` over it,
+part of the streaming plan (`GatewaySink.tasks`) — a narrow transformation, so no shuffle and no second
+run of the stateful plan — gives each task all decisions of its target partitions; the task appends,
+fsyncs and commits each partition's batches as they arrive, then sends their responses and dead letters,
+and computes metric deltas (`sinks.partition_task`). Only a `TaskSummary` per task reaches the driver,
+where `foreachBatch` collects them and the observers (metrics, status) read them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -65,6 +66,19 @@ class MicroBatchSummary:
 MicroBatchObserver = Callable[[int, MicroBatchSummary], None]
 
 
+# MicroBatchExecution.BATCH_ID_KEY: the local property Spark sets on every job of a micro-batch, replays included
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+def micro_batch_id() -> int:
+    """In a task of the streaming query: the id of the micro-batch it belongs to (the sink's exactly-once key)."""
+    context = TaskContext.get()
+    value = None if context is None else context.getLocalProperty(BATCH_ID_PROPERTY)
+    if value is None:
+        raise RuntimeError(f"not in a task of a streaming micro-batch (no local property {BATCH_ID_PROPERTY})")
+    return int(value)
+
+
 class GatewaySink:
     def __init__(
         self, config: SinkConfig, registry: RegistryWatcher, observers: Sequence[MicroBatchObserver] = ()
@@ -80,16 +94,26 @@ class GatewaySink:
         """The topic registry for this micro-batch (reloaded when conf changed)."""
         return self.registry_watcher.current()
 
-    def __call__(self, decided: DataFrame, batch_id: int) -> None:
-        config, registry = self.config, self.registry
+    def tasks(self, decided: DataFrame) -> DataFrame:
+        """The sink's tasks over the stage's output, as part of the streaming plan: one `TaskSummary` row per
+        task. The function is pickled once, when the query is built, and not again per micro-batch; each task
+        reads its micro-batch id from Spark and the registry from the file (reloaded when it changed, as the
+        stage does)."""
+        config, registry = self.config, self.registry_watcher
 
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             rows = (row for rows in arrow_row_batches(batches) for row in rows)  # as the stage emits them
-            summary = run_partition_task(config, batch_id, rows, registry, time.perf_counter)
+            summary = run_partition_task(config, micro_batch_id(), rows, registry.current(), time.perf_counter)
             yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
 
+        return decided.mapInArrow(task, TASK_SUMMARY_SCHEMA)
+
+    def __call__(self, summaries: DataFrame, batch_id: int) -> None:
+        """`foreachBatch` over `tasks(decided)`: runs the micro-batch's one job and merges its task summaries."""
         started = time.perf_counter()
-        rows = decided.mapInArrow(task, TASK_SUMMARY_SCHEMA).collect()
+        # the tasks' exactly-once key is this batch id, whichever thread runs the job (Spark sets it on its own)
+        summaries.sparkSession.sparkContext.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
+        rows = summaries.collect()
         self.last_summary = MicroBatchSummary.merge(
             batch_id, [TaskSummary.from_json(r.summary) for r in rows], time.perf_counter() - started
         )

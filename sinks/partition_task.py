@@ -26,6 +26,7 @@ from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, P
 from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
+from sinks.storage.file_span import FileSpan
 from sinks.storage.partition_log import AppendOutcome, append_batches
 from validators.topic_config import TopicRegistry
 
@@ -69,19 +70,20 @@ def append_partition(
     root: Path, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, unspooler: Unspooler,
     clock: Callable[[], float],
 ) -> tuple[list[DecisionRow], AppendOutcome | None, float]:
-    """One target partition's decisions, appended as they arrive: each row's bytes read back from the
-    spool and its batch written (if accepted and not an idempotent duplicate, which is acknowledged with
-    its original offsets and not stored) while the rest are still on their way from the stage, then one
-    fsync and commit, exactly once per micro-batch. The stage emits a partition's decisions in offset
-    order; a batch that does not continue the log fails the task (`PartitionLog.append`).
+    """One target partition's decisions, appended as they arrive: each accepted batch (not an idempotent
+    duplicate, which is acknowledged with its original offsets and not stored) copied from the spool into
+    its segment while the rest are still on their way from the stage, then one fsync and commit, exactly
+    once per micro-batch. The stage emits a partition's decisions in offset order; a batch that does not
+    continue the log fails the task (`PartitionLog.append`).
 
-    Returns every row, bytes included (for responses, dead letters and metrics), the outcome (None when
-    nothing was to be stored: no directory is made for a partition that only rejects, such as a
-    hostile topic name's), and the seconds spent appending, without the waits for rows."""
+    Returns every row — rejected ones with their bytes read back (for dead letters), accepted ones still
+    pointing at the spool — the outcome (None when nothing was to be stored: no directory is made for a
+    partition that only rejects, such as a hostile topic name's), and the seconds spent appending, without
+    the waits for rows."""
     arrived: list[DecisionRow] = []
     waited = 0.0
 
-    def stored_batches() -> Iterator[tuple[int, int, bytes, int]]:
+    def stored_batches() -> Iterator[tuple[int, int, bytes | FileSpan, int]]:
         nonlocal waited
         pending = iter(rows)
         while True:
@@ -90,10 +92,12 @@ def append_partition(
             waited += clock() - started
             if row is None:
                 return
-            row = unspooler.read(row)
-            arrived.append(row)
             if row.error_code == 0 and not row.duplicate:
-                yield row.base_offset, row.last_offset, row.batch, row.append_time_ms
+                arrived.append(row)
+                stored = row.batch if row.spool is None else unspooler.span(row)
+                yield row.base_offset, row.last_offset, stored, row.append_time_ms
+            else:
+                arrived.append(unspooler.read(row))
 
     started = clock()
     batches = stored_batches()

@@ -1,4 +1,4 @@
-"""Query lifecycle: build the pipeline (ingress → stage → foreachBatch sink), start, stop."""
+"""Query lifecycle: build the pipeline (ingress → stage → the sink's tasks → foreachBatch), start, stop."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def start_gateway(
                                   metrics=metrics)
     decided = apply_stage(read_ingress(spark, config, limits), registry)
     writer = (
-        decided.writeStream.queryName(config.query_name)
+        sink.tasks(decided).writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
         .foreachBatch(sink)
     )

@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 from contract.decision_row import DECISION_FIELDS, ColumnKind, DecisionRow, decision_columns
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
-from sinks.batch_spool import spool_rows
+from sinks.batch_spool import spool_batches
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from streaming.session import ARROW_MAX_RECORDS_PER_BATCH
@@ -206,8 +206,15 @@ def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
 
 def stage_frame(rows: list[DecisionRow], tag: str) -> pd.DataFrame:
     """What the stage emits for a group: its decision rows, their bytes in a spool file for the sink's task
-    (`sinks.batch_spool`: the same task reads them back, so they do not cross Spark again)."""
-    return pd.DataFrame(spool_rows(rows, tag), columns=DECISION_FIELDS)
+    (`sinks.batch_spool`: the same task copies them from there, so they do not cross Spark again)."""
+    frame = pd.DataFrame(rows, columns=DECISION_FIELDS)
+    if rows:
+        spooled = spool_batches(frame["batch"].tolist(), tag)
+        frame["batch"] = None
+        frame["spool"] = spooled.path
+        frame["spool_offset"] = spooled.offsets
+        frame["spool_length"] = spooled.lengths
+    return frame
 
 
 def stage_function(

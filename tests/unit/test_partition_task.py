@@ -124,3 +124,18 @@ def test_a_batch_that_does_not_continue_the_log_fails_the_task(tmp_path: Path) -
     with pytest.raises(ValueError, match="does not continue the log end offset"):
         run_partition_task(_config(tmp_path / "segments"), 3, iter([rows[0], rows[2], rows[1]]), REGISTRY,
                            time.perf_counter)
+
+
+def test_batches_copied_from_the_spool_store_the_same_files_as_batches_in_memory(tmp_path: Path) -> None:
+    spooled = _decided(1, 40, tmp_path / "spool")
+    with Unspooler() as unspooler:
+        in_memory = [unspooler.read(r) for r in spooled]
+    assert all(r.batch and r.spool is None for r in in_memory)
+    for name, rows in (("copied", spooled), ("written", in_memory)):
+        summary = run_partition_task(_config(tmp_path / name), 3, iter(rows), REGISTRY, time.perf_counter)
+        assert summary.appended_bytes == sum(len(r.batch or b"") for r in in_memory)
+    copied, written = tmp_path / "copied" / "orders-1", tmp_path / "written" / "orders-1"
+    names = sorted(p.name for p in copied.iterdir())
+    assert names == sorted(p.name for p in written.iterdir()) and any(n.endswith(".log") for n in names)
+    for name in names:
+        assert (copied / name).read_bytes() == (written / name).read_bytes(), name
