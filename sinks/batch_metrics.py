@@ -105,7 +105,7 @@ class DecisionAggregates:
             g["batches"] += 1
             g["records"] += row.record_count if accepted else claimed_records(row.batch)
             if appended:
-                g["appended_bytes"] += row.batch_size
+                g["appended_bytes"] += len(row.batch)
                 g["future_timestamps"] += row.future_timestamps
                 g["clock_holds"] += 1 if row.clock_held else 0
                 if row.last_offset >= 0:

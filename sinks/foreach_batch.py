@@ -1,27 +1,25 @@
 """The `foreachBatch` sink: one Spark job per micro-batch (DESIGN §4, §5, §6).
 
-The stage's output arrives hash-partitioned by target (topic, partition). One `mapInArrow` over it,
-part of the streaming plan (`GatewaySink.tasks`) — a narrow transformation, so no shuffle and no second
-run of the stateful plan — gives each task all decisions of its target partitions; the task appends,
-fsyncs and commits each partition's batches as they arrive, then sends their responses and dead letters,
-and computes metric deltas (`sinks.partition_task`). Only a `TaskSummary` per task reaches the driver,
-where `foreachBatch` collects them and the observers (metrics, status) read them.
+The stateful stage does the sink's work for each target partition in its own task and Python worker,
+right after deciding it (`streaming.stage`, `sinks.partition_task`): append, fsync and commit, then the
+responses and dead letters, then metric deltas. What it emits is one `TaskSummary` row per target
+partition; `foreachBatch` runs the micro-batch's one job by collecting them, and the observers (metrics,
+status) read the merged `MicroBatchSummary` on the driver.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sinks.partition_task import SinkConfig, TaskSummary, arrow_row_batches, run_partition_task
+from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from validators.topic_config import TopicRegistry
 
@@ -94,24 +92,10 @@ class GatewaySink:
         """The topic registry for this micro-batch (reloaded when conf changed)."""
         return self.registry_watcher.current()
 
-    def tasks(self, decided: DataFrame) -> DataFrame:
-        """The sink's tasks over the stage's output, as part of the streaming plan: one `TaskSummary` row per
-        task. The function is pickled once, when the query is built, and not again per micro-batch; each task
-        reads its micro-batch id from Spark and the registry from the file (reloaded when it changed, as the
-        stage does)."""
-        config, registry = self.config, self.registry_watcher
-
-        def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            rows = (row for rows in arrow_row_batches(batches) for row in rows)  # as the stage emits them
-            summary = run_partition_task(config, micro_batch_id(), rows, registry.current(), time.perf_counter)
-            yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
-
-        return decided.mapInArrow(task, TASK_SUMMARY_SCHEMA)
-
     def __call__(self, summaries: DataFrame, batch_id: int) -> None:
-        """`foreachBatch` over `tasks(decided)`: runs the micro-batch's one job and merges its task summaries."""
+        """`foreachBatch` over the stage's summaries: runs the micro-batch's one job and merges them."""
         started = time.perf_counter()
-        # the tasks' exactly-once key is this batch id, whichever thread runs the job (Spark sets it on its own)
+        # the stage's exactly-once key is this batch id, whichever thread runs the job (Spark sets it on its own)
         summaries.sparkSession.sparkContext.setLocalProperty(BATCH_ID_PROPERTY, str(batch_id))
         rows = summaries.collect()
         self.last_summary = MicroBatchSummary.merge(

@@ -1,32 +1,29 @@
-"""The sink's work for the target partitions of one task: append, commit, publish, count (DESIGN §6).
+"""The sink's work for one target partition's decisions of a micro-batch: append, commit, publish, count
+(DESIGN §5, §6).
 
-The stateful stage's output is hash-partitioned by target (topic, partition), so every decision of
-a target partition is in exactly one task, and there contiguous (`target_groups`). The task appends a
-partition's accepted batches in offset order as its decisions arrive, while the stage is still deciding
-(`append_partition`); once the partition's last decision is in, it fsyncs and commits them
+The stateful stage runs it in its own Python worker, right after deciding the partition (`streaming.stage`):
+the decided batches are in that worker's memory, so they never cross Spark again. It appends the
+partition's accepted batches in offset order, fsyncs and commits them exactly once per micro-batch
 (`partition_log.append_batches`), and only then sends the partition's produce responses and dead letters
-— a response never goes out before its batch is durable (DESIGN §4.3) — and folds its rows into metric
-deltas (`batch_metrics`). One wait for every delivery ends the task. What comes back to the driver is one
-small `TaskSummary`: one Spark job per micro-batch, no persist, no second shuffle.
+— a response never goes out before its batch is durable (DESIGN §4.3) — waits for their delivery, and
+folds the rows into metric deltas (`batch_metrics`). What reaches the driver is one small `TaskSummary`
+per partition: one Spark job per micro-batch, no persist, no second shuffle, no second Python worker.
 """
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contract.decision_row import DECISION_FIELDS, DecisionRow
+from contract.decision_row import DecisionRow
 from sinks.batch_metrics import DecisionAggregates
-from sinks.batch_spool import Unspooler, remove_spools
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
 from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
-from sinks.storage.file_span import FileSpan
 from sinks.storage.partition_log import AppendOutcome, append_batches
 from validators.topic_config import TopicRegistry
 
@@ -44,7 +41,7 @@ class SinkConfig:
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """What one task reports to the driver (a JSON string column: a few hundred bytes)."""
+    """What the sink's work for one target partition reports to the driver (a JSON string: a few hundred bytes)."""
 
     appended_batches: int = 0
     appended_bytes: int = 0
@@ -67,49 +64,20 @@ class TaskSummary:
 
 
 def append_partition(
-    root: Path, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, unspooler: Unspooler,
-    clock: Callable[[], float],
-) -> tuple[list[DecisionRow], AppendOutcome | None, float]:
-    """One target partition's decisions, appended as they arrive: each accepted batch (not an idempotent
-    duplicate, which is acknowledged with its original offsets and not stored) copied from the spool into
-    its segment while the rest are still on their way from the stage, then one fsync and commit, exactly
-    once per micro-batch. The stage emits a partition's decisions in offset order; a batch that does not
-    continue the log fails the task (`PartitionLog.append`).
-
-    Returns every row — rejected ones with their bytes read back (for dead letters), accepted ones still
-    pointing at the spool — the outcome (None when nothing was to be stored: no directory is made for a
-    partition that only rejects, such as a hostile topic name's), and the seconds spent appending, without
-    the waits for rows."""
-    arrived: list[DecisionRow] = []
-    waited = 0.0
-
-    def stored_batches() -> Iterator[tuple[int, int, bytes | FileSpan, int]]:
-        nonlocal waited
-        pending = iter(rows)
-        while True:
-            started = clock()
-            row = next(pending, None)
-            waited += clock() - started
-            if row is None:
-                return
-            if row.error_code == 0 and not row.duplicate:
-                arrived.append(row)
-                stored = row.batch if row.spool is None else unspooler.span(row)
-                yield row.base_offset, row.last_offset, stored, row.append_time_ms
-            else:
-                arrived.append(unspooler.read(row))
-
-    started = clock()
-    batches = stored_batches()
-    first = next(batches, None)
-    if first is None:
-        return arrived, None, 0.0
-    topic, partition = str(arrived[-1].topic), int(arrived[-1].partition)
+    root: Path, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
+) -> AppendOutcome | None:
+    """One target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
+    original offsets and not stored) appended in offset order, then one fsync and commit, exactly once per
+    micro-batch; a batch that does not continue the log fails the task (`PartitionLog.append`). None when
+    nothing was to be stored: no directory is made for a partition that only rejects, such as a hostile
+    topic name's."""
+    stored = [(r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in rows
+              if r.error_code == 0 and not r.duplicate]
+    if not stored:
+        return None
+    topic, partition = str(rows[0].topic), int(rows[0].partition)  # type: ignore[arg-type]
     # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
-    outcome = append_batches(root, topic, partition, batch_id, itertools.chain([first], batches), registry.get(topic))
-    for _ in batches:  # a replayed micro-batch stores nothing; its rows still get their responses
-        pass
-    return arrived, outcome, clock() - started - waited
+    return append_batches(root, topic, partition, batch_id, stored, registry.get(topic))
 
 
 def outgoing_messages(
@@ -141,62 +109,30 @@ def outgoing_messages(
     return responses, letters
 
 
-def target_groups(rows: Iterable[DecisionRow]) -> Iterator[Iterator[DecisionRow]]:
-    """The rows of each target partition as they arrive, one iterator per partition (consume each before
-    asking for the next).
-
-    The stateful operator (`FlatMapGroupsInPandasWithStateExec`) requires its input sorted by the
-    grouping key and emits each group's output before the next group's, so a partition's decisions are
-    contiguous; a partition seen again after its run ended would be appended twice in one micro-batch,
-    which this refuses instead."""
-    done: set[tuple[str | None, int | None]] = set()
-    for key, group in itertools.groupby(rows, key=lambda r: (r.topic, r.partition)):
-        if key in done:
-            raise ValueError(f"decisions for {key[0]}-{key[1]} are not contiguous in the stage's output")
-        done.add(key)
-        yield group
-
-
-def run_partition_task(
-    config: SinkConfig, batch_id: int, rows: Iterable[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
+def run_partition(
+    config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
 ) -> TaskSummary:
-    """Everything the sink does for one task's rows, in the order the guarantees need, one target
-    partition at a time as its decisions arrive: its batches read back from the spool and appended, once
-    its last decision is in fsynced and committed, then its responses and dead letters sent; at the end
-    one wait for every delivery, then the spool files removed (a retried task spools again) and the
-    metric deltas."""
-    topics = frozenset(registry.topics)
-    publication: Publication | None = None
-    metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
-    outcomes: list[AppendOutcome] = []
-    n_resp = n_dlq = groups = 0
-    append_seconds = 0.0
-    with Unspooler() as unspooler:
-        for arriving in target_groups(rows):
-            groups += 1
-            group, appended, seconds = append_partition(
-                config.segments_root, batch_id, arriving, registry, unspooler, clock
-            )
-            append_seconds += seconds
-            log_starts: dict[tuple[str, int], int] = {}
-            if appended is not None:
-                outcomes.append(appended)
-                log_starts[(appended.topic, appended.partition)] = appended.log_start_offset
-            responses, letters = outgoing_messages(group, config, topics, log_starts)
-            if (responses or letters) and publication is None:
-                publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
-            if publication is not None:
-                n_resp += publication.send(config.response_topic, responses)
-                n_dlq += publication.send(config.dlq_topic, letters)
-            metrics.add(group)
-        spools = unspooler.paths
-    if not groups:
+    """Everything the sink does for one target partition's rows, in the order the guarantees need: its
+    batches appended, fsynced and committed, then its responses and dead letters sent and delivered, then
+    the metric deltas."""
+    if not rows:
         return TaskSummary()
     started = clock()
-    if publication is not None:
+    appended = append_partition(config.segments_root, batch_id, rows, registry)
+    append_seconds = clock() - started
+    log_starts = {} if appended is None else {(appended.topic, appended.partition): appended.log_start_offset}
+    responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
+    n_resp = n_dlq = 0
+    started = clock()
+    if responses or letters:
+        publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
+        n_resp = publication.send(config.response_topic, responses)
+        n_dlq = publication.send(config.dlq_topic, letters)
         publication.finish()
     published = clock()
-    remove_spools(spools)  # durable and published
+    metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
+    metrics.add(rows)
+    outcomes = [] if appended is None else [appended]
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),
         appended_bytes=sum(o.bytes_written for o in outcomes),
@@ -210,17 +146,3 @@ def run_partition_task(
         publish_seconds=published - started,
         metric_rows=metrics.rows(),
     )
-
-
-def arrow_rows(batches: Iterable[Any]) -> list[DecisionRow]:
-    """The decision rows of a task's Arrow record batches (None for null: no pandas dtype coercion)."""
-    return [row for rows in arrow_row_batches(batches) for row in rows]
-
-
-def arrow_row_batches(batches: Iterable[Any]) -> Iterator[list[DecisionRow]]:
-    """`arrow_rows` one record batch at a time, as the batches arrive."""
-    for batch in batches:
-        if tuple(batch.schema.names) != DECISION_FIELDS:
-            raise ValueError(f"stage output columns {batch.schema.names} are not the decision row {DECISION_FIELDS}")
-        columns = batch.to_pydict()
-        yield list(map(DecisionRow._make, zip(*columns.values(), strict=True)))

@@ -1,4 +1,4 @@
-"""Query lifecycle: build the pipeline (ingress → stage → the sink's tasks → foreachBatch), start, stop."""
+"""Query lifecycle: build the pipeline (ingress → stage and sink per target partition → foreachBatch), start, stop."""
 
 from __future__ import annotations
 
@@ -54,9 +54,9 @@ def start_gateway(
     # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
                                   metrics=metrics)
-    decided = apply_stage(read_ingress(spark, config, limits), registry)
+    summaries = apply_stage(read_ingress(spark, config, limits), registry, sink.config)
     writer = (
-        sink.tasks(decided).writeStream.queryName(config.query_name)
+        summaries.writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
         .foreachBatch(sink)
     )

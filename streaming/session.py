@@ -59,8 +59,7 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-# Rows per Arrow batch across the JVM/Python boundary; the stage emits its decisions in chunks one row
-# larger (`streaming.stage.OUTPUT_CHUNK_ROWS`), so that each chunk leaves its Python worker at once.
+# Rows per Arrow batch across the JVM/Python boundary (the ingress batches into the stage).
 ARROW_MAX_RECORDS_PER_BATCH = 2000
 SPARK_LOG_CONFIG = REPO_ROOT / "conf" / "log4j2.properties"
 

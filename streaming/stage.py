@@ -7,15 +7,18 @@ ingress offset) — Spark gives no order after the shuffle — and decided one b
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
 
-A group's decisions leave in chunks of `OUTPUT_CHUNK_ROWS` as they are made, so the sink's task (the
-same Spark task, another Python worker) appends the first ones while the stage decides the rest:
-PySpark's serializer holds a group's output until it exceeds `spark.sql.execution.arrow.maxRecordsPerBatch`
-rows, and a group emitted whole reached the sink only after the next group was decided.
+The same Python worker then does the sink's work for the partition (`sinks.partition_task.run_partition`:
+append, fsync, commit, then responses and dead letters, then metric deltas), keyed by the micro-batch id
+Spark gives the task, and emits only its `TaskSummary`. The decided batches stay in this worker's memory:
+no decision row, no batch byte crosses Spark again, and no second Python worker runs. A task retried
+after a failure decides the same again from the state Spark gives it, and the append skips what the
+partition's commit record says is already stored (DESIGN §5: a deterministic stage, an idempotent sink).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,24 +26,15 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from contract.decision_row import DECISION_FIELDS, ColumnKind, DecisionRow, decision_columns
+from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
-from sinks.batch_spool import spool_batches
+from sinks.foreach_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
+from sinks.partition_task import SinkConfig, TaskSummary, run_partition
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
-from streaming.session import ARROW_MAX_RECORDS_PER_BATCH
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
@@ -64,17 +58,6 @@ STATE_SCHEMA = StructType(
         StructField("producers", StringType(), False),  # idempotent producer state, JSON (producer_state.py)
     ]
 )
-
-# One row per ingress message: the decision, plus what the sinks need.
-_SPARK_TYPES: dict[ColumnKind, DataType] = {
-    ColumnKind.INT32: IntegerType(), ColumnKind.INT64: LongType(), ColumnKind.STRING: StringType(),
-    ColumnKind.BOOLEAN: BooleanType(), ColumnKind.BINARY: BinaryType(),
-}
-OUTPUT_SCHEMA = StructType([StructField(c.name, _SPARK_TYPES[c.kind], c.nullable) for c in decision_columns()])
-# One row more than an Arrow batch: PySpark's `ApplyInPandasWithStateSerializer` writes its pending output
-# once it holds more rows than that, so each chunk is written as soon as it is yielded.
-OUTPUT_CHUNK_ROWS = ARROW_MAX_RECORDS_PER_BATCH + 1
-
 
 @dataclass(frozen=True)
 class IngressBatch:
@@ -204,46 +187,39 @@ def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
     return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_json(state.producers))
 
 
-def stage_frame(rows: list[DecisionRow], tag: str) -> pd.DataFrame:
-    """What the stage emits for a group: its decision rows, their bytes in a spool file for the sink's task
-    (`sinks.batch_spool`: the same task copies them from there, so they do not cross Spark again)."""
-    frame = pd.DataFrame(rows, columns=DECISION_FIELDS)
-    if rows:
-        spooled = spool_batches(frame["batch"].tolist(), tag)
-        frame["batch"] = None
-        frame["spool"] = spooled.path
-        frame["spool_offset"] = spooled.offsets
-        frame["spool_length"] = spooled.lengths
-    return frame
-
-
 def stage_function(
-    registry: RegistryWatcher,
+    registry: RegistryWatcher, sink: SinkConfig | None, batch_id: Callable[[], int] = micro_batch_id,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
+    """The function `applyInPandasWithState` runs per target partition; `batch_id` gives the micro-batch of
+    the running task. With `sink` None (the standby's rehearsal) it decides and emits an empty summary:
+    nothing is stored or published."""
+
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         configure_logging()  # a Python worker starts with logging unconfigured
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
-        items = sorted((item for frame in frames for item in _ingress_batches(frame)), key=ingress_position)
+        items = [item for frame in frames for item in _ingress_batches(frame)]
         now_ms = state.getCurrentProcessingTimeMs()
-        old_state = new_state = _state_from_spark(state)
+        old_state = _state_from_spark(state)
         # The registry file is re-read when it changed: a reload applies from the next group decided
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
         current = registry.current()
-        for start in range(0, len(items), OUTPUT_CHUNK_ROWS):
-            rows, new_state = decide_group(
-                topic, partition, items[start : start + OUTPUT_CHUNK_ROWS], current, new_state, now_ms
-            )
-            yield stage_frame(rows, f"{topic}-{partition}")
+        rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms)
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         # (Spark reads the state once the function's frames are exhausted.)
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
+        summary = TaskSummary() if sink is None else run_partition(
+            sink, batch_id(), rows, current, time.perf_counter
+        )
+        yield pd.DataFrame({"summary": [summary.to_json()]})
 
     return run_group
 
 
-def apply_stage(ingress: DataFrame, registry: RegistryWatcher) -> DataFrame:
+def apply_stage(ingress: DataFrame, registry: RegistryWatcher, sink: SinkConfig | None) -> DataFrame:
+    """The stage over the ingress, with the sink's work (`sink`, or None to store and publish nothing): one
+    `TaskSummary` row per target partition of each micro-batch (`sinks.foreach_batch.TASK_SUMMARY_SCHEMA`)."""
     return ingress.groupBy("topic", "partition").applyInPandasWithState(
-        stage_function(registry), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        stage_function(registry, sink), TASK_SUMMARY_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )

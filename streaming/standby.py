@@ -6,7 +6,7 @@ its metrics and health endpoints, and then:
   environment unpacked and the gateway's modules imported;
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
   RocksDB state store, the same shuffle — over the last message of each ingress partition, with a scratch
-  checkpoint and a sink that keeps nothing, so Spark's generated code (cached per JVM by its text), the
+  checkpoint and no sink work (nothing stored or published), so Spark's generated code (cached per JVM by its text), the
   Kafka consumer, the state store and the stage's Python path are loaded before takeover.
 Then it waits for the driver lock (`driver_lock.py`). What is left at takeover is what only the active
 may do: the front door (producer ids, groups and the ingress producer read the current state) and the
@@ -20,13 +20,11 @@ import logging
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from sinks.batch_spool import remove_spools
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
@@ -37,8 +35,7 @@ log = logging.getLogger("gateway.standby")
 
 def _import_gateway(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs in each Python worker: imports what the stage and the sink import."""
-    import sinks.partition_task  # noqa: F401  (the sink's task)
-    import streaming.stage  # noqa: F401  (the stateful stage and the validators under it)
+    import streaming.stage  # noqa: F401  (the stateful stage, the sink's work and the validators under them)
 
     yield from batches
 
@@ -66,15 +63,8 @@ def _last_messages(config: GatewayConfig) -> str | None:
         consumer.close()
 
 
-def _remove_spools(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """In the stage's own task (a narrow stage after it): the spool files its decisions point at."""
-    paths = {Path(p) for batch in batches for p in batch.column("spool").to_pylist() if p is not None}
-    remove_spools(paths)
-    yield pa.RecordBatch.from_pylist([{"removed": len(paths)}])
-
-
-def _discard(decided: DataFrame, _batch_id: int) -> None:
-    decided.select("spool").mapInArrow(_remove_spools, "removed long").collect()
+def _discard(summaries: DataFrame, _batch_id: int) -> None:
+    summaries.collect()
 
 
 def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.0) -> float | None:
@@ -85,9 +75,11 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
         return None
     started = time.monotonic()
     registry = RegistryWatcher(config.path(config.topics_file))
-    decided = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry)
+    # sink None: the stage decides and nothing is stored or published
+    summaries = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry,
+                            None)
     with tempfile.TemporaryDirectory(prefix="gateway-rehearsal-") as checkpoint:
-        query = (decided.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
+        query = (summaries.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
                  .option("checkpointLocation", checkpoint).foreachBatch(_discard)
                  .trigger(availableNow=True).start())
         try:

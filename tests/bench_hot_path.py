@@ -1,10 +1,9 @@
 """`make bench`: the per-batch Python work of a micro-batch, phase by phase, outside Spark (issue 21).
 
 One target partition's micro-batch of N raw 100 x 100 B batches (LogAppendTime) goes through the same
-functions the query runs, timed one phase at a time: the stage reading its pandas frame, deciding
-(`decide_group`), building its output frame; Arrow (the worker's conversion, Spark's side); the sink's task
-reading the rows, appending them (copied from the spool, index entries, fsync, commit), encoding responses and metric
-deltas. Publishing is left out (a Kafka round trip, not per-batch work). Each phase runs with the native
+functions the query's stateful stage runs, in its one Python worker, timed one phase at a time: reading its
+pandas frame, deciding (`decide_group`), then the sink's work — appending (write, index entries, fsync,
+commit), encoding responses, metric deltas. Publishing is left out (a Kafka round trip, not per-batch work). Each phase runs with the native
 modules and with their pure-Python references, side by side: the native column is today's hot path, the
 reference column what it costs without them. Medians of several rounds, µs per batch; printed, never asserted.
 """
@@ -19,20 +18,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 
 from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
-from sinks.batch_spool import Unspooler, remove_spools
-from sinks.partition_task import SinkConfig, append_partition, arrow_rows, outgoing_messages
-from streaming.stage import _ingress_batches, decide_group, stage_frame
+from sinks.partition_task import SinkConfig, append_partition, outgoing_messages
+from streaming.stage import _ingress_batches, decide_group
 from validators.append_result import PartitionState
 from validators.codec import native_inflate, native_walk
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry, topic_config
 
-PHASES = ("stage: read frame", "stage: decide", "stage: output frame + spool", "arrow (worker)", "sink: read rows",
-          "sink: append + commit", "sink: responses", "sink: metric deltas")
+PHASES = ("stage: read frame", "stage: decide", "sink: append + commit", "sink: responses", "sink: metric deltas")
 
 
 @contextmanager
@@ -68,20 +64,11 @@ def _round(frame: pd.DataFrame, registry: TopicRegistry, now_ms: int, work: Path
         return result
 
     items = timed(PHASES[0], lambda: list(_ingress_batches(frame)))
-    rows, _ = timed(PHASES[1], lambda: decide_group("t", 0, items, registry, PartitionState(), now_ms))  # type: ignore[misc]
-    out = timed(PHASES[2], lambda: stage_frame(rows, "t-0"))  # type: ignore[arg-type]
-    arrow = timed(PHASES[3], lambda: pa.RecordBatch.from_pandas(out, preserve_index=False))
-    decided = timed(PHASES[4], lambda: arrow_rows([arrow]))
-    root = work / f"round-{batch_id}"
-    with Unspooler() as unspooler:
-        decided, _, _ = timed(  # type: ignore[misc]
-            PHASES[5], lambda: append_partition(root, batch_id, decided, registry, unspooler, clock)  # type: ignore[arg-type]
-        )
-        spools = unspooler.paths
-    config = SinkConfig("unused:9092", root, "ingress", "responses", "dlq", 1 << 20)
-    timed(PHASES[6], lambda: outgoing_messages(decided, config, frozenset(registry.topics), {("t", 0): 0}))  # type: ignore[arg-type]
-    timed(PHASES[7], lambda: aggregate_decisions(decided, {"t": 1}))  # type: ignore[arg-type]
-    remove_spools(spools)
+    decided, _ = timed(PHASES[1], lambda: decide_group("t", 0, items, registry, PartitionState(), now_ms))  # type: ignore[misc]
+    timed(PHASES[2], lambda: append_partition(work / f"round-{batch_id}", batch_id, decided, registry))  # type: ignore[arg-type]
+    config = SinkConfig("unused:9092", work, "ingress", "responses", "dlq", 1 << 20)
+    timed(PHASES[3], lambda: outgoing_messages(decided, config, frozenset(registry.topics), {("t", 0): 0}))  # type: ignore[arg-type]
+    timed(PHASES[4], lambda: aggregate_decisions(decided, {"t": 1}))  # type: ignore[arg-type]
     return times
 
 

@@ -33,7 +33,6 @@ from sinks.storage.file_names import (
     partition_dir,
 )
 from sinks.storage.file_records import split_batches
-from sinks.storage.file_span import FileSpan
 from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
 from sinks.storage.recovery import check_log_end_offset, recover_partition
@@ -170,16 +169,10 @@ class PartitionLog:
     def committed_batch_id(self) -> int:
         return self.commit_record.batch_id if self.commit_record else -1
 
-    def append(self, records: bytes | FileSpan, append_time_ms: int) -> AppendInfo:
+    def append(self, records: bytes, append_time_ms: int) -> AppendInfo:
         """Append one produce's batch(es), offsets already assigned and continuing the log end offset;
-        rolls first when the active segment says so (§5.4). A `FileSpan` of one batch is copied file to
-        file when the segment writes out its pending bytes."""
-        if type(records) is FileSpan:
-            header = parse_header(records.head)
-            if header.size_in_bytes != records.length:
-                records = records.read()  # several batches in one append: split below
-        else:
-            header = parse_header(records)
+        rolls first when the active segment says so (§5.4)."""
+        header = parse_header(records)
         if header.base_offset != self.log_end_offset:
             raise ValueError(
                 f"{self.topic}-{self.partition}: batch at offset {header.base_offset} does not continue the log "
@@ -358,8 +351,8 @@ def append_batches(
 ) -> AppendOutcome:
     """Append one micro-batch's accepted batches of a partition, in offset order, exactly once.
 
-    `batches` yields `(base_offset, last_offset, bytes or FileSpan, append_time_ms)` (`append_time_ms` may
-    be left out: -1, unknown). Replays of a committed micro-batch write nothing; a torn write of an earlier
+    `batches` yields `(base_offset, last_offset, bytes, append_time_ms)` (`append_time_ms` may be left
+    out: -1, unknown). Replays of a committed micro-batch write nothing; a torn write of an earlier
     attempt is truncated first. The first batch must continue the committed log end offset, else
     `recovery.LogStateMismatchError` explains the disagreement with the Spark state."""
     with PartitionLog.open(root, topic, partition, config) as plog:
@@ -372,7 +365,7 @@ def append_batches(
             append_time = int(item[3]) if len(item) > 3 else -1
             if count == 0:
                 check_log_end_offset(plog.directory, plog.commit_record, base_offset, batch_id)
-            info = plog.append(data if type(data) is FileSpan or type(data) is bytes else bytes(data), append_time)
+            info = plog.append(bytes(data), append_time)
             if info.last_offset != last_offset:
                 raise ValueError(
                     f"{topic}-{partition}: batch at offset {base_offset} ends at {info.last_offset}, "

@@ -38,7 +38,6 @@ from sinks.storage.file_names import (
     segment_file_name,
 )
 from sinks.storage.file_records import BatchInfo, CorruptRecordError, iter_file_batches, split_batches
-from sinks.storage.file_span import FileSpan, Piece, write_at
 from sinks.storage.index import INT32_MAX, CorruptIndexError
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
@@ -52,6 +51,7 @@ from validators.codec.record_batch import (
 log = logging.getLogger("gateway.segments")
 
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev takes
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
 
 
@@ -69,6 +69,20 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
+
+
+def write_at(fd: int, buffers: list[bytes], position: int) -> None:
+    """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
+    the appended batches are not joined into one copy first; a regular file may take a write in parts."""
+    views = [memoryview(b) for b in buffers]
+    while views:
+        written = os.pwritev(fd, views[:_IOV_MAX], position)
+        position += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]
 
 
 class LogSegment:
@@ -127,7 +141,7 @@ class LogSegment:
         # Appended bytes not yet in the file, from file position `_pending_at`: one `pwrite` per commit
         # (or per PENDING_LIMIT bytes) instead of one per batch. Nothing reads the file past the last
         # commit record, and every read in this class writes them first.
-        self._pending: list[Piece] = []
+        self._pending: list[bytes] = []
         self._pending_at = 0
         self._pending_bytes = 0
 
@@ -224,16 +238,13 @@ class LogSegment:
     # ------------------------------------------------------------------ append (§5.2)
 
     def append(
-        self, records: bytes | memoryview | FileSpan, append_time_ms: int,
+        self, records: bytes | memoryview, append_time_ms: int,
         batches: list[tuple[int, RecordBatchHeader]] | None = None,
     ) -> None:
         """Append one produce's batches (already offset-assigned) at the end of the log; `batches`, when the
-        caller parsed them already, is `split_batches(records)` (required for a `FileSpan`, whose bytes are
-        copied file to file when written out)."""
+        caller parsed them already, is `split_batches(records)`."""
         self._require_writable()
         if batches is None:
-            if isinstance(records, FileSpan):
-                raise TypeError("a FileSpan is appended with its parsed batches")
             batches = split_batches(records)
         if not batches:
             return
@@ -242,7 +253,7 @@ class LogSegment:
         physical_position = self._size
         if not self._pending:
             self._pending_at = physical_position
-        self._pending.append(records if type(records) is bytes or type(records) is FileSpan else bytes(records))
+        self._pending.append(records if type(records) is bytes else bytes(records))
         self._pending_bytes += len(records)
         max_ts = self.max_timestamp_and_offset_so_far
         bytes_since = self.bytes_since_last_index_entry

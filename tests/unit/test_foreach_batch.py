@@ -1,4 +1,4 @@
-"""The sink's tasks take their micro-batch id from Spark's local property; outside a task of a streaming
+"""The stage's sink work takes its micro-batch id from Spark's local property; outside a task of a streaming
 micro-batch there is none, and asking fails with a message rather than appending under a wrong id."""
 
 from __future__ import annotations

@@ -3,10 +3,7 @@ is the batches' append time, exactly what the gateway passes."""
 
 from __future__ import annotations
 
-import os
-
 from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.file_span import FileSpan
 from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_log import PartitionLog
 from tests.unit.test_segment import T0, make_batch
@@ -134,31 +131,3 @@ def test_topic_config_is_used(tmp_path):
     topic = TopicConfig(name="t", partitions=1, segment_bytes=500, index_interval_bytes=10)
     with PartitionLog.open(tmp_path, "t", 0, topic) as plog:
         assert plog.config.segment_bytes == 500 and plog.config.index_interval_bytes == 10
-
-
-def test_spans_of_another_file_roll_and_store_as_their_bytes_do(tmp_path):
-    # the sink appends spooled batches as FileSpans (copied file to file); a span of two batches is read
-    # and split. Rolling, indexes and the stored bytes must not depend on where the bytes came from.
-    batches = [make_batch(i, [T0 + i]) for i in range(11)]
-    pair = make_batch(11, [T0 + 11]) + make_batch(12, [T0 + 12])
-    source = tmp_path / "spool"
-    source.write_bytes(b"".join(batches) + pair)
-    cfg = SegmentConfig(segment_bytes=10 * (len(batches[0]) - 1), index_interval_bytes=1)
-    fd = os.open(source, os.O_RDONLY)
-    try:
-        for name in ("spans", "bytes"):
-            with PartitionLog.open(tmp_path / name, "t", 0, cfg) as plog:
-                offset = 0
-                for data in [*batches, pair]:
-                    span = FileSpan(fd, offset, len(data), data[:61])
-                    plog.append(span if name == "spans" else data, T0)
-                    offset += len(data)
-                plog.commit(1)
-                assert [s.base_offset for s in plog.segments()] == [0, 9]
-    finally:
-        os.close(fd)
-    spans, written = partition_dir(tmp_path / "spans", "t", 0), partition_dir(tmp_path / "bytes", "t", 0)
-    files = sorted(p.name for p in written.iterdir())
-    assert files == sorted(p.name for p in spans.iterdir())
-    for name in files:
-        assert (spans / name).read_bytes() == (written / name).read_bytes(), name

@@ -1,0 +1,92 @@
+"""The stateful function (`streaming.stage.stage_function`) decides a partition's batches in ingress order,
+then does the sink's work for them in the same worker — appended, committed, counted — and emits one
+`TaskSummary`; a retried task decides the same again and stores nothing twice; the standby's rehearsal
+(no sink) stores nothing. Driven with PySpark's own `GroupState`, as its Python worker builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+
+from sinks.partition_task import SinkConfig, TaskSummary
+from sinks.registry_watcher import RegistryWatcher
+from sinks.storage.log_reader import read
+from streaming.stage import STATE_SCHEMA, stage_function
+from validators.codec.record_batch import build_record_batch
+
+NOW = 1_700_000_000_000
+
+
+def _frame(offsets: list[int]) -> pd.DataFrame:
+    n = len(offsets)
+    return pd.DataFrame({
+        "ingress_partition": [0] * n, "ingress_offset": offsets, "ingress_timestamp_ms": [NOW] * n,
+        "batch": [build_record_batch([(NOW - 10, b"k", b"v" * (o % 7))] * 2) for o in offsets],
+        # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
+        "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
+        "partition_header": ["0"] * n, "replay_of": [None] * n,
+    })
+
+
+def _state(row: tuple | None = None) -> GroupState:
+    return GroupState(row, NOW, -1, GroupStateTimeout.NoTimeout, False, False, False, False, False, -1, b"",
+                      STATE_SCHEMA)
+
+
+def _registry(tmp_path: Path) -> RegistryWatcher:
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics": {"orders": {"partitions": 1}}}')
+    return RegistryWatcher(topics)
+
+
+def _sink(root: Path) -> SinkConfig:
+    return SinkConfig("127.0.0.1:1", root, "ingress", "responses", "dlq", 1 << 20)
+
+
+def _run(run_group, state: GroupState) -> TaskSummary:  # type: ignore[no-untyped-def]
+    # two input frames, neither in ingress order: the function sorts before deciding
+    (frame,) = list(run_group(("orders", 0), iter([_frame([6, 1, 4, 0]), _frame([3, 5, 2])]), state))
+    assert list(frame.columns) == ["summary"] and len(frame) == 1
+    return TaskSummary.from_json(frame["summary"][0])
+
+
+def test_a_partition_is_decided_in_ingress_order_appended_and_summarised(tmp_path: Path) -> None:
+    root = tmp_path / "segments"
+    run_group = stage_function(_registry(tmp_path), _sink(root), batch_id=lambda: 5)
+    state = _state()
+    summary = _run(run_group, state)
+    assert (summary.appended_batches, summary.partitions_appended, summary.responses) == (7, 1, 0)
+    stored = read(root, "orders", 0, 0, max_records=100)
+    assert [r.offset for r in stored] == list(range(14))
+    assert [r.value for r in stored[::2]] == [b"v" * (o % 7) for o in range(7)]
+    assert state.exists and state.get[1] == 14  # the log end offset, for the next micro-batch
+    assert {m["p"]: m["batches"] for m in summary.metric_rows} == {0: 7}
+
+
+def test_a_retried_task_decides_the_same_and_stores_nothing_twice(tmp_path: Path) -> None:
+    root = tmp_path / "segments"
+    run_group = stage_function(_registry(tmp_path), _sink(root), batch_id=lambda: 5)
+    first = _state()
+    _run(run_group, first)
+    log_file = next((root / "orders-0").glob("*.log"))
+    stored = log_file.read_bytes()
+    retried = _state()  # Spark gives the retry the state before the micro-batch
+    again = _run(run_group, retried)
+    assert (again.appended_batches, again.replayed_partitions) == (0, 1)
+    assert log_file.read_bytes() == stored
+    assert retried.get == first.get
+
+
+def test_the_rehearsal_decides_and_stores_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "segments"
+
+    def no_batch_id() -> int:
+        raise AssertionError("the rehearsal has no micro-batch to append for")
+
+    state = _state()
+    summary = _run(stage_function(_registry(tmp_path), None, batch_id=no_batch_id), state)
+    assert summary == TaskSummary()
+    assert not root.exists()
+    assert state.exists  # its scratch checkpoint keeps the decided state
