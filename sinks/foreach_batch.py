@@ -37,25 +37,25 @@ class MicroBatchSummary:
     responses: int
     dead_letters: int
     sink_seconds: float = 0.0  # the whole Spark job: stage, append, publish
-    append_seconds: float = 0.0  # summed over tasks (they run in parallel)
-    publish_seconds: float = 0.0  # summed over tasks
-    tasks: int = 0
+    append_seconds: float = 0.0  # summed over target partitions (in parallel when in several tasks)
+    publish_seconds: float = 0.0  # summed over target partitions
+    partitions: int = 0  # target partitions decided (one summary each)
     metric_rows: list[dict[str, Any]] = field(default_factory=list)  # for sinks.metrics.merge_aggregates
 
     @staticmethod
-    def merge(batch_id: int, tasks: Sequence[TaskSummary], sink_seconds: float) -> MicroBatchSummary:
+    def merge(batch_id: int, summaries: Sequence[TaskSummary], sink_seconds: float) -> MicroBatchSummary:
         return MicroBatchSummary(
             batch_id=batch_id,
-            appended_batches=sum(t.appended_batches for t in tasks),
-            appended_bytes=sum(t.appended_bytes for t in tasks),
-            replayed_partitions=sum(t.replayed_partitions for t in tasks),
-            responses=sum(t.responses for t in tasks),
-            dead_letters=sum(t.dead_letters for t in tasks),
+            appended_batches=sum(t.appended_batches for t in summaries),
+            appended_bytes=sum(t.appended_bytes for t in summaries),
+            replayed_partitions=sum(t.replayed_partitions for t in summaries),
+            responses=sum(t.responses for t in summaries),
+            dead_letters=sum(t.dead_letters for t in summaries),
             sink_seconds=sink_seconds,
-            append_seconds=sum(t.append_seconds for t in tasks),
-            publish_seconds=sum(t.publish_seconds for t in tasks),
-            tasks=len(tasks),
-            metric_rows=[row for t in tasks for row in t.metric_rows],
+            append_seconds=sum(t.append_seconds for t in summaries),
+            publish_seconds=sum(t.publish_seconds for t in summaries),
+            partitions=len(summaries),
+            metric_rows=[row for t in summaries for row in t.metric_rows],
         )
 
 
@@ -103,8 +103,8 @@ class GatewaySink:
         )
         s = self.last_summary
         log.debug("micro-batch %s: %d appended (%d bytes), %d responses, %d dead letters, %d replayed partitions, "
-                 "%.3f s (append %.3f s, publish %.3f s over %d tasks)", batch_id, s.appended_batches,
+                 "%.3f s (append %.3f s, publish %.3f s over %d partitions)", batch_id, s.appended_batches,
                  s.appended_bytes, s.responses, s.dead_letters, s.replayed_partitions, s.sink_seconds,
-                 s.append_seconds, s.publish_seconds, s.tasks)
+                 s.append_seconds, s.publish_seconds, s.partitions)
         for observe in self.observers:
             observe(batch_id, s)

@@ -78,7 +78,7 @@ def print_round_trip(probe: RoundTripProbe, progress: Sequence[dict[str, Any]], 
     for phase in SPARK_PHASES:
         print(f"      {phase:52}{_ms(spark[phase])}")
         if phase == "addBatch" and sinks:
-            print(f"        sink job (stage + tasks)                          {_ms([s.sink_seconds for s in sinks])}")
-            print(f"        tasks' append + fsync + commit (summed)           {_ms([s.append_seconds for s in sinks])}")
-            print(f"        tasks' publish of responses (summed)              {_ms([s.publish_seconds for s in sinks])}")
+            print(f"        the micro-batch's job (stage and sink work)       {_ms([s.sink_seconds for s in sinks])}")
+            print(f"        partitions' append + fsync + commit (summed)      {_ms([s.append_seconds for s in sinks])}")
+            print(f"        partitions' publish of responses (summed)         {_ms([s.publish_seconds for s in sinks])}")
     print(f"  response published -> read by the front door             {_ms([h.response_delivery for h in hops])}")
