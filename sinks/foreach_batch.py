@@ -20,8 +20,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sinks.partition_task import SinkConfig, TaskSummary
-from sinks.registry_watcher import RegistryWatcher
-from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.sink")
 
@@ -78,19 +76,11 @@ def micro_batch_id() -> int:
 
 
 class GatewaySink:
-    def __init__(
-        self, config: SinkConfig, registry: RegistryWatcher, observers: Sequence[MicroBatchObserver] = ()
-    ) -> None:
-        self.config = config
-        self.registry_watcher = registry
+    def __init__(self, config: SinkConfig, observers: Sequence[MicroBatchObserver] = ()) -> None:
+        self.config = config  # for the stage's sink work (`streaming.stage.apply_stage`)
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
         self.retention: Any = None  # the query's retention schedule (streaming.query sets it; tests wait on it)
-
-    @property
-    def registry(self) -> TopicRegistry:
-        """The topic registry for this micro-batch (reloaded when conf changed)."""
-        return self.registry_watcher.current()
 
     def __call__(self, summaries: DataFrame, batch_id: int) -> None:
         """`foreachBatch` over the stage's summaries: runs the micro-batch's one job and merges them."""

@@ -50,7 +50,7 @@ def start_gateway(
         config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
     )
     limits = config.ingress_limits(registry.current())
-    sink = GatewaySink(sink_config(config, limits), registry, observers)
+    sink = GatewaySink(sink_config(config, limits), observers)
     # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
                                   metrics=metrics)
