@@ -207,6 +207,20 @@ class PartitionLog:
         crash_point("batch-written")
         return AppendInfo(header.base_offset, last_offset, len(records), rolled)
 
+    def append_run(self, items: Sequence[Sequence], start: int) -> tuple[int, int]:
+        """Append `items[start:]` (`append_batches`' items) while each is one v2 batch that rolls nothing,
+        in one call to the active segment (`LogSegment.append_run`). Returns the index of the first item not
+        appended and the bytes appended; `(start, 0)` when there is no active segment yet."""
+        segment = self._open_active()
+        if segment is None:
+            return start, 0
+        size_before = segment.size
+        end = segment.append_run(items, start, self.log_end_offset, self.config.segment_bytes,
+                                 self.config.max_segment_ms)
+        if end > start:
+            self.log_end_offset = int(items[end - 1][1]) + 1
+        return end, segment.size - size_before
+
     def _new_segment(self, base_offset: int, created_ms: int) -> LogSegment:
         # A leftover file at this base (never committed) is stale: recovery deleted uncommitted segments.
         self._new_files = True
@@ -359,12 +373,21 @@ def append_batches(
         if plog.commit_record is not None and batch_id <= plog.commit_record.batch_id:
             return AppendOutcome(topic, partition, batch_id, True, 0, 0, plog.log_end_offset,
                                  plog.log_start_offset, 0, plog.recovered_bytes)
+        items = batches if isinstance(batches, list) else list(batches)
+        if items:
+            check_log_end_offset(plog.directory, plog.commit_record, int(items[0][0]), batch_id)
         count = written = rolled = 0
-        for item in batches:
+        while count < len(items):
+            # Runs of single v2 batches that roll nothing go through in one call; the item that stops a
+            # run (a roll, several batches, a legacy format, a mismatch) goes through `append` alone.
+            end, run_bytes = plog.append_run(items, count)
+            if end > count:
+                written += run_bytes
+                count = end
+                continue
+            item = items[count]
             base_offset, last_offset, data = int(item[0]), int(item[1]), item[2]
             append_time = int(item[3]) if len(item) > 3 else -1
-            if count == 0:
-                check_log_end_offset(plog.directory, plog.commit_record, base_offset, batch_id)
             info = plog.append(bytes(data), append_time)
             if info.last_offset != last_offset:
                 raise ValueError(

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from sinks.storage.append_time_index import AppendTimeEntry, AppendTimeIndex
+from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
     APPEND_TIME_INDEX_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -43,6 +45,8 @@ from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
 from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
 from validators.codec.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
     RecordBatchHeader,
     TimestampType,
     is_valid,
@@ -53,6 +57,9 @@ log = logging.getLogger("gateway.segments")
 
 _IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev takes
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
+# What a run of appends reads of a v2 batch header: baseOffset, batchLength, magic, lastOffsetDelta,
+# maxTimestamp (DefaultRecordBatch's layout: bytes 0, 8, 16, 23, 35).
+_RUN_HEADER = struct.Struct(">qi4xb6xi8xq")
 
 
 class LogSegmentOffsetOverflowError(ValueError):
@@ -274,6 +281,72 @@ class LogSegment:
         self._size = physical_position
         if self._pending_bytes >= PENDING_LIMIT:
             self.write_pending()
+
+    def append_run(self, items: Sequence[Sequence], start: int, next_offset: int, max_segment_bytes: int,
+                   max_segment_ms: int) -> int:
+        """Append `items[start:]` — `(base_offset, last_offset, bytes, append_time_ms)`, one v2 batch each,
+        continuing `next_offset` — while none would roll this segment; returns the index of the first item
+        not appended (`len(items)` when all were). The same bytes and index entries as `append` item by
+        item after `should_roll` said no: the roll checks (§5.4) and the index entries (§5.2) are those two
+        methods' arithmetic, kept in locals for the run. An item that is not a single v2 batch continuing
+        the log, or that would roll, stops the run: the caller takes it one at a time."""
+        self._require_writable()
+        self.ensure_preallocated()
+        size = self._size
+        offset_index, time_index, append_times = self.offset_index, self.time_index, self.append_time_index
+        offset_full, time_full = offset_index.max_entries, time_index.max_entries - 1  # `is_full` of each
+        relative_limit = self.base_offset + INT32_MAX
+        roll_ms = max_segment_ms - self.roll_jitter_ms
+        rolling_ts = self.rolling_based_timestamp() if size > 0 else None
+        max_ts = self.max_timestamp_and_offset_so_far
+        bytes_since = self.bytes_since_last_index_entry
+        interval = self.config.index_interval_bytes
+        pending = self._pending
+        if not pending:
+            self._pending_at = size
+        unpack = _RUN_HEADER.unpack_from
+        for i in range(start, len(items)):
+            item = items[i]
+            data = item[2]
+            if type(data) is not bytes:
+                data = bytes(data)
+            n = len(data)
+            if n < RECORD_BATCH_OVERHEAD:
+                return i
+            base, batch_length, magic, last_delta, batch_max_ts = unpack(data, 0)
+            last = base + last_delta
+            append_time = int(item[3]) if len(item) > 3 else -1
+            if magic != 2 or batch_length + LOG_OVERHEAD != n or base != next_offset or last != item[1]:
+                return i
+            if size > max_segment_bytes - n or last > relative_limit or last < self.base_offset:
+                return i
+            if size > 0:
+                waited = (batch_max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0
+                          else append_time - self.created_ms)
+                if waited > roll_ms:
+                    return i
+            else:
+                rolling_ts = self._rolling_based_timestamp = batch_max_ts  # what `first_batch` would read
+            if offset_index.entries >= offset_full or time_index.entries >= time_full:
+                return i
+            pending.append(data)
+            self._pending_bytes += n
+            if batch_max_ts > max_ts.timestamp:
+                max_ts = self._max_ts_and_offset = TimestampOffset(batch_max_ts, last)
+            if bytes_since > interval:
+                offset_index.append(last, size)
+                time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                bytes_since = 0
+            size += n
+            bytes_since += n
+            append_times.append(append_time, last)
+            self._size = size
+            next_offset = last + 1
+            if self._pending_bytes >= PENDING_LIMIT:
+                self.write_pending()
+                self._pending_at = size
+            crash_point("batch-written")
+        return len(items)
 
     def write_pending(self) -> None:
         """Write the appended bytes not yet in the files (log and indexes), without fsync."""
