@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -59,8 +58,9 @@ STATE_SCHEMA = StructType(
     ]
 )
 
-@dataclass(frozen=True)
-class IngressBatch:
+class IngressBatch(NamedTuple):
+    """One ingress message of a target partition, as the stage reads it (a tuple: one per batch)."""
+
     ingress_partition: int
     ingress_offset: int
     ingress_timestamp_ms: int
@@ -160,12 +160,8 @@ def _ingress_batches(frame: pd.DataFrame) -> Iterator[IngressBatch]:
     for ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, replay_of in zip(
         *columns, strict=True
     ):
-        yield IngressBatch(
-            ingress_partition=int(ingress_partition), ingress_offset=int(ingress_offset),
-            ingress_timestamp_ms=int(ts), batch=bytes(batch), request_id=str(request_id),
-            client_id=_opt_str(client_id), acks=int(acks), partition_header=_opt_str(header),
-            replay_of=_opt_str(replay_of),
-        )
+        yield IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
+                           _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of))
 
 
 def _opt_str(value: Any) -> str | None:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from validators.codec.record_batch import NO_TIMESTAMP
 from validators.errors import Errors
@@ -13,10 +14,10 @@ from validators.producer_state import (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionState(NamedTuple):
     """What a partition leader remembers between appends (the Spark stage keeps it as columns
-    log_start_offset, log_end_offset, last_append_time_ms and producers = producers_to_json(...))."""
+    log_start_offset, log_end_offset, last_append_time_ms and producers = producers_to_json(...)).
+    A typed tuple, like `Accepted`: one is built per accepted batch."""
 
     log_start_offset: int = 0
     log_end_offset: int = 0
@@ -36,8 +37,10 @@ class RecordError:
         return f"RecordError(batchIndex={self.batch_index}, message='{self.message}')"
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
+class Accepted(NamedTuple):
+    """The accepted decision. A typed tuple, not a frozen dataclass: one is built per batch on the hot path,
+    where a frozen dataclass's `__init__` (a `object.__setattr__` per field) cost ~3 µs of ~25."""
+
     records: bytes  # the batch as stored (empty for an idempotent duplicate: nothing is appended)
     base_offset: int
     last_offset: int
