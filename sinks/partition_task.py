@@ -1,10 +1,10 @@
 """The sink's work for one target partition's decisions of a micro-batch: append, commit, publish, count
 (DESIGN §5, §6).
 
-The stateful stage runs it in its own Python worker, right after deciding the partition (`streaming.stage`):
-the decided batches are in that worker's memory, so they never cross Spark again. It appends the
-partition's accepted batches in offset order, fsyncs and commits them exactly once per micro-batch
-(`partition_log.append_batches`), and only then sends the partition's produce responses and dead letters
+The stateful stage runs it in its own Python worker, as it decides the partition (`streaming.stage`): the
+decided batches are in that worker's memory, so they never cross Spark again. It appends the partition's
+accepted batches in offset order as they are decided (`PartitionAppend`), then fsyncs and commits them
+exactly once per micro-batch (`partition_log.BatchAppender`), and only then sends the partition's produce responses and dead letters
 — a response never goes out before its batch is durable (DESIGN §4.3) — waits for their delivery, and
 folds the rows into metric deltas (`batch_metrics`). What reaches the driver is one small `TaskSummary`
 per partition: one Spark job per micro-batch, no persist, no second shuffle, no second Python worker.
@@ -12,6 +12,7 @@ per partition: one Spark job per micro-batch, no persist, no second shuffle, no 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, P
 from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
-from sinks.storage.partition_log import AppendOutcome, append_batches
+from sinks.storage.partition_log import AppendOutcome, BatchAppender
 from validators.topic_config import TopicRegistry
 
 
@@ -63,21 +64,56 @@ class TaskSummary:
         return TaskSummary(**json.loads(text))
 
 
+class PartitionAppend:
+    """A target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
+    original offsets and not stored) appended as the stage decides them (`add`), in offset order, then one
+    fsync and commit (`finish`), exactly once per micro-batch (`partition_log.BatchAppender`); a batch that
+    does not continue the log fails the task. No directory is made for a partition that only rejects, such
+    as a hostile topic name's. `seconds` is the time spent in it."""
+
+    def __init__(self, root: Path, batch_id: int, registry: TopicRegistry, clock: Callable[[], float]) -> None:
+        self.root, self.batch_id, self.registry, self.clock = root, batch_id, registry, clock
+        self._appender: BatchAppender | None = None
+        self.seconds = 0.0
+
+    def add(self, rows: Sequence[DecisionRow]) -> None:
+        stored = [(r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in rows
+                  if r.error_code == 0 and not r.duplicate]
+        if not stored:
+            return
+        started = self.clock()
+        if self._appender is None:
+            topic, partition = str(rows[0].topic), int(rows[0].partition)  # type: ignore[arg-type]
+            # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
+            self._appender = BatchAppender(self.root, topic, partition, self.batch_id, self.registry.get(topic))
+        self._appender.add(stored)
+        self.seconds += self.clock() - started
+
+    def finish(self) -> AppendOutcome | None:
+        """Commit; None when nothing was to be stored."""
+        if self._appender is None:
+            return None
+        started = self.clock()
+        try:
+            return self._appender.finish()
+        finally:
+            self.seconds += self.clock() - started
+
+    def close(self) -> None:
+        if self._appender is not None:
+            self._appender.close()
+
+
 def append_partition(
     root: Path, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
 ) -> AppendOutcome | None:
-    """One target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
-    original offsets and not stored) appended in offset order, then one fsync and commit, exactly once per
-    micro-batch; a batch that does not continue the log fails the task (`PartitionLog.append`). None when
-    nothing was to be stored: no directory is made for a partition that only rejects, such as a hostile
-    topic name's."""
-    stored = [(r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in rows
-              if r.error_code == 0 and not r.duplicate]
-    if not stored:
-        return None
-    topic, partition = str(rows[0].topic), int(rows[0].partition)  # type: ignore[arg-type]
-    # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
-    return append_batches(root, topic, partition, batch_id, stored, registry.get(topic))
+    """`PartitionAppend` in one step: all of a partition's rows appended and committed."""
+    append = PartitionAppend(root, batch_id, registry, time.perf_counter)
+    try:
+        append.add(rows)
+        return append.finish()
+    finally:
+        append.close()
 
 
 def outgoing_messages(
@@ -110,16 +146,22 @@ def outgoing_messages(
 
 
 def run_partition(
-    config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry, clock: Callable[[], float]
+    config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
+    clock: Callable[[], float], append: PartitionAppend | None = None,
 ) -> TaskSummary:
     """Everything the sink does for one target partition's rows, in the order the guarantees need: its
-    batches appended, fsynced and committed, then its responses and dead letters sent and delivered, then
-    the metric deltas."""
+    batches appended (by `append`, which the stage fed as it decided, else here), fsynced and committed,
+    then its responses and dead letters sent and delivered, then the metric deltas."""
+    if append is None:
+        append = PartitionAppend(config.segments_root, batch_id, registry, clock)
+        append.add(rows)
+    try:
+        appended = append.finish()
+    finally:
+        append.close()
     if not rows:
         return TaskSummary()
-    started = clock()
-    appended = append_partition(config.segments_root, batch_id, rows, registry)
-    append_seconds = clock() - started
+    append_seconds = append.seconds
     log_starts = {} if appended is None else {(appended.topic, appended.partition): appended.log_start_offset}
     responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
     n_resp = n_dlq = 0

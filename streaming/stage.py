@@ -31,7 +31,7 @@ from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
 from sinks.foreach_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
-from sinks.partition_task import SinkConfig, TaskSummary, run_partition
+from sinks.partition_task import PartitionAppend, SinkConfig, TaskSummary, run_partition
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
@@ -42,6 +42,9 @@ from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.stage")
+# Decided rows handed to the sink's append at a time: ~1 MB of 100-record batches, the size at which a
+# segment writes its pending bytes out (`segment.PENDING_LIMIT`), so the disk starts on them early.
+DECIDED_CHUNK = 100
 # KIP-937: Kafka warns about accepted records far ahead of its clock. Per batch, a producer with a
 # wrong clock would flood the log: one line per partition, then a summary per minute (the metric
 # gateway_future_timestamps_total counts every record).
@@ -95,11 +98,16 @@ def decide(
 
 def decide_group(
     topic: str | None, partition: int | None, items: list[IngressBatch], registry: TopicRegistry,
-    state: PartitionState, now_ms: int,
+    state: PartitionState, now_ms: int, decided: Callable[[list[DecisionRow]], None] | None = None,
 ) -> tuple[list[DecisionRow], PartitionState]:
-    """Decide a target partition's batches of one micro-batch in ingress order."""
-    rows = []
+    """Decide a target partition's batches of one micro-batch in ingress order; `decided` is handed the rows
+    every `DECIDED_CHUNK` rows and at the end (the sink appends them while the rest are decided)."""
+    rows: list[DecisionRow] = []
+    handed = 0
     for item in sorted(items, key=ingress_position):
+        if decided is not None and len(rows) - handed >= DECIDED_CHUNK:
+            decided(rows[handed:])
+            handed = len(rows)
         result = decide(topic, partition, item, registry, state, now_ms)
         if isinstance(result, Accepted):
             state = result.state
@@ -111,6 +119,8 @@ def decide_group(
                     f"{result.producer_max_timestamp}), KIP-937",
                 )
         rows.append(_output_row(topic, partition, item, result, state, now_ms))
+    if decided is not None and len(rows) > handed:
+        decided(rows[handed:])
     return rows, state
 
 
@@ -200,14 +210,21 @@ def stage_function(
         # The registry file is re-read when it changed: a reload applies from the next group decided
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
         current = registry.current()
-        rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms)
+        if sink is None:
+            rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms)
+            summary = TaskSummary()
+        else:
+            append = PartitionAppend(sink.segments_root, batch_id(), current, time.perf_counter)
+            try:
+                rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms, append.add)
+            except BaseException:
+                append.close()
+                raise
+            summary = run_partition(sink, append.batch_id, rows, current, time.perf_counter, append)
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         # (Spark reads the state once the function's frames are exhausted.)
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
-        summary = TaskSummary() if sink is None else run_partition(
-            sink, batch_id(), rows, current, time.perf_counter
-        )
         yield pd.DataFrame({"summary": [summary.to_json()]})
 
     return run_group

@@ -355,6 +355,90 @@ def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig
     return SegmentConfig.from_topic(config)
 
 
+class BatchAppender:
+    """One micro-batch's accepted batches of a partition appended in steps, exactly once: `add` as they
+    are decided, in offset order, then `finish` (fsync and commit). Their bytes reach the page cache, and
+    the disk (`writeback`), while the rest are still being decided, so the commit's fsync waits for the
+    tail only. Items are `(base_offset, last_offset, bytes, append_time_ms)` (`append_time_ms` may be
+    left out: -1, unknown). The log is opened (locked, recovered) by the first `add`. A replay of a
+    committed micro-batch writes nothing; a torn write of an earlier attempt is truncated first. The
+    first batch must continue the committed log end offset, else `recovery.LogStateMismatchError`
+    explains the disagreement with the Spark state."""
+
+    def __init__(self, root: Path, topic: str, partition: int, batch_id: int,
+                 config: TopicConfig | SegmentConfig | None = None) -> None:
+        self.root, self.topic, self.partition, self.batch_id, self.config = root, topic, partition, batch_id, config
+        self._plog: PartitionLog | None = None
+        self._replay = False
+        self.count = self.written = self.rolled = 0
+
+    def open(self) -> PartitionLog:
+        if self._plog is None:
+            self._plog = PartitionLog.open(self.root, self.topic, self.partition, self.config)
+            commit = self._plog.commit_record
+            self._replay = commit is not None and self.batch_id <= commit.batch_id
+        return self._plog
+
+    def add(self, items: Sequence[Sequence]) -> None:
+        if not items:
+            return
+        plog = self.open()
+        if self._replay:
+            return
+        if self.count == 0:
+            check_log_end_offset(plog.directory, plog.commit_record, int(items[0][0]), self.batch_id)
+        done = 0
+        while done < len(items):
+            # Runs of single v2 batches that roll nothing go through in one call; the item that stops a
+            # run (a roll, several batches, a legacy format, a mismatch) goes through `append` alone.
+            end, run_bytes = plog.append_run(items, done)
+            if end > done:
+                self.written += run_bytes
+                done = end
+                continue
+            item = items[done]
+            base_offset, last_offset, data = int(item[0]), int(item[1]), item[2]
+            append_time = int(item[3]) if len(item) > 3 else -1
+            info = plog.append(bytes(data), append_time)
+            if info.last_offset != last_offset:
+                raise ValueError(
+                    f"{self.topic}-{self.partition}: batch at offset {base_offset} ends at {info.last_offset}, "
+                    f"the stage said {last_offset}"
+                )
+            done += 1
+            self.written += info.size
+            self.rolled += info.rolled is not None
+        self.count += done
+
+    def finish(self) -> AppendOutcome | None:
+        """Commit what was added (nothing on a replay) and release the log; None when nothing was added."""
+        plog = self._plog
+        if plog is None:
+            return None
+        try:
+            if self._replay:
+                return AppendOutcome(self.topic, self.partition, self.batch_id, True, 0, 0, plog.log_end_offset,
+                                     plog.log_start_offset, 0, plog.recovered_bytes)
+            if self.count:
+                plog.commit(self.batch_id)
+            return AppendOutcome(self.topic, self.partition, self.batch_id, False, self.count, self.written,
+                                 plog.log_end_offset, plog.log_start_offset, self.rolled, plog.recovered_bytes)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the log without committing (what `finish` did not commit is truncated by the next open)."""
+        if self._plog is not None:
+            self._plog.close()
+            self._plog = None
+
+    def __enter__(self) -> BatchAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def append_batches(
     root: Path,
     topic: str,
@@ -363,46 +447,14 @@ def append_batches(
     batches: Iterable[Sequence],
     config: TopicConfig | SegmentConfig | None = None,
 ) -> AppendOutcome:
-    """Append one micro-batch's accepted batches of a partition, in offset order, exactly once.
-
-    `batches` yields `(base_offset, last_offset, bytes, append_time_ms)` (`append_time_ms` may be left
-    out: -1, unknown). Replays of a committed micro-batch write nothing; a torn write of an earlier
-    attempt is truncated first. The first batch must continue the committed log end offset, else
-    `recovery.LogStateMismatchError` explains the disagreement with the Spark state."""
-    with PartitionLog.open(root, topic, partition, config) as plog:
-        if plog.commit_record is not None and batch_id <= plog.commit_record.batch_id:
-            return AppendOutcome(topic, partition, batch_id, True, 0, 0, plog.log_end_offset,
-                                 plog.log_start_offset, 0, plog.recovered_bytes)
-        items = batches if isinstance(batches, list) else list(batches)
-        if items:
-            check_log_end_offset(plog.directory, plog.commit_record, int(items[0][0]), batch_id)
-        count = written = rolled = 0
-        while count < len(items):
-            # Runs of single v2 batches that roll nothing go through in one call; the item that stops a
-            # run (a roll, several batches, a legacy format, a mismatch) goes through `append` alone.
-            end, run_bytes = plog.append_run(items, count)
-            if end > count:
-                written += run_bytes
-                count = end
-                continue
-            item = items[count]
-            base_offset, last_offset, data = int(item[0]), int(item[1]), item[2]
-            append_time = int(item[3]) if len(item) > 3 else -1
-            info = plog.append(bytes(data), append_time)
-            if info.last_offset != last_offset:
-                raise ValueError(
-                    f"{topic}-{partition}: batch at offset {base_offset} ends at {info.last_offset}, "
-                    f"the stage said {last_offset}"
-                )
-            count += 1
-            written += info.size
-            rolled += info.rolled is not None
-        if count == 0:
-            return AppendOutcome(topic, partition, batch_id, False, 0, 0, plog.log_end_offset,
-                                 plog.log_start_offset, 0, plog.recovered_bytes)
-        plog.commit(batch_id)
-        return AppendOutcome(topic, partition, batch_id, False, count, written, plog.log_end_offset,
-                             plog.log_start_offset, rolled, plog.recovered_bytes)
+    """Append one micro-batch's accepted batches of a partition, in offset order, exactly once, and
+    commit them (`BatchAppender` in one step)."""
+    with BatchAppender(root, topic, partition, batch_id, config) as appender:
+        appender.open()
+        appender.add(batches if isinstance(batches, list) else list(batches))
+        outcome = appender.finish()
+        assert outcome is not None  # the log was opened
+        return outcome
 
 
 def close_logs(root: Path, registry: TopicRegistry) -> int:

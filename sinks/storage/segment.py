@@ -44,6 +44,7 @@ from sinks.storage.index import INT32_MAX, CorruptIndexError
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.offset_index import OffsetIndex
 from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from sinks.storage.writeback import start_writeback
 from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
@@ -352,6 +353,7 @@ class LogSegment:
         """Write the appended bytes not yet in the files (log and indexes), without fsync."""
         if self._pending:
             write_at(self._fd, self._pending, self._pending_at)
+            start_writeback(self._fd, self._pending_at, self._pending_bytes)
             self._pending.clear()
             self._pending_bytes = 0
         if self.writable:

@@ -1,7 +1,8 @@
-"""`append_batches`' runs (`LogSegment.append_run`) against `PartitionLog.append` item by item, the
-reference: the same files, byte for byte, and the same commit records, through every roll reason
-(segment.bytes, segment.ms by wall clock and by event time, with jitter, a full offset or time index),
-several batches in one append, timestamps that go back, and micro-batches committed in between."""
+"""`BatchAppender`'s runs (`LogSegment.append_run`), handed the items in one step or in chunks as the
+stage decides them, against `PartitionLog.append` item by item, the reference: the same files, byte for
+byte, and the same commit records, through every roll reason (segment.bytes, segment.ms by wall clock and
+by event time, with jitter, a full offset or time index), several batches in one append, timestamps that
+go back, and micro-batches committed in between."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.log_config import SegmentConfig
-from sinks.storage.partition_log import PartitionLog, append_batches
+from sinks.storage.partition_log import AppendOutcome, BatchAppender, PartitionLog, append_batches
 from tests.unit.test_segment import T0, make_batch
 
 Item = tuple[int, int, bytes, int]
@@ -67,15 +68,31 @@ CONFIGS = {
 }
 
 
+def _in_chunks(
+    root: Path, batch_id: int, items: list[Item], config: SegmentConfig, rng: random.Random
+) -> AppendOutcome | None:
+    with BatchAppender(root, "t", 0, batch_id, config) as appender:
+        done = 0
+        while done < len(items):
+            size = rng.randint(1, 7)
+            appender.add(items[done:done + size])
+            done += size
+        return appender.finish()
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_runs_write_what_one_append_at_a_time_writes(tmp_path: Path, name: str, seed: int) -> None:
     config, several = CONFIGS[name]
-    micro_batches = _micro_batches(random.Random(seed), 12, several)
+    rng = random.Random(seed)
+    micro_batches = _micro_batches(rng, 12, several)
     fast, reference = tmp_path / "fast", tmp_path / "reference"
     rolled = 0
     for batch_id, items in enumerate(micro_batches):
-        outcome = append_batches(fast, "t", 0, batch_id, items, config)
+        if seed == 2:  # as the stage hands them over: a few at a time
+            outcome = _in_chunks(fast, batch_id, items, config, rng)
+        else:
+            outcome = append_batches(fast, "t", 0, batch_id, items, config)
         _reference(reference, batch_id, items, config)
         rolled += outcome.segments_rolled
         assert outcome.batches == len(items)
@@ -97,3 +114,22 @@ def test_a_run_stops_where_the_stage_disagrees_on_the_last_offset(tmp_path: Path
     items = [(0, 0, make_batch(0, [T0]), T0), (1, 5, make_batch(1, [T0, T0]), T0)]
     with pytest.raises(ValueError, match="ends at 2, the stage said 5"):
         append_batches(tmp_path, "t", 0, 0, items)
+
+
+def test_a_replayed_micro_batch_writes_nothing_whatever_it_is_handed(tmp_path: Path) -> None:
+    items = [(0, 0, make_batch(0, [T0]), T0), (1, 1, make_batch(1, [T0]), T0)]
+    assert append_batches(tmp_path, "t", 0, 7, items).batches == 2
+    before = _files(tmp_path)
+    with BatchAppender(tmp_path, "t", 0, 7) as appender:
+        appender.add(items[:1])
+        appender.add([(5, 5, make_batch(5, [T0]), T0)])  # would not even continue the log
+        outcome = appender.finish()
+    assert outcome is not None and outcome.skipped_replay and outcome.batches == 0
+    assert _files(tmp_path) == before
+
+
+def test_nothing_handed_over_opens_nothing(tmp_path: Path) -> None:
+    with BatchAppender(tmp_path, "t", 0, 0) as appender:
+        appender.add([])
+        assert appender.finish() is None
+    assert not partition_dir(tmp_path, "t", 0).exists()

@@ -1,5 +1,5 @@
 """The stateful function (`streaming.stage.stage_function`) decides a partition's batches in ingress order,
-then does the sink's work for them in the same worker — appended, committed, counted — and emits one
+and does the sink's work for them in the same worker (appends as it decides) — appended, committed, counted — and emits one
 `TaskSummary`; a retried task decides the same again and stores nothing twice; the standby's rehearsal
 (no sink) stores nothing. Driven with PySpark's own `GroupState`, as its Python worker builds it."""
 
@@ -13,7 +13,8 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
-from streaming.stage import STATE_SCHEMA, stage_function
+from streaming.stage import DECIDED_CHUNK, STATE_SCHEMA, _ingress_batches, decide_group, stage_function
+from validators.append_result import PartitionState
 from validators.codec.record_batch import build_record_batch
 
 NOW = 1_700_000_000_000
@@ -90,3 +91,14 @@ def test_the_rehearsal_decides_and_stores_nothing(tmp_path: Path) -> None:
     assert summary == TaskSummary()
     assert not root.exists()
     assert state.exists  # its scratch checkpoint keeps the decided state
+
+
+def test_the_sink_is_handed_the_rows_as_they_are_decided(tmp_path: Path) -> None:
+    registry = _registry(tmp_path).current()
+    offsets = list(range(DECIDED_CHUNK * 2 + DECIDED_CHUNK // 2))
+    items = list(_ingress_batches(_frame(offsets[::-1])))
+    handed: list[list] = []
+    rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW, handed.append)
+    assert [len(chunk) for chunk in handed] == [DECIDED_CHUNK, DECIDED_CHUNK, DECIDED_CHUNK // 2]
+    assert [row for chunk in handed for row in chunk] == rows
+    assert [row.ingress_offset for row in rows] == offsets and state.log_end_offset == 2 * len(offsets)
