@@ -48,7 +48,7 @@ import struct
 import time
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 
@@ -180,10 +180,10 @@ def next_state(case: Case, state: PartitionState, kafka: ProduceResult,
     if isinstance(ours, Accepted):
         if kafka.error_code != 0:
             return state  # Kafka appended nothing
-        return replace(ours.state, log_end_offset=ours.state.log_end_offset + kafka.base_offset - ours.base_offset)
+        return ours.state._replace(log_end_offset=ours.state.log_end_offset + kafka.base_offset - ours.base_offset)
     if kafka.error_code == 0:  # Kafka appended lastOffsetDelta + 1 offsets, the gateway nothing
         last_offset_delta = struct.unpack_from(">i", case.batch, 23)[0]
-        return replace(state, log_end_offset=kafka.base_offset + last_offset_delta + 1)
+        return state._replace(log_end_offset=kafka.base_offset + last_offset_delta + 1)
     return state
 
 
