@@ -21,6 +21,7 @@ from sinks.storage.index import CorruptIndexError, InvalidOffsetError
 
 ENTRY_SIZE = 16
 _ENTRY = struct.Struct(">qq")
+_OFFSET = struct.Struct(">q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,104 +30,153 @@ class AppendTimeEntry:
     last_offset: int
 
 
+class _Offsets:
+    """The entries' last offsets as a read-only sequence over the packed bytes (what `bisect` searches)."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self, buf: bytearray) -> None:
+        self._buf = buf
+
+    def __len__(self) -> int:
+        return len(self._buf) // ENTRY_SIZE
+
+    def __getitem__(self, i: int) -> int:
+        return _OFFSET.unpack_from(self._buf, i * ENTRY_SIZE + 8)[0]
+
+
 class AppendTimeIndex:
-    """Dense, append-only; the whole valid content is mirrored in memory (16 bytes per batch)."""
+    """Dense, append-only; entries are kept packed, as in the file (16 bytes per batch, no object each).
+
+    A writer reopening the committed active segment with the commit record's CRC of the valid bytes
+    (`committed_crc`) does not read them: the file is fsynced with the log at every commit, so its committed
+    prefix is the one that CRC describes, and readers check it (`segment_reader`). Appending needs only the
+    count and the last offset; lookups and truncation below the prefix read it when first asked. Without
+    this a micro-batch's open cost grows with the active segment (one entry per batch, up to a segment of
+    1 GiB)."""
 
     def __init__(
         self, path: Path, writable: bool = True, valid_size: int | None = None,
-        entries: Iterable[AppendTimeEntry] | None = None,
+        entries: Iterable[AppendTimeEntry] | None = None, committed_crc: int | None = None,
     ) -> None:
         """`entries`: an index held in memory only, never written (a reader's rebuilt view of a damaged
         file)."""
         self.path = Path(path)
         self._fd: int | None = None
+        self._head = 0  # entries at the front that are in the file only (`_load` reads them)
+        raw = b""
         if entries is not None:
             raw = b"".join(_ENTRY.pack(e.append_time, e.last_offset) for e in entries)
         elif writable:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             length = os.fstat(self._fd).st_size
-            raw = os.pread(self._fd, length if valid_size is None else min(length, valid_size), 0)
+            if (committed_crc is not None and valid_size is not None and valid_size % ENTRY_SIZE == 0
+                    and length >= valid_size):
+                self._head = valid_size // ENTRY_SIZE
+            else:
+                raw = os.pread(self._fd, length if valid_size is None else min(length, valid_size), 0)
         elif self.path.exists():
             with open(self.path, "rb") as f:
                 raw = f.read() if valid_size is None else f.read(valid_size)
-        else:
-            raw = b""
-        self._length = len(raw)
+        self._length = self._head * ENTRY_SIZE + len(raw)
         usable = len(raw) - len(raw) % ENTRY_SIZE
-        self._times: list[int] = []
-        self._offsets: list[int] = []
-        for t, o in _ENTRY.iter_unpack(raw[:usable]):
-            self._times.append(t)
-            self._offsets.append(o)
-        self._written = len(self._offsets)  # entries already in the file (the rest: `write_pending`)
-        self._crc = zlib.crc32(raw[:usable])  # of the entries written so far (the commit record keeps it)
+        self._buf = bytearray(raw[:usable])
+        self._written = self.entries  # entries already in the file (the rest: `write_pending`)
+        if self._head:
+            assert committed_crc is not None and self._fd is not None
+            self._crc = committed_crc
+            self._last_offset: int | None = _ENTRY.unpack(
+                os.pread(self._fd, ENTRY_SIZE, (self._head - 1) * ENTRY_SIZE))[1]
+        else:
+            self._crc = zlib.crc32(self._buf)  # of the entries written so far (the commit record keeps it)
+            self._last_offset = self._offset_at(self.entries - 1) if self._buf else None
+
+    def _load(self) -> None:
+        """Read the committed prefix not held yet (see the class docstring)."""
+        if self._head:
+            if self._fd is not None:
+                data = os.pread(self._fd, self._head * ENTRY_SIZE, 0)
+            else:
+                with open(self.path, "rb") as f:
+                    data = f.read(self._head * ENTRY_SIZE)
+            if len(data) != self._head * ENTRY_SIZE:
+                raise CorruptIndexError(
+                    f"Append-time index {self.path.name} is corrupt: {len(data)} bytes where the commit record "
+                    f"has {self._head * ENTRY_SIZE}"
+                )
+            self._buf[:0] = data
+            self._head = 0
+
+    def _offset_at(self, n: int) -> int:
+        return _OFFSET.unpack_from(self._buf, (n - self._head) * ENTRY_SIZE + 8)[0]
 
     @property
     def entries(self) -> int:
-        return len(self._offsets)
+        return self._head + len(self._buf) // ENTRY_SIZE
 
     @property
     def size_in_bytes(self) -> int:
-        return len(self._offsets) * ENTRY_SIZE
+        return self.entries * ENTRY_SIZE
 
     @property
     def last_entry(self) -> AppendTimeEntry | None:
-        if not self._offsets:
-            return None
-        return AppendTimeEntry(self._times[-1], self._offsets[-1])
+        n = self.entries
+        return self.entry(n - 1) if n else None
 
     def entry(self, n: int) -> AppendTimeEntry:
-        return AppendTimeEntry(self._times[n], self._offsets[n])
+        if n < self._head:
+            self._load()
+        return AppendTimeEntry(*_ENTRY.unpack_from(self._buf, (n - self._head) * ENTRY_SIZE))
 
     def all_entries(self) -> list[AppendTimeEntry]:
-        return [AppendTimeEntry(t, o) for t, o in zip(self._times, self._offsets, strict=True)]
+        self._load()
+        return [AppendTimeEntry(t, o) for t, o in _ENTRY.iter_unpack(self._buf)]
 
     def append(self, append_time: int, last_offset: int) -> None:
         if self._fd is None:
             raise ValueError(f"append-time index {self.path} is not open for writing")
-        if self._offsets and last_offset <= self._offsets[-1]:
+        if self._last_offset is not None and last_offset <= self._last_offset:
             raise InvalidOffsetError(
                 f"Attempt to append offset {last_offset} to the append-time index {self.path} after offset "
-                f"{self._offsets[-1]}"
+                f"{self._last_offset}"
             )
-        self._times.append(append_time)
-        self._offsets.append(last_offset)
+        self._buf += _ENTRY.pack(append_time, last_offset)
+        self._last_offset = last_offset
 
     def lookup(self, offset: int) -> int | None:
         """Append time of the batch holding `offset` (first entry whose last offset >= offset)."""
-        i = bisect.bisect_left(self._offsets, offset)
-        return self._times[i] if i < len(self._offsets) else None
+        self._load()
+        i = bisect.bisect_left(_Offsets(self._buf), offset)
+        return _ENTRY.unpack_from(self._buf, i * ENTRY_SIZE)[0] if i < self.entries else None
 
     def truncate_to(self, offset: int) -> None:
         """Drop the entries of batches whose last offset is >= `offset`."""
-        keep = bisect.bisect_left(self._offsets, offset)
-        self.truncate_to_entries(keep)
+        self._load()
+        self.truncate_to_entries(bisect.bisect_left(_Offsets(self._buf), offset))
 
     def truncate_to_entries(self, entries: int) -> None:
-        if entries < len(self._offsets):
-            del self._times[entries:]
-            del self._offsets[entries:]
+        if entries < self.entries:
+            if entries < self._written:
+                self._load()
+            del self._buf[(entries - self._head) * ENTRY_SIZE:]
             if entries < self._written:
                 self._written = entries
-                self._crc = zlib.crc32(b"".join(
-                    _ENTRY.pack(t, o) for t, o in zip(self._times[:entries], self._offsets[:entries], strict=True)))
+                self._crc = zlib.crc32(self._buf)
+            self._last_offset = self._offset_at(entries - 1) if entries else None
         if self._fd is not None:
             os.ftruncate(self._fd, self.size_in_bytes)
 
     def write_pending(self) -> None:
         """Write the entries appended since the last call to the file, in one `pwrite` (no fsync)."""
-        if self._fd is not None and self._written < len(self._offsets):
-            data = b"".join(
-                _ENTRY.pack(t, o)
-                for t, o in zip(self._times[self._written :], self._offsets[self._written :], strict=True)
-            )
+        if self._fd is not None and self._written < self.entries:
+            data = bytes(self._buf[(self._written - self._head) * ENTRY_SIZE:])
             os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
-            self._written = len(self._offsets)
+            self._written = self.entries
             self._crc = zlib.crc32(data, self._crc)
 
     def checksum(self) -> int:
         """CRC-32 of the valid entries (after `write_pending`, as a commit calls it)."""
-        if self._written < len(self._offsets):
+        if self._written < self.entries:
             self.write_pending()
         return self._crc
 
@@ -140,9 +190,12 @@ class AppendTimeIndex:
             raise CorruptIndexError(
                 f"Append-time index {self.path.name} is corrupt: {self._length} bytes is not a multiple of {ENTRY_SIZE}"
             )
-        for i in range(1, len(self._offsets)):
-            if self._offsets[i] <= self._offsets[i - 1]:
+        self._load()
+        previous = None
+        for i, (_t, offset) in enumerate(_ENTRY.iter_unpack(self._buf)):
+            if previous is not None and offset <= previous:
                 raise CorruptIndexError(f"Append-time index {self.path.name} has offsets out of order at entry {i}")
+            previous = offset
 
     def flush(self) -> None:
         self.write_pending()
@@ -156,6 +209,6 @@ class AppendTimeIndex:
             self._fd = None
 
     def delete(self) -> None:
-        self._written = len(self._offsets)  # nothing left to write to a file about to go
+        self._written = self.entries  # nothing left to write to a file about to go
         self.close()
         self.path.unlink(missing_ok=True)

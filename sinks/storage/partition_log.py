@@ -94,7 +94,7 @@ class PartitionLog:
             segment = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes,
+                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc,
             )
             try:
                 if not segment.indexes_match(last.index_crc, last.time_index_crc):
@@ -298,7 +298,7 @@ class PartitionLog:
             self.active = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes,
+                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc,
             )
         self.inactive = keep
         self.active.truncate_to(offset)

@@ -107,9 +107,11 @@ class LogSegment:
         writable: bool = True,
         preallocate: bool = True,
         valid_sizes: tuple[int, int, int, int] | None = None,
+        append_time_crc: int | None = None,
     ) -> None:
         """`valid_sizes` (log, index, timeindex, appendtimeindex) limits a read-only view to the committed
-        prefix of each file, so readers never see an append in progress."""
+        prefix of each file, so readers never see an append in progress. `append_time_crc`: the commit
+        record's CRC of the valid `.appendtimeindex` bytes, which a writer then need not read (`AppendTimeIndex`)."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.config = config
@@ -136,7 +138,7 @@ class LogSegment:
         )
         self.append_time_index = AppendTimeIndex(
             self.directory / segment_file_name(base_offset, APPEND_TIME_INDEX_SUFFIX), writable=writable,
-            valid_size=append_size,
+            valid_size=append_size, committed_crc=append_time_crc if writable else None,
         )
         self._preallocated = False
         if writable and preallocate:
