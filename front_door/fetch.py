@@ -51,7 +51,7 @@ class PartitionData:
 def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> PartitionData:
     """One partition's slice, with its offsets; runs on a worker thread (file I/O)."""
     try:
-        reader = PartitionReader(root, topic, partition)
+        reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet: an empty log
         return PartitionData(ErrorCode.none, 0, 0) if offset == 0 else PartitionData(ErrorCode.offset_out_of_range, 0, 0)
     with reader:

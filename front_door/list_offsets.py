@@ -36,7 +36,7 @@ class Found:
 def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
     """Runs on a worker thread (file I/O)."""
     try:
-        reader = PartitionReader(root, topic, partition)
+        reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet: earliest = latest = 0
         empty = target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
         return Found(ErrorCode.none, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)

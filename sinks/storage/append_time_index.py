@@ -76,19 +76,23 @@ class AppendTimeIndex:
             else:
                 raw = os.pread(self._fd, length if valid_size is None else min(length, valid_size), 0)
         elif self.path.exists():
-            with open(self.path, "rb") as f:
-                raw = f.read() if valid_size is None else f.read(valid_size)
+            if valid_size is not None and valid_size % ENTRY_SIZE == 0 and self.path.stat().st_size >= valid_size:
+                self._head = valid_size // ENTRY_SIZE  # a reader's committed entries: read when first asked
+            else:
+                with open(self.path, "rb") as f:
+                    raw = f.read() if valid_size is None else f.read(valid_size)
         self._length = self._head * ENTRY_SIZE + len(raw)
         usable = len(raw) - len(raw) % ENTRY_SIZE
         self._buf = bytearray(raw[:usable])
         self._written = self.entries  # entries already in the file (the rest: `write_pending`)
-        if self._head:
-            assert committed_crc is not None and self._fd is not None
+        # CRC-32 of the entries written so far (the commit record keeps it); None: not computed yet
+        self._crc: int | None = None
+        self._last_offset: int | None = None  # what `append` continues (a writer's only)
+        if self._head and self._fd is not None:
             self._crc = committed_crc
-            self._last_offset: int | None = _ENTRY.unpack(
-                os.pread(self._fd, ENTRY_SIZE, (self._head - 1) * ENTRY_SIZE))[1]
-        else:
-            self._crc = zlib.crc32(self._buf)  # of the entries written so far (the commit record keeps it)
+            self._last_offset = _ENTRY.unpack(os.pread(self._fd, ENTRY_SIZE, (self._head - 1) * ENTRY_SIZE))[1]
+        elif not self._head:
+            self._crc = zlib.crc32(self._buf)
             self._last_offset = self._offset_at(self.entries - 1) if self._buf else None
 
     def _load(self) -> None:
@@ -172,12 +176,16 @@ class AppendTimeIndex:
             data = bytes(self._buf[(self._written - self._head) * ENTRY_SIZE:])
             os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
             self._written = self.entries
+            assert self._crc is not None  # a writer's is known from the start
             self._crc = zlib.crc32(data, self._crc)
 
     def checksum(self) -> int:
         """CRC-32 of the valid entries (after `write_pending`, as a commit calls it)."""
         if self._written < self.entries:
             self.write_pending()
+        if self._crc is None:
+            self._load()
+            self._crc = zlib.crc32(self._buf)
         return self._crc
 
     def trim_to_valid_size(self) -> None:
@@ -185,11 +193,15 @@ class AppendTimeIndex:
         if self._fd is not None and os.fstat(self._fd).st_size != self.size_in_bytes:
             os.ftruncate(self._fd, self.size_in_bytes)
 
-    def sanity_check(self) -> None:
+    def sanity_check(self, every_entry: bool = True) -> None:
+        """The file's length; with `every_entry`, also each entry's order (what a committed checksum
+        already vouches for)."""
         if self._length % ENTRY_SIZE != 0:
             raise CorruptIndexError(
                 f"Append-time index {self.path.name} is corrupt: {self._length} bytes is not a multiple of {ENTRY_SIZE}"
             )
+        if not every_entry:
+            return
         self._load()
         previous = None
         for i, (_t, offset) in enumerate(_ENTRY.iter_unpack(self._buf)):

@@ -102,8 +102,10 @@ def read_batch(segment: LogSegment, batch: BatchInfo) -> list[_Rec]:
 class _SegmentView:
     """A committed segment, opened (read-only) only when its records or indexes are needed."""
 
-    def __init__(self, directory: Path, state: SegmentState | None, base_offset: int, active: bool = False) -> None:
+    def __init__(self, directory: Path, state: SegmentState | None, base_offset: int, active: bool = False,
+                 append_times: bool = True) -> None:
         self.directory = directory
+        self.append_times = append_times  # False: the `.appendtimeindex` is neither read nor checked
         self.state = state
         self.base_offset = base_offset
         self.active = active  # the last segment: its time index may lack the final entry
@@ -116,7 +118,7 @@ class _SegmentView:
         """The segment, checked against its commit record, damaged indexes rebuilt in memory
         (`segment_reader`)."""
         if self._segment is None:
-            checked = open_for_reading(self.directory, self.base_offset, self.state)
+            checked = open_for_reading(self.directory, self.base_offset, self.state, self.append_times)
             self._segment, self.problems = checked.segment, checked.problems
         return self._segment
 
@@ -149,21 +151,26 @@ class _SegmentView:
 class PartitionReader:
     """Read-only view of one partition's committed segments; reuse it for many queries."""
 
-    def __init__(self, root: Path, topic: str, partition: int) -> None:
+    def __init__(self, root: Path, topic: str, partition: int, append_times: bool = True) -> None:
+        """`append_times=False`: for Kafka's own answers (Fetch's raw batches, ListOffsets), which carry no
+        append time — the append-time index, one entry per batch, is then neither read nor checked."""
         self.topic = topic
+        self.append_times = append_times
         self.partition = partition
         self.directory = partition_dir(root, topic, partition)
         if not self.directory.is_dir():
             raise FileNotFoundError(f"no partition directory {self.directory}")
         self.commit: CommitRecord | None = read_commit(self.directory)
         if self.commit is not None:
-            self.segments = [_SegmentView(self.directory, s, s.base_offset) for s in self.commit.segments]
+            self.segments = [_SegmentView(self.directory, s, s.base_offset, append_times=append_times)
+                             for s in self.commit.segments]
             if self.segments:
                 self.segments[-1].active = True
             self.log_start_offset = self.commit.log_start_offset
             self.log_end_offset = self.commit.log_end_offset
         else:
-            self.segments = [_SegmentView(self.directory, None, b) for b in segment_bases(self.directory)]
+            self.segments = [_SegmentView(self.directory, None, b, append_times=append_times)
+                             for b in segment_bases(self.directory)]
             if self.segments:
                 self.segments[-1].active = True
             self.log_start_offset = self.segments[0].base_offset if self.segments else 0
@@ -190,6 +197,8 @@ class PartitionReader:
 
     def read(self, offset: int, max_records: int = 500) -> Iterator[ConsumerRecord]:
         """Records at offsets >= `offset`, at most `max_records`, in offset order."""
+        if not self.append_times:
+            raise ValueError("records carry append times: this reader was opened without them")
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"Fetch offset {offset} is out of range for partition {self.topic}-{self.partition}: log start "

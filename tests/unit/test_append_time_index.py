@@ -15,12 +15,14 @@ import zlib
 from pathlib import Path
 
 import pytest
+from kio.schema.errors import ErrorCode
 
+from front_door.fetch import read_partition
 from sinks.storage import append_time_index
 from sinks.storage.commit_record import COMMIT_FILE, read_commit
 from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import read
+from sinks.storage.log_reader import PartitionReader, read
 from sinks.storage.partition_log import PartitionLog, append_batches
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
@@ -124,3 +126,34 @@ def test_damage_to_the_committed_prefix_is_still_found(tmp_path: Path) -> None:
     report = verify_partition(tmp_path, "t", 0)
     assert not report.ok
     assert any(".appendtimeindex" in p for p in report.problems)
+
+
+def test_kafkas_answers_leave_the_append_time_index_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fetch and ListOffsets carry no append time: a front door reading the active segment at every Fetch
+    must not read (or check) one entry per batch of it."""
+    for mb in range(3):
+        append_batches(tmp_path, "t", 0, mb, _micro_batch(mb), CFG)
+    path = _append_time_file(tmp_path)
+    path.write_bytes(b"\xff" * len(path.read_bytes()))  # garbage of the committed length
+    opened: list[str] = []
+    real_open = open
+
+    def counting_open(file: object, *args: object, **kwargs: object) -> object:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(append_time_index, "open", counting_open, raising=False)
+    fetched = read_partition(tmp_path, "t", 0, 0, 1 << 20, True)
+    log_bytes = b"".join(item[2] for mb in range(3) for item in _micro_batch(mb))
+    assert fetched.error == ErrorCode.none and fetched.high_watermark == 30
+    assert fetched.records == log_bytes
+    with PartitionReader(tmp_path, "t", 0, append_times=False) as reader:
+        with pytest.raises(ValueError, match="append times"):
+            list(reader.read(0))
+    assert not [name for name in opened if name.endswith(".appendtimeindex")]
+    records = read(tmp_path, "t", 0, 0, 100)  # the records' reader does read it, finds the damage
+    assert [name for name in opened if name.endswith(".appendtimeindex")]
+    # rebuilt from the log: a LogAppendTime batch's own time, -1 (unknown) for the others
+    assert [r.log_append_time for r in records] == [
+        T0 + mb * 1000 + j if j % 2 else -1 for mb in range(3) for j in range(BATCHES_PER_MICRO_BATCH) for _ in range(2)
+    ]

@@ -1,0 +1,57 @@
+"""`make bench`: what a micro-batch and a Fetch pay as the active segment fills (prints, asserts nothing).
+
+A gateway runs for months, and its active segment holds up to `segment.bytes` (1 GiB) — one `.appendtimeindex`
+entry per batch, an `.index` and `.timeindex` entry per `index.interval.bytes`. Every micro-batch reopens
+the partition's active segment to append, and the front door opens it for every Fetch and ListOffsets.
+Neither may cost more as the segment fills. One partition of one-record batches (100 B values, the batches
+a linger-0 producer sends) is filled to each size, then timed: one micro-batch of one batch appended and
+committed (`append_batches`), and one front-door Fetch of the last batch (`front_door.fetch.read_partition`).
+Medians, ms.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from front_door.fetch import read_partition
+from sinks.storage.partition_log import append_batches
+from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp, build_record_batch
+from validators.topic_config import topic_config
+
+T0 = 1_700_000_000_000
+FILL_CHUNK = 20_000
+
+
+def _item(raw: bytes, offset: int) -> tuple[int, int, bytes, int]:
+    data = assign_offsets_and_timestamp(raw, offset, TimestampType.CREATE_TIME, T0, 0)
+    return offset, offset, data, T0 + offset
+
+
+def bench_active_segment(sizes: tuple[int, ...] = (1_000, 100_000, 400_000), samples: int = 9) -> None:
+    config = topic_config("t", 1, {}, {})
+    raw = build_record_batch([(T0, b"key", b"v" * 100)])
+    print(f"\n== active segment: cost per micro-batch and per Fetch as it fills ({len(raw)} B one-record batches) ==")
+    print(f"{'batches in segment':>19} {'segment MB':>11} {'append + commit ms':>19} {'front-door Fetch ms':>20}")
+    with tempfile.TemporaryDirectory(prefix="gateway-active-segment-") as tmp:
+        root = Path(tmp)
+        offset = batch_id = 0
+        for size in sizes:
+            while offset < size:
+                end = min(size, offset + FILL_CHUNK)
+                append_batches(root, "t", 0, batch_id, [_item(raw, o) for o in range(offset, end)], config)
+                offset, batch_id = end, batch_id + 1
+            appends, fetches = [], []
+            for _ in range(samples):
+                item = [_item(raw, offset)]
+                start = time.perf_counter()
+                append_batches(root, "t", 0, batch_id, item, config)
+                appends.append(time.perf_counter() - start)
+                offset, batch_id = offset + 1, batch_id + 1
+                start = time.perf_counter()
+                read_partition(root, "t", 0, offset - 1, 1 << 20, True)
+                fetches.append(time.perf_counter() - start)
+            print(f"{offset:>19,} {offset * len(raw) / 1e6:>11.1f} {1e3 * statistics.median(appends):>19.2f} "
+                  f"{1e3 * statistics.median(fetches):>20.2f}")
