@@ -37,7 +37,7 @@ from streaming.logs import ThrottledWarning, configure_logging
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
-from validators.producer_state import producers_from_json, producers_to_json
+from validators.producer_state import producers_from_state, producers_to_state
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
@@ -57,7 +57,7 @@ STATE_SCHEMA = StructType(
         StructField("log_start_offset", LongType(), False),
         StructField("log_end_offset", LongType(), False),
         StructField("last_append_time_ms", LongType(), False),
-        StructField("producers", StringType(), False),  # idempotent producer state, JSON (producer_state.py)
+        StructField("producers", StringType(), False),  # idempotent producer state (producer_state.producers_to_state)
     ]
 )
 
@@ -185,12 +185,12 @@ def _state_from_spark(state: GroupState) -> PartitionState:
     log_start, log_end, last_append, producers = state.get
     return PartitionState(
         log_start_offset=log_start, log_end_offset=log_end, last_append_time_ms=last_append,
-        producers=producers_from_json(producers),
+        producers=producers_from_state(producers),
     )
 
 
 def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
-    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_json(state.producers))
+    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_state(state.producers))
 
 
 def stage_function(

@@ -14,7 +14,7 @@ from crc32c import crc32c
 from validators.append_result import Accepted, PartitionState, Rejected, RejectedBatch, invalid_record
 from validators.codec.record_batch import LOG_OVERHEAD, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD
 from validators.errors import Errors
-from validators.producer_state import ProducerStateEntry
+from validators.producer_state import ProducerTable
 
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -74,7 +74,7 @@ def append_clock(state: PartitionState, now_ms: int) -> int:
 
 def appended(
     stored: bytes, count: int, max_timestamp: int, lat_topic: bool, append_time: int, now_ms: int,
-    state: PartitionState, producers: tuple[ProducerStateEntry, ...], *, future_count: int,
+    state: PartitionState, producers: ProducerTable, *, future_count: int,
     producer_max_timestamp: int, input_magic: int = 2, rebuilt: bool,
 ) -> Accepted:
     """The accepted result: offsets from the log end offset, the state advanced past the batch."""

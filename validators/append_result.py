@@ -9,9 +9,7 @@ from typing import NamedTuple
 
 from validators.codec.record_batch import NO_TIMESTAMP
 from validators.errors import Errors
-from validators.producer_state import (
-    ProducerStateEntry,
-)
+from validators.producer_state import NO_PRODUCERS, ProducerTable
 
 
 class PartitionState(NamedTuple):
@@ -22,7 +20,7 @@ class PartitionState(NamedTuple):
     log_start_offset: int = 0
     log_end_offset: int = 0
     last_append_time_ms: int = -1
-    producers: tuple[ProducerStateEntry, ...] = ()
+    producers: ProducerTable = NO_PRODUCERS
 
 
 @dataclass(frozen=True, slots=True)

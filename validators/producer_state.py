@@ -1,6 +1,6 @@
 """Idempotent-producer state of one partition: Kafka's `ProducerStateEntry` / `ProducerAppendInfo`
 rules for a leader receiving client batches (reference §1.1 step 17), as pure functions over an
-immutable tuple of entries (kept in `PartitionState.producers`).
+immutable table of entries by producer id (`ProducerTable`, kept in `PartitionState.producers`).
 
 Per producer id the leader keeps the epoch, the metadata of its last <= 5 appended batches
 (first/last sequence, first/last offset, the stored batch's maxTimestamp) and the time of its last
@@ -19,13 +19,23 @@ Expiry (`ProducerStateManager.removeExpiredProducers`): an entry is forgotten on
 maxTimestamp (the producer's CreateTime on CreateTime topics) and compares it with the broker's wall
 clock every 10 minutes; the gateway records its own monotonic append time instead and checks on every
 append with the micro-batch clock, so expiry is deterministic on replay and immune to producer clocks.
+
+Like Kafka's map of producer ids, a lookup and an update cost the same with ten producers or ten thousand
+(every idempotent client instance — Java's default — gets a producer id of its own, and entries live
+`producer.id.expiration.ms`, a day by default): the table is a persistent map, and an expiry pass runs only
+when its oldest entry may have expired.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from dataclasses import dataclass
-from typing import Any
+import struct
+from collections.abc import Iterable, Iterator
+from itertools import chain
+from typing import NamedTuple
+
+import immutables
 
 from validators.errors import Errors
 
@@ -35,9 +45,9 @@ NO_SEQUENCE = -1
 INT_MAX = 2147483647
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
-    """Kafka's `BatchMetadata` (which stores lastSeq, lastOffset, offsetDelta, timestamp)."""
+class BatchMetadata(NamedTuple):
+    """Kafka's `BatchMetadata` (which stores lastSeq, lastOffset, offsetDelta, timestamp); a typed tuple,
+    like the entry: a partition's state is read from JSON every micro-batch."""
 
     first_seq: int
     last_seq: int
@@ -46,8 +56,7 @@ class BatchMetadata:
     timestamp: int  # maxTimestamp of the batch as stored: append time (LogAppendTime) or max CreateTime
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerStateEntry:
+class ProducerStateEntry(NamedTuple):
     producer_id: int
     producer_epoch: int
     batches: tuple[BatchMetadata, ...] = ()
@@ -76,6 +85,123 @@ class ProducerStateError(Exception):
         self.message = message
 
 
+# A producer's entry in the stage's state column (`producers_to_state`): fixed-size, big-endian — producer id,
+# epoch, last timestamp, number of cached batches, then 5 batch slots (first/last sequence, first/last offset,
+# timestamp), unused ones zero.
+_RECORD = struct.Struct(">qhqB" + "iiqqq" * NUM_BATCHES_TO_RETAIN)
+_RECORD_IDS = struct.Struct(f">q{_RECORD.size - 8}x")
+_RECORD_LAST_TIMESTAMP = struct.Struct(">10xq")
+_STATE_PREFIX = "P1:"  # what tells this encoding from the JSON of earlier checkpoints
+
+
+def _last_timestamp(value: ProducerStateEntry | bytes) -> int:
+    return _RECORD_LAST_TIMESTAMP.unpack_from(value)[0] if type(value) is bytes else value.last_timestamp
+
+
+def _decoded(value: ProducerStateEntry | bytes) -> ProducerStateEntry:
+    if type(value) is not bytes:
+        return value
+    fields = _RECORD.unpack(value)
+    count = fields[3]
+    if count > NUM_BATCHES_TO_RETAIN:
+        raise ValueError(f"producer state: producer {fields[0]} has {count} cached batches, at most {NUM_BATCHES_TO_RETAIN}")
+    batches = tuple(BatchMetadata(*fields[4 + 5 * i: 9 + 5 * i]) for i in range(count))
+    return ProducerStateEntry(fields[0], fields[1], batches, fields[2])
+
+
+def _encoded(value: ProducerStateEntry | bytes) -> bytes:
+    if type(value) is bytes:
+        return value
+    slots = list(chain.from_iterable(value.batches))
+    slots += [0] * (5 * NUM_BATCHES_TO_RETAIN - len(slots))
+    return _RECORD.pack(value.producer_id, value.producer_epoch, value.last_timestamp, len(value.batches), *slots)
+
+
+class ProducerTable:
+    """The entries by producer id (Kafka's `ProducerStateManager.producers`), immutable: an update returns a
+    new table sharing the rest (`immutables.Map`), so a decision costs O(log n) and earlier states stay valid.
+    Read from the stage's state, an entry stays in its encoded form until it is looked up, and is written
+    back as it was: a micro-batch pays for the producers it sees, not for every producer of the last day.
+    Iterates in the order of the last append (then producer id). `oldest` is a lower bound of the entries'
+    `last_timestamp`, exact after an expiry pass, so that `expired` scans only when one can be due."""
+
+    __slots__ = ("_map", "_oldest")
+
+    def __init__(self, entries: Iterable[ProducerStateEntry] = ()) -> None:
+        self._map: immutables.Map[int, ProducerStateEntry | bytes] = immutables.Map(
+            (e.producer_id, e) for e in entries)
+        self._oldest = min((e.last_timestamp for e in self._map.values()), default=None)  # type: ignore[union-attr]
+
+    @classmethod
+    def _of(cls, entries: immutables.Map[int, ProducerStateEntry | bytes], oldest: int | None) -> ProducerTable:
+        table = cls.__new__(cls)
+        table._map, table._oldest = entries, oldest
+        return table
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __bool__(self) -> bool:
+        return len(self._map) > 0
+
+    def __iter__(self) -> Iterator[ProducerStateEntry]:
+        entries = [_decoded(v) for v in self._map.values()]
+        return iter(sorted(entries, key=lambda e: (e.last_timestamp, e.producer_id)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerTable):
+            return NotImplemented
+        return self._map == other._map or (len(self) == len(other) and list(self) == list(other))
+
+    __hash__ = None  # type: ignore[assignment]  # equal tables may hold entries encoded and decoded
+
+    def __repr__(self) -> str:
+        return f"ProducerTable({list(self)!r})"
+
+    def get(self, producer_id: int) -> ProducerStateEntry | None:
+        value = self._map.get(producer_id)
+        return None if value is None else _decoded(value)
+
+    def with_entry(self, entry: ProducerStateEntry) -> ProducerTable:
+        """The table with `entry` in place of its producer's (or added)."""
+        oldest = entry.last_timestamp if self._oldest is None else min(self._oldest, entry.last_timestamp)
+        return ProducerTable._of(self._map.set(entry.producer_id, entry), oldest)
+
+    def expired(self, now_ms: int, expiration_ms: int) -> ProducerTable:
+        """Without the expired entries (`removeExpiredProducers`); itself when none is."""
+        if self._oldest is None or now_ms - self._oldest < expiration_ms:
+            return self
+        with self._map.mutate() as kept:
+            for producer_id, value in self._map.items():
+                if now_ms - _last_timestamp(value) >= expiration_ms:
+                    del kept[producer_id]
+            entries = kept.finish()
+        return ProducerTable._of(entries, min(map(_last_timestamp, entries.values()), default=None))
+
+    def to_state(self) -> str:
+        """The stage's state column (`producers_to_state`)."""
+        return _STATE_PREFIX + base64.b64encode(b"".join(map(_encoded, self._map.values()))).decode("ascii")
+
+    @staticmethod
+    def from_state(text: str) -> ProducerTable:
+        """Inverse of `to_state`: entries kept encoded, checked when decoded. Raises ValueError."""
+        try:
+            data = base64.b64decode(text[len(_STATE_PREFIX):], validate=True)
+        except ValueError as e:  # binascii.Error, or characters outside ASCII
+            raise ValueError(f"producer state is not base64: {e}") from None
+        size = _RECORD.size
+        if len(data) % size:
+            raise ValueError(f"producer state: {len(data)} bytes is not a whole number of {size}-byte entries")
+        ids = [i for (i,) in _RECORD_IDS.iter_unpack(data)]
+        records = [data[at: at + size] for at in range(0, len(data), size)]
+        entries = immutables.Map(zip(ids, records, strict=True))
+        oldest = min((t for (t,) in struct.iter_unpack(f">10xq{size - 18}x", data)), default=None)
+        return ProducerTable._of(entries, oldest)
+
+
+NO_PRODUCERS = ProducerTable()
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """`DefaultRecordBatch.incrementSequence`: wraps past Integer.MAX_VALUE to 0."""
     if sequence > INT_MAX - increment:
@@ -92,24 +218,15 @@ def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bo
     return now_ms - entry.last_timestamp >= expiration_ms
 
 
-def expire(
-    producers: tuple[ProducerStateEntry, ...], now_ms: int, expiration_ms: int
-) -> tuple[ProducerStateEntry, ...]:
+def expire(producers: ProducerTable, now_ms: int, expiration_ms: int) -> ProducerTable:
     """Drop every expired producer (`removeExpiredProducers`)."""
-    if not producers:
-        return producers
-    kept = tuple(e for e in producers if not is_expired(e, now_ms, expiration_ms))
-    return producers if len(kept) == len(producers) else kept
+    return producers.expired(now_ms, expiration_ms)
 
 
-def find(
-    producers: tuple[ProducerStateEntry, ...], producer_id: int, now_ms: int, expiration_ms: int
-) -> ProducerStateEntry | None:
+def find(producers: ProducerTable, producer_id: int, now_ms: int, expiration_ms: int) -> ProducerStateEntry | None:
     """The live entry of a producer (an expired one counts as unknown)."""
-    for e in producers:
-        if e.producer_id == producer_id:
-            return None if is_expired(e, now_ms, expiration_ms) else e
-    return None
+    e = producers.get(producer_id)
+    return None if e is None or is_expired(e, now_ms, expiration_ms) else e
 
 
 def check_append(
@@ -150,29 +267,41 @@ def check_append(
 
 
 def append_batch(
-    producers: tuple[ProducerStateEntry, ...],
+    producers: ProducerTable,
     entry: ProducerStateEntry | None,
     producer_id: int,
     producer_epoch: int,
     batch: BatchMetadata,
     append_time_ms: int,
-) -> tuple[ProducerStateEntry, ...]:
+) -> ProducerTable:
     """`ProducerStateEntry.addBatch`: a new epoch clears the cache; keep the last 5 batches.
-    `producers` should already be expired (see `expire`); the updated entry goes last."""
+    `producers` should already be expired (see `expire`)."""
     if entry is None or entry.producer_epoch != producer_epoch:
         cached: tuple[BatchMetadata, ...] = ()
     else:
         cached = entry.batches
     cached = (cached + (batch,))[-NUM_BATCHES_TO_RETAIN:]
-    updated = ProducerStateEntry(producer_id, producer_epoch, cached, append_time_ms)
-    return tuple(e for e in producers if e.producer_id != producer_id) + (updated,)
+    return producers.with_entry(ProducerStateEntry(producer_id, producer_epoch, cached, append_time_ms))
 
 
 # ------------------------------------------------------------------------------------------------
 # the Spark stage keeps this as a string column
 
 
-def producers_to_json(producers: tuple[ProducerStateEntry, ...]) -> str:
+def producers_to_state(producers: ProducerTable) -> str:
+    """The stage's state column: fixed-size binary entries (`ProducerTable.to_state`)."""
+    return producers.to_state()
+
+
+def producers_from_state(text: str | None) -> ProducerTable:
+    """The stage's state column, in this encoding or the JSON of earlier checkpoints (`producers_to_json`).
+    Raises ValueError on bad input."""
+    if text is not None and text.startswith(_STATE_PREFIX):
+        return ProducerTable.from_state(text)
+    return producers_from_json(text)
+
+
+def producers_to_json(producers: ProducerTable) -> str:
     """Compact JSON: `[{"producer_id", "producer_epoch", "last_timestamp", "batches": [[first_seq,
     last_seq, first_offset, last_offset, timestamp], ...]}, ...]`."""
     return json.dumps(
@@ -189,37 +318,34 @@ def producers_to_json(producers: tuple[ProducerStateEntry, ...]) -> str:
     )
 
 
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"producer state: {what} must be an integer, got {value!r}")
-    return value
-
-
-def producers_from_json(text: str | None) -> tuple[ProducerStateEntry, ...]:
+def producers_from_json(text: str | None) -> ProducerTable:
     """Inverse of `producers_to_json`; None or "" is the empty state. Raises ValueError on bad input."""
     if text is None or text == "":
-        return ()
+        return NO_PRODUCERS
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"producer state is not valid JSON: {e}") from None
     if not isinstance(doc, list):
         raise ValueError("producer state must be a JSON list")
-    entries = []
     for item in doc:
-        if not isinstance(item, dict) or not isinstance(item.get("batches"), list):
+        if type(item) is not dict or type(item.get("batches")) is not list:
             raise ValueError(f"producer state entry must be an object with batches: {item!r}")
-        batches = []
-        for b in item["batches"]:
-            if not isinstance(b, list) or len(b) != 5:
-                raise ValueError(f"producer state batch must be [first_seq, last_seq, first_offset, last_offset, ts]: {b!r}")
-            batches.append(BatchMetadata(*(_int(v, "batch field") for v in b)))
-        entries.append(
-            ProducerStateEntry(
-                _int(item.get("producer_id"), "producer_id"),
-                _int(item.get("producer_epoch"), "producer_epoch"),
-                tuple(batches),
-                _int(item.get("last_timestamp"), "last_timestamp"),
-            )
-        )
-    return tuple(entries)
+    # The checks below run over the whole document at once, in C (`map`, `chain`, `set`): a partition's state
+    # is read every micro-batch, and may hold thousands of producers.
+    heads = [(item.get("producer_id"), item.get("producer_epoch"), item.get("last_timestamp")) for item in doc]
+    batch_lists = [item["batches"] for item in doc]
+    batches = list(chain.from_iterable(batch_lists))
+    if set(map(type, batches)) - {list} or set(map(len, batches)) - {5}:
+        bad = next(b for b in batches if type(b) is not list or len(b) != 5)
+        raise ValueError(f"producer state batch must be [first_seq, last_seq, first_offset, last_offset, ts]: {bad!r}")
+    # every number an int (bool is an int subclass, and not a number here)
+    if set(map(type, chain(chain.from_iterable(heads), chain.from_iterable(batches)))) - {int}:
+        named = chain(*(zip(("producer_id", "producer_epoch", "last_timestamp"), h, strict=True) for h in heads),
+                      (("batch field", v) for b in batches for v in b))
+        what, value = next((what, v) for what, v in named if type(v) is not int)
+        raise ValueError(f"producer state: {what} must be an integer, got {value!r}")
+    make = BatchMetadata._make
+    return ProducerTable(
+        ProducerStateEntry(h[0], h[1], tuple(map(make, b)), h[2]) for h, b in zip(heads, batch_lists, strict=True)
+    )

@@ -30,7 +30,7 @@ from validators.append_result import Accepted, PartitionState
 from validators.codec import native_walk
 from validators.codec.record_batch import assign_offsets_and_timestamp, build_record_batch
 from validators.log_validator import validate_and_assign
-from validators.producer_state import BatchMetadata, ProducerStateEntry
+from validators.producer_state import BatchMetadata, ProducerStateEntry, ProducerTable
 from validators.topic_config import TimestampType, topic_config
 
 native = native_walk.NATIVE_WALK
@@ -123,7 +123,7 @@ def _state(kind: str, log_end: int, last_append: int) -> PartitionState:
     if kind == "none":
         return PartitionState(0, log_end, last_append)
     entry = ProducerStateEntry(PID, 3, (BatchMetadata(0, 4, log_end - 5, log_end - 1, NOW - 10),), NOW - 10)
-    return PartitionState(0, log_end, last_append, (entry,))
+    return PartitionState(0, log_end, last_append, ProducerTable((entry,)))
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,7 +22,12 @@ from validators.append_result import GATEWAY_LEADER_EPOCH, Accepted, PartitionSt
 from validators.codec.compression import compress
 from validators.errors import Errors
 from validators.log_validator import validate_and_assign
-from validators.producer_state import producers_from_json, producers_to_json
+from validators.producer_state import (
+    NO_PRODUCERS,
+    producers_from_state,
+    producers_to_json,
+    producers_to_state,
+)
 from validators.timestamps import LONG_MAX, LONG_MIN
 from validators.topic_config import TopicConfig, topic_config
 
@@ -925,7 +930,7 @@ def test_monotonic_clock_holds_when_the_batch_clock_is_behind() -> None:
 def test_state_advances_only_on_accept() -> None:
     state = PartitionState(log_start_offset=2, log_end_offset=10, last_append_time_ms=NOW - 1)
     r = accepted(decide(three(NOW), CT, state))
-    assert r.state == PartitionState(2, 13, NOW, ()) and r.log_start_offset == 2
+    assert r.state == PartitionState(2, 13, NOW, NO_PRODUCERS) and r.log_start_offset == 2
 
 
 def test_record_list_too_large() -> None:
@@ -978,7 +983,7 @@ def test_idempotent_appends_and_duplicates_on_a_create_time_topic() -> None:
     assert (dup.base_offset, dup.last_offset, dup.record_count) == (0, 2, 3)
     # Kafka's quirk kept (§3.3): the cached batch timestamp, i.e. its max CreateTime, not -1
     assert dup.log_append_time_ms == dup.max_timestamp == NOW + 2
-    entry = r2.state.producers[0]
+    (entry,) = r2.state.producers
     assert (entry.producer_id, entry.producer_epoch, entry.last_seq, entry.last_timestamp) == (1324, 0, 5, NOW + 10)
 
 
@@ -1000,7 +1005,8 @@ def test_sequence_gap_stale_epoch_and_new_epoch() -> None:
              "Invalid sequence number for new epoch of producer 1324at offset 4 in partition t-0: 6 (request epoch), "
              "3 (seq. number), 5 (current producer epoch)")
     r = accepted(decide(idem(0, epoch=6), state=s))
-    assert r.state.producers[0].producer_epoch == 6 and len(r.state.producers[0].batches) == 1
+    (entry,) = r.state.producers
+    assert entry.producer_epoch == 6 and len(entry.batches) == 1
     # a retry of the old epoch's batch is no longer a duplicate: its epoch is stale
     rejected(decide(idem(0, epoch=5), state=r.state), Errors.INVALID_PRODUCER_EPOCH)
 
@@ -1026,23 +1032,26 @@ def test_producer_expiry() -> None:
     assert state.producers
     rejected(decide(idem(7), config, state, now=NOW + 999), Errors.OUT_OF_ORDER_SEQUENCE_NUMBER)
     r = accepted(decide(idem(7), config, state, now=NOW + 1000))  # forgotten: any sequence is accepted
-    assert r.state.producers[0].batches[0].first_seq == 7
+    assert r.state.producers.get(1324).batches[0].first_seq == 7
     # unrelated appends also drop expired producers from the state
     r = accepted(decide(three(NOW + 5000), config, state, now=NOW + 5000))
-    assert r.state.producers == ()
+    assert not r.state.producers
 
 
-def test_producer_state_survives_the_json_column() -> None:
+@pytest.mark.parametrize("encoding", ["state", "json"])
+def test_producer_state_survives_the_state_column(encoding: str) -> None:
+    """The stage's encoding, and the JSON of earlier checkpoints, which the stage still reads."""
     state = accepted(decide(idem(0))).state
+    text = producers_to_state(state.producers) if encoding == "state" else producers_to_json(state.producers)
     restored = PartitionState(state.log_start_offset, state.log_end_offset, state.last_append_time_ms,
-                              producers_from_json(producers_to_json(state.producers)))
+                              producers_from_state(text))
     assert restored == state
     assert accepted(decide(idem(0), state=restored)).duplicate
 
 
 def test_sequence_of_a_full_batch_wraps() -> None:
     s = accepted(decide(idem(2**31 - 2))).state
-    assert s.producers[0].last_seq == 0  # (2^31-2) + 2 wraps past Integer.MAX_VALUE
+    assert s.producers.get(1324).last_seq == 0  # (2^31-2) + 2 wraps past Integer.MAX_VALUE
     accepted(decide(idem(1), state=s))
 
 
@@ -1192,7 +1201,7 @@ def test_legacy_rebuild_rechecks_max_message_bytes() -> None:
 def test_legacy_append_expires_producers() -> None:
     config = cfg(producer_id_expiration_ms=10)
     state = accepted(decide(idem(0), config)).state
-    assert accepted(decide(legacy_set(1, [(NOW, b"k", b"v")]), config, state, now=NOW + 10)).state.producers == ()
+    assert accepted(decide(legacy_set(1, [(NOW, b"k", b"v")]), config, state, now=NOW + 10)).state.producers == NO_PRODUCERS
 
 
 # =========================================================================================================

@@ -1,16 +1,24 @@
-"""Idempotent producer state rules (ProducerStateEntry / ProducerAppendInfo, reference §1.1 step 17)."""
+"""Idempotent producer state rules (ProducerStateEntry / ProducerAppendInfo, reference §1.1 step 17), the
+table that holds the entries by producer id, and its encodings in the stage's state."""
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from validators.errors import Errors
 from validators.producer_state import (
     INT_MAX,
+    NO_PRODUCERS,
     NUM_BATCHES_TO_RETAIN,
     BatchMetadata,
     ProducerStateEntry,
     ProducerStateError,
+    ProducerTable,
     append_batch,
     check_append,
     expire,
@@ -18,7 +26,9 @@ from validators.producer_state import (
     increment_sequence,
     is_expired,
     producers_from_json,
+    producers_from_state,
     producers_to_json,
+    producers_to_state,
 )
 
 TP = "t-0"
@@ -82,11 +92,12 @@ def test_new_epoch_must_start_at_zero() -> None:
 
 
 def test_append_keeps_the_last_five_batches_and_a_new_epoch_clears_them() -> None:
-    producers: tuple[ProducerStateEntry, ...] = ()
+    producers = NO_PRODUCERS
     e = None
     for i in range(7):
         producers = append_batch(producers, e, PID, 0, BatchMetadata(i, i, 10 + i, 10 + i, 100 + i), 500 + i)
-        e = producers[-1]
+        e = producers.get(PID)
+        assert e is not None
     assert len(e.batches) == NUM_BATCHES_TO_RETAIN
     assert [b.first_seq for b in e.batches] == [2, 3, 4, 5, 6]
     assert e.last_timestamp == 506 and e.last_seq == 6
@@ -95,36 +106,37 @@ def test_append_keeps_the_last_five_batches_and_a_new_epoch_clears_them() -> Non
     assert e.find_duplicate(1, 2, 2) is None  # other epoch
     assert e.find_duplicate(0, 2, 3) is None  # not exactly a cached range
     producers = append_batch(producers, e, PID, 1, BatchMetadata(0, 0, 20, 20, 200), 600)
-    assert producers[-1].producer_epoch == 1
-    assert producers[-1].batches == (BatchMetadata(0, 0, 20, 20, 200),)
+    assert list(producers) == [ProducerStateEntry(PID, 1, (BatchMetadata(0, 0, 20, 20, 200),), 600)]
 
 
 def test_append_moves_the_updated_producer_last_and_keeps_others() -> None:
     other = ProducerStateEntry(7, 0, (BatchMetadata(0, 0, 0, 0, 1),), 1)
-    mine = entry()
-    producers = append_batch((mine, other), mine, PID, 10, BatchMetadata(5, 5, 9, 9, 3), 4)
+    mine = entry(last_ts=0)
+    producers = append_batch(ProducerTable((mine, other)), mine, PID, 10, BatchMetadata(5, 5, 9, 9, 3), 4)
     assert [p.producer_id for p in producers] == [7, PID]
+    assert producers.get(7) == other
 
 
 def test_expiry_boundary_is_inclusive() -> None:
     e = entry(last_ts=1000)
     assert not is_expired(e, 1000 + 86_399_999, 86_400_000)
     assert is_expired(e, 1000 + 86_400_000, 86_400_000)
-    assert find((e,), PID, 1000 + 86_399_999, 86_400_000) is e
-    assert find((e,), PID, 1000 + 86_400_000, 86_400_000) is None
-    assert find((e,), 99, 0, 86_400_000) is None
-    assert expire((e,), 1000 + 86_400_000, 86_400_000) == ()
-    kept = (e,)
-    assert expire(kept, 1000, 86_400_000) is kept
+    table = ProducerTable((e,))
+    assert find(table, PID, 1000 + 86_399_999, 86_400_000) is e
+    assert find(table, PID, 1000 + 86_400_000, 86_400_000) is None
+    assert find(table, 99, 0, 86_400_000) is None
+    assert expire(table, 1000 + 86_400_000, 86_400_000) == NO_PRODUCERS
+    assert expire(table, 1000, 86_400_000) is table
 
 
 def test_json_round_trip() -> None:
-    producers = (entry(), ProducerStateEntry(-5 + 10, 0, (), -1))
+    producers = ProducerTable((entry(), ProducerStateEntry(-5 + 10, 0, (), -1)))
     text = producers_to_json(producers)
     assert producers_from_json(text) == producers
-    assert producers_to_json(()) == "[]"
-    assert producers_from_json("") == () and producers_from_json(None) == () and producers_from_json("[]") == ()
+    assert producers_to_json(NO_PRODUCERS) == "[]"
+    assert producers_from_json("") == producers_from_json(None) == producers_from_json("[]") == NO_PRODUCERS
     assert '"producer_id":1324' in text  # compact
+    assert producers_from_state(text) == producers  # the state of an earlier checkpoint
 
 
 @pytest.mark.parametrize(
@@ -135,3 +147,102 @@ def test_json_round_trip() -> None:
 def test_bad_json_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="producer state"):
         producers_from_json(text)
+
+
+# ---------------------------------------------------------------------------------------------- the table
+
+class _Reference:
+    """The table's rules the plain way, as this module kept them before the table: a tuple, scanned whole
+    for every expiry, lookup and update."""
+
+    def __init__(self) -> None:
+        self.entries: tuple[ProducerStateEntry, ...] = ()
+
+    def expire(self, now: int, expiration: int) -> None:
+        self.entries = tuple(e for e in self.entries if not is_expired(e, now, expiration))
+
+    def find(self, pid: int, now: int, expiration: int) -> ProducerStateEntry | None:
+        return next((e for e in self.entries if e.producer_id == pid and not is_expired(e, now, expiration)), None)
+
+    def append(self, entry: ProducerStateEntry) -> None:
+        self.entries = tuple(e for e in self.entries if e.producer_id != entry.producer_id) + (entry,)
+
+
+_steps = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 2), st.integers(0, 400)), min_size=1, max_size=80)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_steps, st.sampled_from([50, 300, 86_400_000]))
+def test_the_table_follows_the_reference_through_appends_expiry_and_both_encodings(
+    steps: list[tuple[int, int, int]], expiration: int,
+) -> None:
+    """Appends of random producers at a clock that never goes back (the gateway's), with expiry before each,
+    as `_decide_v2` does: same entries, same lookups; and the state read back from either encoding is the
+    same table, also when the next micro-batch continues from it."""
+    table, reference, now = NO_PRODUCERS, _Reference(), 0
+    for i, (pid, epoch, advance) in enumerate(steps):
+        now += advance
+        table = expire(table, now, expiration)
+        reference.expire(now, expiration)
+        found = find(table, pid, now, expiration)
+        assert found == reference.find(pid, now, expiration)
+        batch = BatchMetadata(i, i, i, i, now)
+        table = append_batch(table, found, pid, epoch, batch, now)
+        reference.append(ProducerStateEntry(
+            pid, epoch, ((found.batches if found and found.producer_epoch == epoch else ()) + (batch,))[-5:], now))
+        assert list(table) == sorted(reference.entries, key=lambda e: (e.last_timestamp, e.producer_id))
+        if i % 7 == 0:  # a micro-batch boundary: the stage writes the state and reads it back
+            assert producers_from_json(producers_to_json(table)) == table
+            table = producers_from_state(producers_to_state(table))
+            assert list(table) == sorted(reference.entries, key=lambda e: (e.last_timestamp, e.producer_id))
+
+
+def test_an_update_leaves_earlier_tables_as_they_were() -> None:
+    first = ProducerTable((entry(),))
+    second = append_batch(first, first.get(PID), PID, 10, BatchMetadata(5, 5, 5, 5, 5), 2000)
+    assert first.get(PID) == entry() and second.get(PID) != entry()
+    assert first != second
+
+
+def test_the_state_encoding_keeps_every_field_at_its_limits() -> None:
+    edge = ProducerStateEntry(
+        2**63 - 1, 32767, tuple(BatchMetadata(INT_MAX - 4 + i, -1, 2**63 - 5 + i, 2**63 - 1, -(2**63)) for i in range(5)),
+        -1,
+    )
+    table = ProducerTable((edge, entry(), ProducerStateEntry(0, -1, (), 0)))
+    text = producers_to_state(table)
+    assert text.startswith("P1:") and text.isascii()
+    assert producers_from_state(text) == table
+    assert producers_from_state(producers_to_state(NO_PRODUCERS)) == NO_PRODUCERS
+
+
+@pytest.mark.parametrize("payload", [b"\x00" * 7, b"\x00" * 180])
+def test_a_state_of_the_wrong_length_is_a_value_error(payload: bytes) -> None:
+    with pytest.raises(ValueError, match="producer state"):
+        producers_from_state("P1:" + base64.b64encode(payload).decode())
+
+
+def test_a_state_with_too_many_cached_batches_is_a_value_error_when_read() -> None:
+    good = producers_to_state(ProducerTable((entry(),)))
+    raw = bytearray(base64.b64decode(good[3:]))
+    raw[18] = 6  # the number of cached batches
+    table = producers_from_state("P1:" + base64.b64encode(bytes(raw)).decode())
+    with pytest.raises(ValueError, match="producer state: producer 1324 has 6 cached batches"):
+        table.get(PID)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=600).map(lambda b: "P1:" + base64.b64encode(b).decode()),
+                 st.text(max_size=60).map(lambda t: "P1:" + t),
+                 st.text(max_size=60)))
+def test_hostile_state_text_is_a_value_error_or_a_table(text: str) -> None:
+    """The state column is the gateway's own, but a damaged checkpoint must fail with a clear error, never
+    with anything else."""
+    try:
+        table = producers_from_state(text)
+        list(table)
+    except ValueError as e:
+        assert "producer state" in str(e)
+    else:
+        assert isinstance(table, ProducerTable)
+        assert json.loads(producers_to_json(table)) is not None
