@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from confluent_kafka import KafkaException, Producer
 
@@ -14,8 +14,9 @@ KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 _producers: dict[tuple[str, int], Producer] = {}
 
 
-@dataclass(frozen=True)
-class OutgoingMessage:
+class OutgoingMessage(NamedTuple):
+    """One message to publish (a typed tuple: one per produce response, built per batch)."""
+
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes]] | None = None

@@ -134,12 +134,13 @@ def outgoing_messages(
             storage_starts[key] = commit.log_start_offset if commit is not None else -1
         return storage_starts[key]
 
+    respond = responses.append
     for row in rows:
         if row.acks != 0:
             log_start = row.log_start_offset
             if log_start >= 0 and row.topic in topics and row.partition is not None:
                 log_start = max(log_start, storage_log_start(row.topic, row.partition))
-            responses.append(OutgoingMessage(row.request_id.encode(), encode_row_response(row, log_start)))
+            respond(OutgoingMessage(row.request_id.encode(), encode_row_response(row, log_start)))
         if row.error_code != 0:
             letters.append(dead_letter(row, config.ingress_topic))
     return responses, letters

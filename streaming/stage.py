@@ -136,14 +136,14 @@ def _output_row(
     head = (item.ingress_partition, item.ingress_offset, item.ingress_timestamp_ms, item.request_id, item.client_id,
             item.acks, topic, partition, item.partition_header, item.replay_of)
     if isinstance(result, Accepted):
+        # positional, in DecisionRow's order: keyword binding of 29 fields cost ~2 µs a batch
         return DecisionRow(
-            *head, error_code=0, error_name=None, error_message=None, record_errors="[]", record_error_count=0,
-            base_offset=result.base_offset, last_offset=result.last_offset,
-            log_append_time_ms=result.log_append_time_ms, append_time_ms=result.append_time_ms,
-            max_timestamp=result.max_timestamp, producer_max_timestamp=result.producer_max_timestamp,
-            log_start_offset=state.log_start_offset, record_count=result.record_count, clock_held=result.clock_held,
-            duplicate=result.duplicate, future_timestamps=result.future_timestamp_count, window=None,
-            batch_time_ms=now_ms, batch=result.records,
+            *head,
+            0, None, None, "[]", 0,  # error_code, error_name, error_message, record_errors, record_error_count
+            result.base_offset, result.last_offset, result.log_append_time_ms, result.append_time_ms,
+            result.max_timestamp, result.producer_max_timestamp, state.log_start_offset, result.record_count,
+            result.clock_held, result.duplicate, result.future_timestamp_count,
+            None, now_ms, result.records,  # window, batch_time_ms, batch
         )
     # bounded here, where they become a column: a batch of millions of bad records must not make a decision
     # row, a response or a dead letter larger than Arrow, the response topic or the dead-letter topic take

@@ -13,8 +13,15 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
-from streaming.stage import DECIDED_CHUNK, STATE_SCHEMA, _ingress_batches, decide_group, stage_function
-from validators.append_result import PartitionState
+from streaming.stage import (
+    DECIDED_CHUNK,
+    STATE_SCHEMA,
+    _ingress_batches,
+    decide,
+    decide_group,
+    stage_function,
+)
+from validators.append_result import Accepted, PartitionState
 from validators.codec.record_batch import build_record_batch
 
 NOW = 1_700_000_000_000
@@ -102,3 +109,22 @@ def test_the_sink_is_handed_the_rows_as_they_are_decided(tmp_path: Path) -> None
     assert [len(chunk) for chunk in handed] == [DECIDED_CHUNK, DECIDED_CHUNK, DECIDED_CHUNK // 2]
     assert [row for chunk in handed for row in chunk] == rows
     assert [row.ingress_offset for row in rows] == offsets and state.log_end_offset == 2 * len(offsets)
+
+
+def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> None:
+    """The accepted row is built positionally (`_output_row`): every field where `DecisionRow` names it."""
+    registry = _registry(tmp_path).current()
+    (item,) = list(_ingress_batches(_frame([9])))
+    state = PartitionState(log_start_offset=3, log_end_offset=40, last_append_time_ms=NOW + 5)
+    result = decide("orders", 0, item, registry, state, NOW)
+    assert isinstance(result, Accepted)
+    (row,), _ = decide_group("orders", 0, [item], registry, state, NOW)
+    assert row._asdict() == {
+        "ingress_partition": 0, "ingress_offset": 9, "ingress_timestamp_ms": NOW, "request_id": "r9", "client_id": None,
+        "acks": 0, "topic": "orders", "partition": 0, "partition_header": "0", "replay_of": None,
+        "error_code": 0, "error_name": None, "error_message": None, "record_errors": "[]", "record_error_count": 0,
+        "base_offset": 40, "last_offset": 41, "log_append_time_ms": -1, "append_time_ms": NOW + 5,
+        "max_timestamp": NOW - 10, "producer_max_timestamp": NOW - 10, "log_start_offset": 3, "record_count": 2,
+        "clock_held": True, "duplicate": False, "future_timestamps": 0, "window": None, "batch_time_ms": NOW,
+        "batch": result.records,
+    }
