@@ -3,7 +3,8 @@
 1. The pure core: decision throughput (records/s on one core) for codec × timestamp type × value
    size × records per batch, beside the floor (CRC-32C and decompression of the same bytes); the hot
    path's Python work per batch, phase by phase, native and reference (`tests.bench_hot_path`); what a
-   micro-batch and a Fetch pay as the active segment fills (`tests.bench_active_segment`).
+   micro-batch and a Fetch pay as the active segment fills and as segments are retained
+   (`tests.bench_active_segment`).
 2. End to end on the real stack (`tests.bench_stack`): the gateway beside Apache Kafka (sequential
    and pipelined produce of the same batches) and Spark's floor; Kafka's clients (Java, librdkafka)
    through the front door beside the same clients against Kafka (`tests.bench_clients`); the scaling table.
@@ -20,7 +21,7 @@ from functools import partial
 
 from crc32c import crc32c
 
-from tests.bench_active_segment import bench_active_segment
+from tests.bench_active_segment import bench_active_segment, bench_retained_segments
 from tests.bench_hot_path import bench_hot_path, native
 from validators.append_result import PartitionState
 from validators.codec import record_batch as rb
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_core(0.2 if args.quick else 1.0)
         bench_hot_path(rounds=3 if args.quick else 7)
         bench_active_segment(samples=5 if args.quick else 9)
+        bench_retained_segments(samples=5 if args.quick else 9)
     if not args.core_only:
         from tests.bench_stack import bench_end_to_end
 

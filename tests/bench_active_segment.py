@@ -1,4 +1,5 @@
-"""`make bench`: what a micro-batch and a Fetch pay as the active segment fills (prints, asserts nothing).
+"""`make bench`: what a micro-batch and a Fetch pay as the active segment fills, and as segments are
+retained (prints, asserts nothing).
 
 A gateway runs for months, and its active segment holds up to `segment.bytes` (1 GiB) — one `.appendtimeindex`
 entry per batch, an `.index` and `.timeindex` entry per `index.interval.bytes`. Every micro-batch reopens
@@ -6,7 +7,8 @@ the partition's active segment to append, and the front door opens it for every 
 Neither may cost more as the segment fills. One partition of one-record batches (100 B values, the batches
 a linger-0 producer sends) is filled to each size, then timed: one micro-batch of one batch appended and
 committed (`append_batches`), and one front-door Fetch of the last batch (`front_door.fetch.read_partition`).
-Medians, ms.
+Medians, ms. Then the same micro-batch of one batch beside 10, 200 and 800 retained segments (a topic with
+`segment.ms` of an hour keeps 720 for a month's retention).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 
 from front_door.fetch import read_partition
+from sinks.storage.log_config import SegmentConfig
 from sinks.storage.partition_log import append_batches
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp, build_record_batch
 from validators.topic_config import topic_config
@@ -55,3 +58,25 @@ def bench_active_segment(sizes: tuple[int, ...] = (1_000, 100_000, 400_000), sam
                 fetches.append(time.perf_counter() - start)
             print(f"{offset:>19,} {offset * len(raw) / 1e6:>11.1f} {1e3 * statistics.median(appends):>19.2f} "
                   f"{1e3 * statistics.median(fetches):>20.2f}")
+
+
+def bench_retained_segments(counts: tuple[int, ...] = (10, 200, 800), samples: int = 9) -> None:
+    raw = build_record_batch([(T0, b"key", b"v" * 400)])
+    rolling = SegmentConfig(segment_bytes=len(raw) + 1)  # one batch per segment while filling
+    config = SegmentConfig()
+    print("\n== retained segments: one micro-batch of one batch, append + commit (ms, median) ==")
+    print(f"{'segments':>9} {'append + commit ms':>19}")
+    for count in counts:
+        with tempfile.TemporaryDirectory(prefix="gateway-retained-") as tmp:
+            root, offset = Path(tmp), 0
+            for batch_id, start in enumerate(range(0, count, 100)):
+                items = [_item(raw, o) for o in range(start, min(count, start + 100))]
+                append_batches(root, "t", 0, batch_id, items, rolling)
+                offset = items[-1][0] + 1
+            times = []
+            for i in range(samples):
+                start_s = time.perf_counter()
+                append_batches(root, "t", 0, count + i, [_item(raw, offset)], config)
+                times.append(time.perf_counter() - start_s)
+                offset += 1
+            print(f"{count:>9,} {1e3 * statistics.median(times):>19.2f}")

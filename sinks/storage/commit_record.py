@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from sinks.storage.crash_point import crash_point
 from sinks.storage.errors import KafkaStorageError
@@ -57,8 +59,10 @@ class CommitRecord:
         return sum(s.log_size for s in self.segments)
 
     def to_json(self) -> str:
-        doc = asdict(self)
-        doc["segments"] = [asdict(s) for s in self.segments]
+        # field by field, not `asdict` (a deep copy): a partition may list hundreds of segments, and the
+        # record is written at every micro-batch
+        doc: dict[str, Any] = {name: getattr(self, name) for name in _COMMIT_FIELDS}
+        doc["segments"] = [_segment_doc(s) for s in self.segments]
         return json.dumps(doc, sort_keys=True)
 
     @staticmethod
@@ -68,6 +72,16 @@ class CommitRecord:
             raise ValueError(f"commit record format {doc.get('version')}, this gateway reads {COMMIT_FORMAT_VERSION}")
         segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
         return CommitRecord(segments=segments, **doc)
+
+
+_COMMIT_FIELDS = tuple(f.name for f in fields(CommitRecord) if f.name != "segments")
+_SEGMENT_FIELDS = tuple(f.name for f in fields(SegmentState))
+
+
+@lru_cache(maxsize=65_536)
+def _segment_doc(state: SegmentState) -> dict[str, Any]:
+    """A segment's JSON object (its state is immutable: built once per state, not at every commit)."""
+    return {name: getattr(state, name) for name in _SEGMENT_FIELDS}
 
 
 def read_commit(directory: Path) -> CommitRecord | None:

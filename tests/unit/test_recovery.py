@@ -177,3 +177,50 @@ def test_truncate_command_reconciles(tmp_path):
     assert segment_bases(log_files(tmp_path)) == [0]
     assert fill(tmp_path, 2, batch_id=4, start=4).log_end_offset == 6
     assert verify_partition(tmp_path, "t", 0, CFG.index_interval_bytes).ok
+
+
+def test_an_open_checks_only_the_segments_a_micro_batch_can_have_touched(tmp_path, monkeypatch):
+    """Every micro-batch opens the partition: the inactive segments this process found as committed are not
+    checked again (a failed micro-batch can only have appended to the last committed segment and rolled past
+    it), and what such a failure left is still cut back to the commit exactly."""
+    from sinks.storage import recovery
+
+    for mb in range(4):
+        fill(tmp_path, 6, batch_id=mb, start=6 * mb)
+    d = log_files(tmp_path)
+    committed = read_commit(d)
+    assert len(committed.segments) >= 3
+    with PartitionLog.open(tmp_path, "t", 0, CFG):  # this process checks every committed segment once
+        pass
+    sized: list[str] = []
+    real_size = recovery._size
+
+    def counting_size(path: str) -> int:
+        sized.append(path)
+        return real_size(path)
+
+    monkeypatch.setattr(recovery, "_size", counting_size)
+    before = {p.name: p.read_bytes() for p in d.iterdir() if p.suffix != ".lock"}
+    with PartitionLog.open(tmp_path, "t", 0, CFG) as plog:  # a micro-batch that fails after rolling twice
+        for o in range(24, 40):
+            plog.append(make_batch(o, [T0 + o]), T0 + o)
+    sized.clear()
+    with PartitionLog.open(tmp_path, "t", 0, CFG) as plog:
+        assert plog.log_end_offset == 24 and plog.recovered_bytes > 0
+    last = segment_file_name(committed.segments[-1].base_offset, "")
+    assert sized and all(last in path for path in sized)  # the last committed segment's four files only
+    assert {p.name: p.read_bytes() for p in d.iterdir() if p.suffix != ".lock"} == before
+
+
+def test_a_new_process_checks_every_committed_segment_again(tmp_path, monkeypatch):
+    from sinks.storage import recovery
+
+    for mb in range(3):
+        fill(tmp_path, 6, batch_id=mb, start=6 * mb)
+    with PartitionLog.open(tmp_path, "t", 0, CFG):
+        pass
+    first_log = log_files(tmp_path) / segment_file_name(0)
+    first_log.write_bytes(first_log.read_bytes()[:-10])  # an inactive segment loses committed bytes
+    monkeypatch.setattr(recovery, "_VERIFIED_INACTIVE", set())  # what a new worker process starts with
+    with pytest.raises(StorageCorruptionError, match=f"{segment_file_name(0)} has .* Committed data is lost"):
+        PartitionLog.open(tmp_path, "t", 0, CFG)
