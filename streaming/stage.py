@@ -34,9 +34,10 @@ from sinks.foreach_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
 from sinks.partition_task import PartitionAppend, SinkConfig, TaskSummary, run_partition
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
+from streaming.worker_memory import keep_worker_memory
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
-from validators.log_validator import validate_and_assign
+from validators.log_validator import partition_decider
 from validators.producer_state import producers_from_state, producers_to_state
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
@@ -79,21 +80,34 @@ def decide(
     topic: str | None, partition: int | None, item: IngressBatch, registry: TopicRegistry,
     state: PartitionState, now_ms: int,
 ) -> AppendResult:
-    """Header problems first (the gateway's own contract, DESIGN §4.1), then Kafka's decision.
-    Any unexpected exception becomes UNKNOWN_SERVER_ERROR for this batch only: bad input must
-    never stop the query."""
+    """One batch decided alone: `decide_group`'s decision for a group of one."""
+    return target_decider(topic, partition, registry)(item, state, now_ms)
+
+
+def target_decider(
+    topic: str | None, partition: int | None, registry: TopicRegistry
+) -> Callable[[IngressBatch, PartitionState, int], AppendResult]:
+    """The decision for one target partition's batches: header problems first (the gateway's own contract,
+    DESIGN §4.1), then Kafka's (`validators.log_validator.partition_decider`). Any unexpected exception
+    becomes UNKNOWN_SERVER_ERROR for that batch only: bad input must never stop the query."""
     if topic is None:
-        return Rejected(Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)")
+        missing_topic = Rejected(Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)")
+        return lambda item, state, now_ms: missing_topic
     if partition is None:
-        return Rejected(
+        return lambda item, state, now_ms: Rejected(
             Errors.UNKNOWN_TOPIC_OR_PARTITION,
             f"Missing or malformed header {HEADER_PARTITION}: {item.partition_header!r} is not a decimal partition number",
         )
-    try:
-        return validate_and_assign(item.batch, topic, partition, registry.get(topic), state, now_ms)
-    except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
-        log.exception("validator failed on %s-%s request %s", topic, partition, item.request_id)
-        return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+    kafka_decision = partition_decider(topic, partition, registry.get(topic))
+
+    def decide_one(item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:
+        try:
+            return kafka_decision(item.batch, state, now_ms)
+        except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
+            log.exception("validator failed on %s-%s request %s", topic, partition, item.request_id)
+            return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+
+    return decide_one
 
 
 def decide_group(
@@ -104,12 +118,13 @@ def decide_group(
     every `DECIDED_CHUNK` rows and at the end (the sink appends them while the rest are decided)."""
     rows: list[DecisionRow] = []
     handed = 0
+    decide_one = target_decider(topic, partition, registry)
     for item in sorted(items, key=ingress_position):
         if decided is not None and len(rows) - handed >= DECIDED_CHUNK:
             decided(rows[handed:])
             handed = len(rows)
-        result = decide(topic, partition, item, registry, state, now_ms)
-        if isinstance(result, Accepted):
+        result = decide_one(item, state, now_ms)
+        if type(result) is Accepted:
             state = result.state
             if result.future_timestamp_count:
                 future_timestamps.warn(
@@ -135,7 +150,7 @@ def _output_row(
 ) -> DecisionRow:
     head = (item.ingress_partition, item.ingress_offset, item.ingress_timestamp_ms, item.request_id, item.client_id,
             item.acks, topic, partition, item.partition_header, item.replay_of)
-    if isinstance(result, Accepted):
+    if type(result) is Accepted:
         # positional, in DecisionRow's order: keyword binding of 29 fields cost ~2 µs a batch
         return DecisionRow(
             *head,
@@ -202,6 +217,7 @@ def stage_function(
 
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         configure_logging()  # a Python worker starts with logging unconfigured
+        keep_worker_memory()
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
         items = [item for frame in frames for item in _ingress_batches(frame)]

@@ -23,6 +23,7 @@ from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
 from sinks.partition_task import SinkConfig, append_partition, outgoing_messages
 from streaming.stage import _ingress_batches, decide_group
+from streaming.worker_memory import keep_worker_memory
 from validators.append_result import PartitionState
 from validators.codec import native_inflate, native_walk
 from validators.codec.record_batch import build_record_batch
@@ -73,6 +74,7 @@ def _round(frame: pd.DataFrame, registry: TopicRegistry, now_ms: int, work: Path
 
 
 def bench_hot_path(batches: int = 2000, rounds: int = 5) -> None:
+    keep_worker_memory()  # as the stage's worker does
     now_ms = int(time.time() * 1000)
     registry = TopicRegistry(topics={"t": topic_config("t", 1, {"message.timestamp.type": "LogAppendTime"}, {})})
     frame = _ingress_frame(batches, now_ms)

@@ -70,6 +70,7 @@ Gateway decisions (documented differences; everything else follows the reference
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -172,16 +173,54 @@ def _decide(
     return _decide_v2(data, batch_size, tp, config, state, now_ms)
 
 
+def partition_decider(
+    topic: str, partition: int | None, config: TopicConfig | None
+) -> Callable[[bytes, PartitionState, int], AppendResult]:
+    """`validate_and_assign` for one target partition: (batch, state, now_ms) -> the same result.
+
+    What depends only on the partition — the topic name (§6.3), internal topics (step 8), the registry and
+    the partition's range (step 4), whether the native path applies — is settled once; a clean
+    uncompressed v2 batch then goes straight to `decide_in_place` (it declines everything steps 1, 5 and
+    11-15 would answer differently, framing included: one complete batch of exactly its size, magic 2)."""
+    native = native_walk.NATIVE_WALK
+    if (native is None or config is None or partition is None or not 0 <= partition < config.partitions
+            or _topic_name_error(topic) is not None or topic in INTERNAL_TOPICS or not _native_applies(config)):
+        return lambda data, state, now_ms: validate_and_assign(data, topic, partition, config, state, now_ms)
+    tp = _tp(topic, partition)
+    lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+    decide_in_place = native.decide_in_place
+    max_message_bytes, segment_bytes, compacted = config.max_message_bytes, config.segment_bytes, config.compacted
+    before_max_ms, after_max_ms = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+
+    def decide(data: bytes, state: PartitionState, now_ms: int) -> AppendResult:
+        if type(data) is not bytes:
+            data = bytes(data)
+        last = state.last_append_time_ms
+        append_time = now_ms if now_ms >= last else last  # append_clock
+        fast = decide_in_place(
+            data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
+            append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
+        )
+        if fast is None:
+            return validate_and_assign(data, topic, partition, config, state, now_ms)
+        return _producer_step(StoredV2(*fast), tp, config, state, now_ms, lat_topic, append_time)
+
+    return decide
+
+
+def _native_applies(config: TopicConfig) -> bool:
+    """The native path A decides only what the full walk keeps in place (no target codec to rebuild into)."""
+    return config.record_validation is RecordValidation.FULL and config.target_compression_id in (None, 0)
+
+
 def _decide_v2(
     data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int
 ) -> AppendResult:
-    lso = state.log_start_offset
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     append_time = append_clock(state, now_ms)
     native = native_walk.NATIVE_WALK
     fast = None
-    if (native is not None and batch_size == len(data) and config.record_validation is RecordValidation.FULL
-            and config.target_compression_id in (None, 0)):
+    if native is not None and batch_size == len(data) and _native_applies(config):
         # the clean uncompressed batch in one native pass; None: not clean, decided below with Kafka's texts
         fast = native.decide_in_place(
             data, state.log_end_offset, GATEWAY_LEADER_EPOCH, config.max_message_bytes, config.segment_bytes,
@@ -189,13 +228,19 @@ def _decide_v2(
             config.message_timestamp_after_max_ms, config.compacted, crc32c,
         )
     v2 = _stored_v2(data, batch_size, tp, config, state, now_ms, lat_topic, append_time) if fast is None else StoredV2(*fast)
+    return _producer_step(v2, tp, config, state, now_ms, lat_topic, append_time)
+
+
+def _producer_step(
+    v2: StoredV2, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool, append_time: int
+) -> AppendResult:
+    """§1.1 step 17 (UnifiedLog.analyzeAndValidateProducerState) and the accepted result."""
     max_ts, count, producer_id = v2.max_timestamp, v2.count, v2.producer_id
     producer_epoch, base_sequence, max_timestamp = v2.producer_epoch, v2.base_sequence, v2.producer_max_timestamp
-
     producers = state.producers
     if producers:
         producers = producer_state.expire(producers, now_ms, config.producer_id_expiration_ms)
-    if producer_id >= 0:  # step 17: UnifiedLog.analyzeAndValidateProducerState
+    if producer_id >= 0:
         entry = producer_state.find(producers, producer_id, now_ms, config.producer_id_expiration_ms)
         last_seq = producer_state.increment_sequence(base_sequence, v2.last_offset_delta)
         duplicate = entry.find_duplicate(producer_epoch, base_sequence, last_seq) if entry is not None else None
@@ -217,7 +262,7 @@ def _decide_v2(
         try:
             producer_state.check_append(entry, producer_id, producer_epoch, base_sequence, first_offset, tp)
         except ProducerStateError as e:
-            return Rejected(e.error, e.message, log_start_offset=lso)
+            return Rejected(e.error, e.message, log_start_offset=state.log_start_offset)
         producers = producer_state.append_batch(
             producers, entry, producer_id, producer_epoch,
             BatchMetadata(base_sequence, last_seq, first_offset, first_offset + count - 1, max_ts), append_time,
