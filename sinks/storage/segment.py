@@ -79,18 +79,27 @@ class RollParams:
     now: int
 
 
-def write_at(fd: int, buffers: list[bytes], position: int) -> None:
+def write_at(fd: int, buffers: Sequence[bytes], position: int) -> None:
     """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
-    the appended batches are not joined into one copy first; a regular file may take a write in parts."""
-    views = [memoryview(b) for b in buffers]
-    while views:
-        written = os.pwritev(fd, views[:_IOV_MAX], position)
+    the appended batches are not joined into one copy first. A regular file may take a write in parts: the
+    rest of a buffer cut short is written on its own, then the next call starts at the buffer after it."""
+    i, n = 0, len(buffers)
+    while i < n:
+        chunk = buffers[i:i + _IOV_MAX] if i or n > _IOV_MAX else buffers
+        written = os.pwritev(fd, chunk, position)
         position += written
-        while views and written >= len(views[0]):
-            written -= len(views[0])
-            views.pop(0)
+        for b in chunk:
+            if written < len(b):
+                break
+            written -= len(b)
+            i += 1
         if written:
-            views[0] = views[0][written:]
+            rest = memoryview(buffers[i])[written:]
+            while rest:
+                done = os.pwrite(fd, rest, position)
+                position += done
+                rest = rest[done:]
+            i += 1
 
 
 class LogSegment:
