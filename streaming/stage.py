@@ -98,7 +98,12 @@ def target_decider(
             Errors.UNKNOWN_TOPIC_OR_PARTITION,
             f"Missing or malformed header {HEADER_PARTITION}: {item.partition_header!r} is not a decimal partition number",
         )
-    kafka_decision = partition_decider(topic, partition, registry.get(topic))
+    try:
+        kafka_decision = partition_decider(topic, partition, registry.get(topic))
+    except Exception as e:  # noqa: BLE001 — a hostile key fails its own batches, not the query
+        log.exception("validator failed on %s-%s", topic, partition)
+        failed = Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+        return lambda item, state, now_ms: failed
 
     def decide_one(item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:
         try:

@@ -8,11 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
+from streaming import stage
 from streaming.stage import (
     DECIDED_CHUNK,
     STATE_SCHEMA,
@@ -128,3 +130,33 @@ def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> 
         "clock_held": True, "duplicate": False, "future_timestamps": 0, "window": None, "batch_time_ms": NOW,
         "batch": result.records,
     }
+
+
+def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad input never stops the query: an exception in Kafka's decision is UNKNOWN_SERVER_ERROR for the batch
+    it was deciding (the rest decided as usual), or for the group's batches when it comes while the partition's
+    decision is being set up."""
+    registry = _registry(tmp_path).current()
+    items = list(_ingress_batches(_frame([0, 1, 2])))
+    real = stage.partition_decider
+
+    def fails_on_second(topic, partition, config):  # noqa: ANN001, ANN202
+        decide = real(topic, partition, config)
+
+        def decide_or_raise(data, state, now_ms):  # noqa: ANN001, ANN202
+            if data == items[1].batch:
+                raise ValueError("hostile")
+            return decide(data, state, now_ms)
+        return decide_or_raise
+
+    monkeypatch.setattr(stage, "partition_decider", fails_on_second)
+    rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
+    assert [r.error_name for r in rows] == [None, "UNKNOWN_SERVER_ERROR", None]
+    assert rows[1].error_message == "ValueError: hostile" and state.log_end_offset == 4
+
+    def fails_at_setup(topic, partition, config):  # noqa: ANN001, ANN202
+        raise KeyError(topic)
+
+    monkeypatch.setattr(stage, "partition_decider", fails_at_setup)
+    rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
+    assert [r.error_name for r in rows] == ["UNKNOWN_SERVER_ERROR"] * 3 and state == PartitionState()
