@@ -76,14 +76,6 @@ class IngressBatch(NamedTuple):
     replay_of: str | None = None
 
 
-def decide(
-    topic: str | None, partition: int | None, item: IngressBatch, registry: TopicRegistry,
-    state: PartitionState, now_ms: int,
-) -> AppendResult:
-    """One batch decided alone: `decide_group`'s decision for a group of one."""
-    return target_decider(topic, partition, registry)(item, state, now_ms)
-
-
 def target_decider(
     topic: str | None, partition: int | None, registry: TopicRegistry
 ) -> Callable[[IngressBatch, PartitionState, int], AppendResult]:

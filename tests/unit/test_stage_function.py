@@ -19,9 +19,9 @@ from streaming.stage import (
     DECIDED_CHUNK,
     STATE_SCHEMA,
     _ingress_batches,
-    decide,
     decide_group,
     stage_function,
+    target_decider,
 )
 from validators.append_result import Accepted, PartitionState
 from validators.codec.record_batch import build_record_batch
@@ -118,7 +118,7 @@ def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> 
     registry = _registry(tmp_path).current()
     (item,) = list(_ingress_batches(_frame([9])))
     state = PartitionState(log_start_offset=3, log_end_offset=40, last_append_time_ms=NOW + 5)
-    result = decide("orders", 0, item, registry, state, NOW)
+    result = target_decider("orders", 0, registry)(item, state, NOW)
     assert isinstance(result, Accepted)
     (row,), _ = decide_group("orders", 0, [item], registry, state, NOW)
     assert row._asdict() == {
