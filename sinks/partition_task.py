@@ -5,15 +5,20 @@ The stateful stage runs it in its own Python worker, as it decides the partition
 decided batches are in that worker's memory, so they never cross Spark again. It appends the partition's
 accepted batches in offset order as they are decided (`PartitionAppend`), then fsyncs and commits them
 exactly once per micro-batch (`partition_log.BatchAppender`), and only then sends the partition's produce responses and dead letters
-— a response never goes out before its batch is durable (DESIGN §4.3) — waits for their delivery, and
-folds the rows into metric deltas (`batch_metrics`). What reaches the driver is one small `TaskSummary`
+— a response never goes out before its batch is durable (DESIGN §4.3) — and waits for their delivery. The
+log's fdatasync runs on a thread of its own while this one encodes the responses and folds the rows into
+metric deltas (`batch_metrics`), work that needs the decisions but not their durability: the fsync of a
+large micro-batch's tail is tens of milliseconds the worker would otherwise spend waiting. The thread
+makes that one call and nothing else, so it never waits for the GIL while it holds the commit up. What reaches the driver is one small `TaskSummary`
 per partition: one Spark job per micro-batch, no persist, no second shuffle, no second Python worker.
 """
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,10 @@ from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.partition_log import AppendOutcome, BatchAppender
 from validators.topic_config import TopicRegistry
+
+# From this many rows a partition's responses and metric deltas take longer to build than a thread takes to
+# start and hand back (measured: 4 partitions x 100 rows even, x 25 rows 2 ms slower, x 500 rows 20 ms faster).
+SYNC_AHEAD_ROWS = 100
 
 
 @dataclass(frozen=True)
@@ -89,12 +98,34 @@ class PartitionAppend:
         self._appender.add(stored)
         self.seconds += self.clock() - started
 
-    def finish(self) -> AppendOutcome | None:
-        """Commit; None when nothing was to be stored."""
+    def start_sync(self) -> Future[None] | None:
+        """The active `.log` written out and its fdatasync started on a thread of its own
+        (`BatchAppender.sync_ahead`), for `finish`; None when there is nothing to commit."""
         if self._appender is None:
             return None
         started = self.clock()
         try:
+            sync = self._appender.sync_ahead()
+            return None if sync is None else in_background(sync)
+        finally:
+            self.seconds += self.clock() - started
+
+    @property
+    def log_starts(self) -> dict[tuple[str, int], int]:
+        """The stored log's start offset by (topic, partition) once something was added (a commit does not
+        move it); empty before."""
+        a = self._appender
+        return {} if a is None else {(a.topic, a.partition): a.log_start_offset}
+
+    def finish(self, syncing: Future[None] | None = None) -> AppendOutcome | None:
+        """Commit, after the fdatasync `start_sync` started (its failure fails the commit); None when
+        nothing was to be stored."""
+        if self._appender is None:
+            return None
+        started = self.clock()
+        try:
+            if syncing is not None:
+                syncing.result()
             return self._appender.finish()
         finally:
             self.seconds += self.clock() - started
@@ -146,25 +177,50 @@ def outgoing_messages(
     return responses, letters
 
 
+def in_background(fn: Callable[[], None]) -> Future[None]:
+    """`fn` on a thread of its own (started per call: a Spark Python worker is forked, so no pool is kept)."""
+    future: Future[None] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's result()
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="gateway-commit", daemon=True).start()
+    return future
+
+
 def run_partition(
     config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
     clock: Callable[[], float], append: PartitionAppend | None = None,
 ) -> TaskSummary:
     """Everything the sink does for one target partition's rows, in the order the guarantees need: its
-    batches appended (by `append`, which the stage fed as it decided, else here), fsynced and committed,
-    then its responses and dead letters sent and delivered, then the metric deltas."""
+    batches appended (by `append`, which the stage fed as it decided, else here), fsynced and committed
+    while the responses, dead letters and metric deltas are built, then the responses and dead letters
+    sent and delivered."""
     if append is None:
         append = PartitionAppend(config.segments_root, batch_id, registry, clock)
         append.add(rows)
-    try:
-        appended = append.finish()
-    finally:
-        append.close()
     if not rows:
+        try:
+            append.finish()
+        finally:
+            append.close()
         return TaskSummary()
+    log_starts = append.log_starts
+    syncing: Future[None] | None = None
+    try:
+        syncing = append.start_sync() if len(rows) >= SYNC_AHEAD_ROWS else None
+        responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
+        metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
+        metrics.add(rows)
+        appended = append.finish(syncing)
+    finally:
+        if syncing is not None:
+            wait([syncing])  # the descriptor stays open until the call on it has returned
+        append.close()
     append_seconds = append.seconds
-    log_starts = {} if appended is None else {(appended.topic, appended.partition): appended.log_start_offset}
-    responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
     n_resp = n_dlq = 0
     started = clock()
     if responses or letters:
@@ -173,8 +229,6 @@ def run_partition(
         n_dlq = publication.send(config.dlq_topic, letters)
         publication.finish()
     published = clock()
-    metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
-    metrics.add(rows)
     outcomes = [] if appended is None else [appended]
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),

@@ -22,7 +22,8 @@ append time (the micro-batch clock), never the host's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -378,6 +379,26 @@ class BatchAppender:
             commit = self._plog.commit_record
             self._replay = commit is not None and self.batch_id <= commit.batch_id
         return self._plog
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.open().log_start_offset
+
+    def sync_ahead(self) -> Callable[[], None] | None:
+        """The active segment's `.log` written out now (`LogSegment.written_log`); returns its fdatasync, to
+        run on another thread before `finish`, whose own fdatasync it spares; None when nothing is to be
+        committed. The caller leaves this appender alone until that call has returned."""
+        plog = self._plog
+        if plog is None or self._replay or not self.count or plog.active is None:
+            return None
+        segment = plog.active
+        fd, size = segment.written_log()
+
+        def sync() -> None:
+            os.fdatasync(fd)
+            segment.synced_to(size)
+
+        return sync
 
     def add(self, items: Sequence[Sequence]) -> None:
         if not items:

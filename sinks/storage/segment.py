@@ -136,6 +136,7 @@ class LogSegment:
             self._fd = os.open(self.log_path, os.O_RDONLY)
         file_size = os.fstat(self._fd).st_size
         self._size = file_size if log_size is None else min(file_size, log_size)
+        self._synced_size = -1  # the `.log` size an fdatasync ahead of the commit made durable (`synced_to`)
         index_kwargs = {"writable": writable, "max_index_size": max(max_index, config.segment_index_bytes)}
         self.offset_index = OffsetIndex(
             self.directory / segment_file_name(base_offset, INDEX_FILE_SUFFIX), base_offset,
@@ -448,12 +449,24 @@ class LogSegment:
 
     # ------------------------------------------------------------------ durability
 
+    def written_log(self) -> tuple[int, int]:
+        """The `.log` with every appended byte written out, not synced: its descriptor and size. A caller may
+        fdatasync it ahead of the commit, on another thread while it leaves this segment alone, and then
+        report `synced_to(size)`: `flush` skips the `.log`'s fdatasync when nothing was written since."""
+        self.write_pending()
+        return self._fd, self._size
+
+    def synced_to(self, size: int) -> None:
+        self._synced_size = size
+
     def flush(self, indexes: bool = True) -> None:
         """fsync the segment. `indexes=False` (a commit) syncs only what recovery cannot rebuild: the
         `.log` and the `.appendtimeindex` (module docstring; reference §5.8)."""
         if self.writable:
             self.write_pending()
-            os.fdatasync(self._fd)  # data and the size: what reading the file back needs
+            if self._synced_size != self._size:
+                os.fdatasync(self._fd)  # data and the size: what reading the file back needs
+                self._synced_size = self._size
             if indexes:
                 self.offset_index.flush()
                 self.time_index.flush()
@@ -507,7 +520,7 @@ class LogSegment:
         if mapping is not None:
             truncated = self._size - mapping.position
             os.ftruncate(self._fd, mapping.position)
-            self._size = mapping.position
+            self._size, self._synced_size = mapping.position, -1
         if self._size == 0:
             self._rolling_based_timestamp = None
         self._load_largest_timestamp()
@@ -520,7 +533,7 @@ class LogSegment:
         self.write_pending()
         truncated = self._size - log_size
         os.ftruncate(self._fd, log_size)
-        self._size = log_size
+        self._size, self._synced_size = log_size, -1
         self.offset_index.truncate_to_entries(index_size // OffsetIndex.entry_size)
         self.time_index.truncate_to_entries(time_size // TimeIndex.entry_size)
         self.append_time_index.truncate_to_entries(append_size // 16)
@@ -671,7 +684,7 @@ class LogSegment:
         if truncated > 0:
             log.warning("Truncating %s to %d bytes (%d invalid bytes)", self.log_path, valid_bytes, truncated)
             os.ftruncate(self._fd, valid_bytes)
-            self._size = valid_bytes
+            self._size, self._synced_size = valid_bytes, -1
         self.on_become_inactive()
         return truncated
 

@@ -1,17 +1,23 @@
 """The sink's work for one target partition (`sinks.partition_task`): its accepted batches appended in
 offset order and committed once per micro-batch, metric deltas for every row; a replayed micro-batch
 stores nothing twice; no directory for a partition that only rejects; a batch that does not continue the
-log fails the task."""
+log fails the task; the log's fdatasync ahead of the commit, on its own thread, stores the same bytes and
+commit record as the commit alone, and its failure fails the task before anything is committed."""
 
 from __future__ import annotations
 
+import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import sinks.partition_task as partition_task
 from contract.decision_row import DecisionRow
-from sinks.partition_task import SinkConfig, append_partition, run_partition
+from sinks.partition_task import SYNC_AHEAD_ROWS, SinkConfig, append_partition, run_partition
+from sinks.storage.commit_record import read_commit
+from sinks.storage.file_names import partition_dir
 from sinks.storage.log_reader import read
 from streaming.stage import IngressBatch, decide_group
 from tests.decision_rows import decision_row
@@ -78,3 +84,58 @@ def test_a_batch_that_does_not_continue_the_log_fails_the_task(tmp_path: Path) -
     rows = _decided(0, 3)
     with pytest.raises(ValueError, match="does not continue the log end offset"):
         run_partition(_config(tmp_path / "segments"), 3, [rows[0], rows[2], rows[1]], REGISTRY, time.perf_counter)
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("rows", [SYNC_AHEAD_ROWS - 1, SYNC_AHEAD_ROWS, 3 * SYNC_AHEAD_ROWS])
+def test_the_fdatasync_ahead_of_the_commit_stores_what_the_commit_alone_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
+) -> None:
+    decided = _decided(0, rows)
+    threads: list[str] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        import threading
+        threads.append(threading.current_thread().name)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    ahead = run_partition(_config(tmp_path / "ahead"), 4, decided, REGISTRY, time.perf_counter)
+    calls_ahead, threads[:] = list(threads), []
+    monkeypatch.setattr(partition_task, "SYNC_AHEAD_ROWS", 10**9)
+    alone = run_partition(_config(tmp_path / "alone"), 4, decided, REGISTRY, time.perf_counter)
+    # the log is synced once either way: on the thread (and not again by the commit) or by the commit
+    assert calls_ahead.count("gateway-commit") == (1 if rows >= SYNC_AHEAD_ROWS else 0)
+    assert "gateway-commit" not in threads and len(calls_ahead) == len(threads)
+    untimed = {"append_seconds": 0.0, "publish_seconds": 0.0}
+    assert replace(ahead, **untimed) == replace(alone, **untimed)
+    a, b = partition_dir(tmp_path / "ahead", "orders", 0), partition_dir(tmp_path / "alone", "orders", 0)
+    assert _files(a) == _files(b)
+    assert read_commit(a) == read_commit(b) and read_commit(a).log_end_offset == 3 * rows  # type: ignore[union-attr]
+
+
+def test_a_failed_fdatasync_ahead_of_the_commit_fails_the_task_uncommitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _config(tmp_path / "segments")
+    run_partition(config, 1, _decided(0, 2), REGISTRY, time.perf_counter)
+    directory = partition_dir(tmp_path / "segments", "orders", 0)
+    before = read_commit(directory)
+
+    def fdatasync(fd: int) -> None:
+        import threading
+        if threading.current_thread().name == "gateway-commit":
+            raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    rows, _ = decide_group("orders", 0, [
+        IngressBatch(0, 5000 + i, NOW, build_record_batch([(NOW - 10, b"k", b"v")]), f"x{i}", None, 0, "0")
+        for i in range(SYNC_AHEAD_ROWS)
+    ], REGISTRY, PartitionState(0, 6, NOW), NOW)
+    with pytest.raises(OSError, match="Input/output error"):
+        run_partition(config, 2, rows, REGISTRY, time.perf_counter)
+    assert read_commit(directory) == before

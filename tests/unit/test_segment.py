@@ -225,3 +225,31 @@ def test_offset_overflow_is_refused(tmp_path):
     seg = segment(tmp_path, 0, 4096)
     with pytest.raises(LogSegmentOffsetOverflowError):
         seg.append(one(2**31), 0)
+
+
+def test_a_log_synced_ahead_is_not_synced_again_unless_it_changed(tmp_path, monkeypatch):
+    import os
+    seg = segment(tmp_path, 0, 1)
+    for o in range(10):
+        seg.append(one(o), o)
+    log_fd, size = seg.written_log()
+    os.fdatasync(log_fd)
+    seg.synced_to(size)
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
+    seg.flush(indexes=False)
+    assert log_fd not in synced  # nothing written since the sync ahead
+    seg.append(one(10), 10)
+    seg.flush(indexes=False)
+    assert synced.count(log_fd) == 1  # written since: synced
+    # cut back and grown to the size synced before: not the bytes synced before, so synced again
+    fd, size = seg.written_log()
+    seg.synced_to(size)
+    seg.truncate_to(5)
+    for o in range(5, 11):
+        seg.append(one(o), o)
+    assert seg.written_log() == (fd, size)
+    seg.flush(indexes=False)
+    assert synced.count(log_fd) == 2
+    seg.close()
