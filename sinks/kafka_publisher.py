@@ -47,9 +47,9 @@ def producer(bootstrap_servers: str, max_message_bytes: int, timeout_ms: int = D
 
 
 class Publication:
-    """Messages sent as they become ready, and one wait for every delivery report at the end
-    (`finish`), which raises on the first failure: a task that sends each target partition's responses
-    right after its append waits one round trip in all, not one per partition."""
+    """One target partition's responses and dead letters of a micro-batch: sent after its commit (`send`),
+    then one wait for every delivery report (`finish`), which raises on the first failure, so a micro-batch
+    never commits with a response or dead letter undelivered."""
 
     def __init__(self, bootstrap_servers: str, max_message_bytes: int,
                  timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> None:
