@@ -184,7 +184,7 @@ def in_background(fn: Callable[[], None]) -> Future[None]:
     def run() -> None:
         try:
             future.set_result(fn())
-        except BaseException as e:  # noqa: BLE001 - handed to the caller's result()
+        except BaseException as e:  # handed to the caller's result(), raised there
             future.set_exception(e)
 
     threading.Thread(target=run, name="gateway-commit", daemon=True).start()
