@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,7 @@ from tests.bench_stack import (
     print_table,
     ratio,
 )
+from tests.jvm_threads import JvmCpu, describe, jvm_cpu
 from tests.producer_performance import PerfRun, run_producer_performance
 
 RECORD_SIZE = 100  # bytes of value per record, no key
@@ -221,6 +222,15 @@ class ClientRun:
             return Row(name, note=f"failed: {e!r}"[:200])
 
 
+def _with_jvm_cpu(row: Row, pid: int, before: JvmCpu | None, seconds: float) -> Row:
+    """The row with the Spark JVM's cores over it in its note, its JIT compilers' apart (`tests.jvm_threads`)."""
+    after = jvm_cpu(pid)
+    if before is None or after is None:
+        return row
+    cores = describe(after.since(before), seconds)
+    return replace(row, note=f"{row.note}; {cores}" if row.note else cores)
+
+
 def _progress_since(query: Any, after_batch: int, wait_s: float = 30.0) -> list[float]:
     """Durations of the micro-batches with data after `after_batch`. Waits first for the trigger in flight
     to end: the last records' delivery reports come from inside the micro-batch that appended them,
@@ -250,11 +260,14 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
     probe = RoundTripProbe()
     try:
         with collected_warnings() as warnings, gateway_with_front_door(stack, probe=probe) as (bootstrap, query):
+            assert stack.spark is not None
+            jvm_pid = int(stack.spark._jvm.java.lang.ProcessHandle.current().pid())
             for s in settings:
                 seen, before = len(warnings), _last_batch(query)
                 probe.reset()
-                door[s.name] = runner.row(s, "front door", bootstrap, s.topic(),
-                                          partial(_progress_since, query, before))
+                began, cpu = time.monotonic(), jvm_cpu(jvm_pid)
+                row = runner.row(s, "front door", bootstrap, s.topic(), partial(_progress_since, query, before))
+                door[s.name] = _with_jvm_cpu(row, jvm_pid, cpu, time.monotonic() - began)
                 if s.client == "send-and-wait" and door[s.name].latency_ms:
                     print_round_trip(probe, [p for p in query.recentProgress
                                              if p["batchId"] > before and p["numInputRows"] > 0],
