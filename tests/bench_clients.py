@@ -17,9 +17,9 @@ The Kafka rows run first, with no gateway query running; then one gateway query 
 default trigger) with a front door serves every front-door row in turn, so the rows share its warm JVM
 and Python workers; before them, Java's defaults run through it unmeasured for `WARM_UP_S` (each pass
 printed), and each row's note gives the Spark JVM's cores over the row and its JIT compilers' share.
-Latency is send/produce() -> callback/delivery report (the Java tool reports percentiles in whole ms). MB/s counts record values (10^6 B), not batch bytes as the tables above do.
-Errors, timeouts and the front door's warnings are printed, never asserted; a row that fails still
-leaves the others.
+Latency is send/produce() -> callback/delivery report (the Java tool reports percentiles in whole ms).
+MB/s counts record values (10^6 B), not batch bytes as the tables above do. Errors, timeouts and the
+front door's warnings are printed, never asserted; a row that fails still leaves the others.
 """
 
 from __future__ import annotations
