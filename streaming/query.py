@@ -1,4 +1,4 @@
-"""Query lifecycle: build the pipeline (ingress → stage and sink per target partition → foreachBatch), start, stop."""
+"""Query lifecycle: build the pipeline (ingress → stage and sink per target partition → Spark's noop sink), start, stop."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from contract.limits import IngressLimits
 from contract.topics import GROUPS_TOPIC_CONFIGS, GROUPS_TOPIC_PARTITIONS
-from sinks.foreach_batch import GatewaySink, MicroBatchObserver
 from sinks.metrics.gateway_metrics import GatewayMetrics
+from sinks.micro_batch import NOOP_SINK, GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.retention_schedule import RetentionSchedule
+from streaming.sink_listener import SinkListener
 from streaming.stage import apply_stage
 
 log = logging.getLogger("gateway.query")
@@ -56,12 +57,18 @@ def start_gateway(
                                   metrics=metrics)
     summaries = apply_stage(read_ingress(spark, config, limits), registry, sink.config)
     writer = (
-        summaries.writeStream.queryName(config.query_name)
+        sink.observe(summaries).writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
-        .foreachBatch(sink)
+        .format(NOOP_SINK)
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
-    query = writer.start()
+    listener = SinkListener.register(spark, sink)  # before the start: it hears every report of the query
+    try:
+        query = writer.start()
+    except BaseException:
+        listener.remove()
+        raise
+    listener.bind(str(query.id))
     sink.retention = retention.start(query, spark)  # its listener stops it when the query terminates
     log.info("gateway query %s started (checkpoint %s)", query.id, config.checkpoint_location)
     return query, sink

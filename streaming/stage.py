@@ -30,7 +30,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
-from sinks.foreach_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
+from sinks.micro_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
 from sinks.partition_task import PartitionAppend, SinkConfig, TaskSummary, run_partition
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
@@ -245,7 +245,7 @@ def stage_function(
 
 def apply_stage(ingress: DataFrame, registry: RegistryWatcher, sink: SinkConfig | None) -> DataFrame:
     """The stage over the ingress, with the sink's work (`sink`, or None to store and publish nothing): one
-    `TaskSummary` row per target partition of each micro-batch (`sinks.foreach_batch.TASK_SUMMARY_SCHEMA`)."""
+    `TaskSummary` row per target partition of each micro-batch (`sinks.micro_batch.TASK_SUMMARY_SCHEMA`)."""
     return ingress.groupBy("topic", "partition").applyInPandasWithState(
         stage_function(registry, sink), TASK_SUMMARY_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )

@@ -23,8 +23,9 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
+from sinks.micro_batch import NOOP_SINK, GatewaySink
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
@@ -63,10 +64,6 @@ def _last_messages(config: GatewayConfig) -> str | None:
         consumer.close()
 
 
-def _discard(summaries: DataFrame, _batch_id: int) -> None:
-    summaries.collect()
-
-
 def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.0) -> float | None:
     """The query's plan over the ingress topic's last messages (module docstring); the seconds it took, or
     None when there was nothing to read. Nothing is stored, published or checkpointed where the query keeps it."""
@@ -79,8 +76,8 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
     summaries = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry,
                             None)
     with tempfile.TemporaryDirectory(prefix="gateway-rehearsal-") as checkpoint:
-        query = (summaries.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
-                 .option("checkpointLocation", checkpoint).foreachBatch(_discard)
+        query = (GatewaySink.observe(summaries).writeStream.queryName(f"{config.query_name}_standby_rehearsal")
+                 .option("checkpointLocation", checkpoint).format(NOOP_SINK)
                  .trigger(availableNow=True).start())
         try:
             query.awaitTermination(timeout_s)

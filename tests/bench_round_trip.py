@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from front_door.metrics import FrontDoorMetrics, ProducePhases
-from sinks.foreach_batch import MicroBatchSummary
+from sinks.micro_batch import MicroBatchSummary
 
 # Spark's trigger phases, in the order a micro-batch runs them
 SPARK_PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")

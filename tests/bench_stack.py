@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -207,10 +208,10 @@ class Stack:
 
     # ---- queries
 
-    def _start(self, kind: str, config: GatewayConfig, available_now: bool) -> tuple[StreamingQuery, Any]:
+    def _start(self, kind: str, config: GatewayConfig, available_now: bool) -> StreamingQuery:
         assert self.spark is not None
         if kind == "gateway":
-            return start_gateway(self.spark, config, available_now=available_now)
+            return start_gateway(self.spark, config, available_now=available_now)[0]
         return start_floor(self.spark, config, available_now=available_now)
 
     def drain(self, kind: str, payloads: list[tuple[str, int, bytes]], per_trigger: int, **overrides: Any) -> Drain:
@@ -218,7 +219,7 @@ class Stack:
         config = self.config(kind, max_offsets_per_trigger=per_trigger, **overrides)
         create_topics(config.bootstrap_servers, topic_specs(config))
         produce_ingress(config, payloads)
-        query, _ = self._start(kind, config, available_now=True)
+        query = self._start(kind, config, available_now=True)
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(f"{kind} query failed: {query.exception()}")
@@ -236,7 +237,7 @@ class Stack:
         consumer; the floor's is the end of the micro-batch that held the batch (it has no responses)."""
         config = self.config(f"{kind}-lat", trigger_interval=trigger)
         create_topics(config.bootstrap_servers, topic_specs(config))
-        query, sink = self._start(kind, config, available_now=False)
+        query = self._start(kind, config, available_now=False)
         consumer = None
         if kind == "gateway":
             consumer = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": uuid.uuid4().hex})
@@ -277,7 +278,7 @@ class Stack:
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
         durations = [p["durationMs"]["triggerExecution"] / 1000 for p in progress]
         if consumer is None:
-            received = _floor_completions(progress, positions, sink.finished_at)
+            received = _floor_completions(progress, positions)
         latencies = [(received[r] - produced[r]) * 1000 for r in produced if r in received]
         return latencies, durations
 
@@ -305,15 +306,16 @@ def _floor_done(query: StreamingQuery, positions: dict[tuple[int, int], str]) ->
     return all(ends.get(p, 0) > o for p, o in positions)
 
 
-def _floor_completions(progress: list[dict], positions: dict[tuple[int, int], str],
-                       finished_at: dict[int, float]) -> dict[str, float]:
-    """Request id -> end of the floor's micro-batch that held it (first batch whose end offset passes it)."""
+def _floor_completions(progress: list[dict], positions: dict[tuple[int, int], str]) -> dict[str, float]:
+    """Request id -> end of the floor's micro-batch that held it (first batch whose end offset passes it):
+    the trigger's start plus its duration, epoch seconds."""
     out: dict[str, float] = {}
     for p in sorted(progress, key=lambda p: p["batchId"]):
         ends = _end_offsets(p)
+        finished = datetime.fromisoformat(p["timestamp"]).timestamp() + p["durationMs"]["triggerExecution"] / 1000
         for (partition, offset), rid in positions.items():
-            if rid not in out and ends.get(partition, 0) > offset and p["batchId"] in finished_at:
-                out[rid] = finished_at[p["batchId"]]
+            if rid not in out and ends.get(partition, 0) > offset:
+                out[rid] = finished
     return out
 
 

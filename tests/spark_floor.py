@@ -2,26 +2,29 @@
 
 The same Kafka source and header decoding (`streaming.ingress.read_ingress`), the same grouping by
 target (topic, partition) into the same stateful operator (`applyInPandasWithState`) with a function
-that passes its rows through and keeps one trivial state value, and a `foreachBatch` that only
-counts. Its micro-batch duration is the fixed cost Spark itself imposes on the machine; the gateway's
-overhead is measured against it.
+that passes its rows through and keeps one trivial state value, and the gateway's sink shape with
+nothing in it: Spark's `noop` sink, the rows counted as the micro-batch's observed metric. Its
+micro-batch duration is the fixed cost Spark itself imposes on the machine; the gateway's overhead is
+measured against it.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sinks.micro_batch import NOOP_SINK
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 
+FLOOR_METRIC = "floor"
 STATE_SCHEMA = StructType([StructField("batches", LongType(), False)])
 
 
@@ -33,30 +36,15 @@ def pass_through(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Gr
     state.update((seen,))
 
 
-class CountingSink:
-    """`foreachBatch` that counts the rows and notes when each micro-batch finished (driver wall clock)."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.finished_at: dict[int, float] = {}
-
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        self.rows += df.count()
-        self.finished_at[batch_id] = time.time()
-
-
-def start_floor(
-    spark: SparkSession, config: GatewayConfig, available_now: bool = False
-) -> tuple[StreamingQuery, CountingSink]:
+def start_floor(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> StreamingQuery:
     ingress = read_ingress(spark, config)
     decided = ingress.groupBy("topic", "partition").applyInPandasWithState(
         pass_through, ingress.schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
-    sink = CountingSink()
     writer = (
-        decided.writeStream.queryName(config.query_name)
+        decided.observe(FLOOR_METRIC, F.count(F.lit(1)).alias("rows")).writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
-        .foreachBatch(sink)
+        .format(NOOP_SINK)
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
-    return writer.start(), sink
+    return writer.start()

@@ -7,7 +7,7 @@ topics (bounded by the configured partition counts) and on the ingress lag (boun
 topic's partitions).
 
 Where the numbers come from:
-- `sinks.metrics.observer.MetricsObserver`, a micro-batch observer of the `foreachBatch` sink: after a
+- `sinks.metrics.observer.MetricsObserver`, a micro-batch observer of the sink (`sinks.micro_batch`): after a
   micro-batch is durable and published it merges the metric deltas the sink's tasks computed
   (`sinks.batch_metrics`; no Spark job of its own) into the counters, histograms and offset gauges;
 - `GatewayMetrics.record_progress`, fed by `streaming.listener.GatewayListener` with each
@@ -50,7 +50,7 @@ from sinks.batch_metrics import (
 from sinks.metrics.collectors import AggregatedHistogram, StorageCollector, finite
 
 if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
-    from sinks.foreach_batch import MicroBatchSummary
+    from sinks.micro_batch import MicroBatchSummary
     from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.metrics")

@@ -17,14 +17,14 @@ from sinks.batch_metrics import (
 from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics
 
 if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
-    from sinks.foreach_batch import MicroBatchSummary
+    from sinks.micro_batch import MicroBatchSummary
     from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.metrics")
 
 
 class MetricsObserver:
-    """Micro-batch observer (`sinks.foreach_batch.MicroBatchObserver`) that updates `GatewayMetrics`.
+    """Micro-batch observer (`sinks.micro_batch.MicroBatchObserver`) that updates `GatewayMetrics`.
 
     The sink's tasks already folded their decisions into aggregate rows (`sinks.batch_metrics`); this
     merges them on the driver, with no Spark job of its own. A failure here is logged and counted,

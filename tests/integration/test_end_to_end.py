@@ -10,6 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from sinks.micro_batch import MicroBatchSummary
 from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
 from tests.integration.gateway_io import (
@@ -157,3 +158,29 @@ def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config
         headers = dict(m.headers())
         assert int(headers["gw.errors.code"]) != 0 and headers["gw.errors.name"]
         assert headers["gw.errors.ingress.topic"].decode() == config.ingress_topic
+
+
+def test_observers_get_each_micro_batch_from_the_query_progress_and_the_listener_leaves(spark, gateway_config) -> None:
+    """The sink's summaries travel as the micro-batch's observed metric (no Python on the driver while it
+    runs): every micro-batch with input reaches the observers once, with its tasks' counts and Spark's
+    addBatch time, and the sink's listener is gone once the query's termination reached the sink."""
+    config = gateway_config.with_overrides(max_offsets_per_trigger=4)
+    create_gateway_topics(config)
+    sent = produce_batches(config, round_of_batches(per_partition=3, records=2))
+    listeners = len(spark._jsparkSession.streams().listListeners())
+    seen: list[tuple[int, MicroBatchSummary]] = []
+    query, sink = start_gateway(spark, config, available_now=True, observers=[lambda b, s: seen.append((b, s))])
+    query.awaitTermination()
+    assert query.exception() is None
+    assert sink.wait_terminated(60), "the query's termination never reached its sink"
+    progress = {p["batchId"]: p for p in query.recentProgress if p["numInputRows"] > 0}
+    assert len(progress) > 1, "several micro-batches were meant to run"
+    assert [b for b, _ in seen] == sorted(progress)
+    for batch_id, summary in seen:
+        assert summary.batch_id == batch_id
+        assert summary.sink_seconds == progress[batch_id]["durationMs"]["addBatch"] / 1000
+        assert summary.partitions >= 1
+    assert sum(s.appended_batches for _, s in seen) == len(sent)
+    assert sum(s.responses for _, s in seen) == len(sent)
+    assert sink.last_summary is seen[-1][1]
+    assert len(spark._jsparkSession.streams().listListeners()) == listeners

@@ -60,9 +60,10 @@ def batch(timestamps: list[int]) -> bytes:
 
 
 def run_available_now(spark, config, observer: MetricsObserver) -> dict:
-    query, _ = start_gateway(spark, config, available_now=True, observers=[observer])
+    query, sink = start_gateway(spark, config, available_now=True, observers=[observer])
     query.awaitTermination()
     assert query.exception() is None
+    assert sink.wait_terminated(60), "the query's termination never reached its sink's listener"
     return query.lastProgress
 
 

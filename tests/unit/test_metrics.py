@@ -12,12 +12,12 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from sinks.foreach_batch import MicroBatchSummary
 from sinks.metrics.collectors import AggregatedHistogram, StorageCollector
 from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics, ingress_lag
 from sinks.metrics.health import Health
 from sinks.metrics.observer import merge_aggregates, micro_batch_log
 from sinks.metrics.server import parse_address, serve_metrics
+from sinks.micro_batch import MicroBatchSummary
 from streaming.status import fetch_health, fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
