@@ -4,10 +4,16 @@
 use under the session's tmp dir and stopped at the end. Tests that never ask for it (the unit
 tests) never start a JVM. When a test that used the broker fails, its report gets a section with
 the broker log path and the log's tail.
+
+Every JVM the tests start (Spark sessions, gateways run as commands, a standalone cluster's workers and
+executors) keeps its scratch directories under the session's tmp dir (`SPARK_LOCAL_DIRS`), not in `/tmp`:
+a JVM that a fault test kills leaves them behind, and they go with the session's directory, which
+pytest removes after a run that passed (`tmp_path_retention_policy = "failed"` in pyproject.toml).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 
 import pytest
@@ -16,6 +22,19 @@ from embedded.local_kafka import LocalKafka
 
 _BROKER_KEY = pytest.StashKey[LocalKafka]()
 _LOG_TAIL_LINES = 40
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_local_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    before = os.environ.get("SPARK_LOCAL_DIRS")
+    os.environ["SPARK_LOCAL_DIRS"] = str(tmp_path_factory.mktemp("spark-local"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SPARK_LOCAL_DIRS", None)
+        else:
+            os.environ["SPARK_LOCAL_DIRS"] = before
 
 
 @pytest.fixture(scope="session")
