@@ -26,15 +26,21 @@ _LOG_TAIL_LINES = 40
 
 @pytest.fixture(scope="session", autouse=True)
 def spark_local_dirs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    before = os.environ.get("SPARK_LOCAL_DIRS")
-    os.environ["SPARK_LOCAL_DIRS"] = str(tmp_path_factory.mktemp("spark-local"))
+    scratch = tmp_path_factory.mktemp("spark-local")
+    # SPARK_LOCAL_DIRS: block manager and Python files; java.io.tmpdir of spark-submit's JVMs: the copies a
+    # client-mode driver makes of the archives it ships (the packed environment, 154 MB each)
+    settings = {"SPARK_LOCAL_DIRS": str(scratch),
+                "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={scratch}".strip()}
+    before = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("SPARK_LOCAL_DIRS", None)
-        else:
-            os.environ["SPARK_LOCAL_DIRS"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
