@@ -59,6 +59,12 @@ class StandaloneCluster:
         return subprocess.Popen([str(SPARK_CLASS), *args], stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
 
+    @property
+    def executor_conf(self) -> dict[str, str]:
+        """The executors' java.io.tmpdir in the cluster's work dir: an executor unpacks `spark.archives` from
+        a copy in a temp dir of its own that only its shutdown hook removes, and `stop()` kills them."""
+        return {"spark.executor.extraJavaOptions": f"-Djava.io.tmpdir={self.work_dir}"}
+
     def log(self, name: str) -> str:
         path = self.work_dir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""

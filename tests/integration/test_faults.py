@@ -80,6 +80,7 @@ def _config(tmp_path: Path, broker: LocalKafka, cluster: StandaloneCluster, pack
         restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0,
     )
     settings.update(overrides)
+    settings["spark_conf"] = {**settings["spark_conf"], **cluster.executor_conf}  # type: ignore[dict-item]
     config = GatewayConfig(**settings)  # type: ignore[arg-type]
     create_gateway_topics(config)  # the driver creates them too; the response watch subscribes first
     return config
@@ -141,7 +142,7 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
     config = _config(tmp_path, broker, cluster, packed_env)
     pidfile = tmp_path / "driver.pid"
     # the third run: an executor kills the driver right after a segment commit, before the publish
-    crashing = config.with_overrides(spark_conf={**EXECUTORS, f"spark.executorEnv.{CRASH_ENV}": "committed:1",
+    crashing = config.with_overrides(spark_conf={**config.spark_conf, f"spark.executorEnv.{CRASH_ENV}": "committed:1",
                                                  f"spark.executorEnv.{KILL_PIDFILE_ENV}": str(pidfile)})
     watch = ResponseWatch(config)
     recoveries: dict[str, float] = {}
