@@ -8,8 +8,11 @@ spreads them), acks=all, one producer at a time.
 - The Java client: Kafka's own benchmark, `ProducerPerformance` 4.2.1 (`tests.producer_performance`),
   with Java's defaults (idempotent, batch.size 16384, linger.ms 5) and with the README's settings.
 - librdkafka (confluent-kafka): its defaults (acks=all, not idempotent, linger.ms 5), idempotent with
-  linger 5 ms, and the README's settings (`tests.bench_front_door.produce_records`).
+  linger 5 ms, and the README's settings (`tests.librdkafka_client.produce_records`).
 - One request at a time: librdkafka with linger.ms 0, produce() then wait for the delivery report.
+- Every client runs in a process of its own, as a user's does: the Java tool in its JVM, librdkafka in a
+  child interpreter (`tests.librdkafka_client.run_in_own_process`), not in the bench's process, whose
+  GIL the front door and the driver need.
 - The README's large-batch settings, Java and librdkafka, on the same topic with max.message.bytes
   16 MiB + 12 (`CLIENT_LARGE_TOPIC`, `CLIENT_LARGE_ANCHOR_TOPIC`): a larger window per round trip.
 
@@ -32,14 +35,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.bench_front_door import (
-    Deliveries,
-    collected_warnings,
-    deliveries_row,
-    gateway_with_front_door,
-    produce_records,
-    send_and_wait,
-)
+from tests.bench_front_door import collected_warnings, deliveries_row, gateway_with_front_door
 from tests.bench_round_trip import RoundTripProbe, print_round_trip
 from tests.bench_stack import (
     CLIENT_ANCHOR_TOPIC,
@@ -57,6 +53,7 @@ from tests.bench_stack import (
     ratio,
 )
 from tests.jvm_threads import JvmCpu, describe, jvm_cpu
+from tests.librdkafka_client import run_in_own_process
 from tests.producer_performance import PerfRun, run_producer_performance
 
 RECORD_SIZE = 100  # bytes of value per record, no key
@@ -215,11 +212,9 @@ class ClientRun:
                 if run.problems():
                     print(f"    stdout: {run.stdout_tail!r}\n    stderr: {run.stderr_tail!r}\n    client log: {run.log_file}")
                 return _java_row(name, run, records, micro_batches())
-            d: Deliveries
-            if setting.client == "send-and-wait":
-                d = send_and_wait(bootstrap, topic, setting.config(), records, RECORD_SIZE, deadline)
-            else:
-                d = produce_records(bootstrap, topic, setting.config(), records, RECORD_SIZE, deadline)
+            mode = "send-and-wait" if setting.client == "send-and-wait" else "produce"
+            d = run_in_own_process(mode, self.work / f"librdkafka-{self.runs}", bootstrap, topic,
+                                   setting.config(), records, RECORD_SIZE, deadline)
             for line in d.problems():
                 print(f"  {name}: {line}")
             note = "requests one at a time" if setting.client == "send-and-wait" else ""
