@@ -43,7 +43,7 @@ from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
 from streaming.query import start_gateway, stop_gracefully, topic_specs
-from streaming.session import build_spark_session, is_local
+from streaming.session import build_spark_session, is_local, stop_session
 from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.standby import rehearse, warm_up
 from streaming.status import add_arguments as add_status_arguments
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             lock.release()  # a standby may start the query now: this one has stopped and closed its logs
         _in_jvm("removing the listener", lambda: spark.streams.removeListener(listener))
         metrics_server.stop()
-        _in_jvm("stopping Spark", spark.stop)
+        _in_jvm("stopping Spark", lambda: stop_session(spark))
         if broker is not None:
             broker.stop()
         log.info("stopped.")

@@ -141,6 +141,23 @@ def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway")
     return spark
 
 
+def stop_state_stores(spark: SparkSession) -> None:
+    """Spark's `StateStore.stop()` in the driver's JVM: the loaded state store providers closed and their
+    maintenance thread stopped. Left running, that thread can wake while the session stops and log
+    `IllegalStateException: SparkEnv not active, cannot do maintenance on StateStores` with its stack, at
+    a routine stop. Only once no query runs; a query started later loads its stores again."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # an active session's context has its JVM view
+    getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$").stop()
+
+
+def stop_session(spark: SparkSession) -> None:
+    """Stop Spark as the gateway does once its queries have stopped: the state stores first
+    (`stop_state_stores`), then the session."""
+    stop_state_stores(spark)
+    spark.stop()
+
+
 def package_zip(directory: Path = PYFILES_DIR) -> Path:
     """The gateway's code as one zip for `addPyFile`, named by its content: every start of the same code
     reuses one file (nothing left behind per start), and a running driver's zip is never rewritten.

@@ -41,7 +41,7 @@ from embedded.local_kafka import LocalKafka
 from sinks.kafka_admin import create_topics
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
-from streaming.session import build_spark_session
+from streaming.session import build_spark_session, stop_session
 from tests.kafka_wire import ProduceConnection
 from tests.spark_floor import start_floor
 from validators.codec.compression import CompressionType
@@ -145,7 +145,7 @@ class Stack:
 
     def __exit__(self, *exc: object) -> None:
         if self.spark is not None:
-            self.spark.stop()
+            stop_session(self.spark)
         self.broker.stop()
 
     def config(self, name: str, **overrides: Any) -> GatewayConfig:

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streaming.config import GatewayConfig
-from streaming.session import build_spark_session
+from streaming.session import build_spark_session, stop_session
 
 
 @pytest.fixture(scope="session")
@@ -22,7 +22,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     )
     session = build_spark_session(base, app_name="gateway-tests")
     yield session
-    session.stop()
+    stop_session(session)
 
 
 TEST_TOPICS = {

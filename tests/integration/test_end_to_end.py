@@ -13,6 +13,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from sinks.micro_batch import MicroBatchSummary
 from sinks.storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
+from streaming.session import stop_state_stores
 from tests.integration.gateway_io import (
     SentBatch,
     create_gateway_topics,
@@ -118,6 +119,27 @@ def test_batches_flow_end_to_end_and_continue_after_restart(spark, gateway_confi
     assert len(responses) == len(sent) + len(more)
     check_round(config, more, responses, next_offset, last_append)
     assert read_all(config, config.dlq_topic) == []
+
+
+def test_the_state_stores_stop_before_the_session_and_a_later_query_loads_them_again(spark, gateway_config) -> None:
+    """`streaming.session.stop_session`'s first step: once a stateful query has run, Spark's state store
+    maintenance runs in the driver's JVM (local mode); `stop_state_stores` stops it, so it cannot wake while
+    the session stops. A query started afterwards loads its stores again and answers."""
+    config = gateway_config
+    create_gateway_topics(config)
+    state = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state
+    state_store = getattr(getattr(state, "StateStore$"), "MODULE$")
+    sent = produce_batches(config, round_of_batches(per_partition=1, records=1))
+    run_available_now(spark, config)
+    assert state_store.isMaintenanceRunning()
+
+    stop_state_stores(spark)
+    assert not state_store.isMaintenanceRunning()
+
+    more = produce_batches(config, round_of_batches(per_partition=1, records=1))
+    run_available_now(spark, config)
+    assert len(read_responses(config)) == len(sent) + len(more)
+    assert state_store.isMaintenanceRunning()
 
 
 def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config) -> None:
