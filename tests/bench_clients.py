@@ -16,6 +16,10 @@ spreads them), acks=all, one producer at a time.
 - The README's large-batch settings, Java and librdkafka, on the same topic with max.message.bytes
   16 MiB + 12 (`CLIENT_LARGE_TOPIC`, `CLIENT_LARGE_ANCHOR_TOPIC`): a larger window per round trip.
 
+- The gateway's own backlog beside each README row's traffic (`tests.bench_beside`): the backlog row's drain
+  again while Java's producer sends that row's records/s to the broker, the ceiling the 2-core machine leaves
+  a front door moving that much; the README rows' ratios to it.
+
 The Kafka rows run first, with no gateway query running; then one gateway query (the bench config's
 default trigger) with a front door serves every front-door row in turn, so the rows share its warm JVM
 and Python workers; before them, Java's defaults run through it unmeasured until the JVM's compilers
@@ -35,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from tests.bench_beside import Traffic, backlog_beside
 from tests.bench_front_door import collected_warnings, deliveries_row, gateway_with_front_door
 from tests.bench_round_trip import RoundTripProbe, print_round_trip
 from tests.bench_stack import (
@@ -177,6 +182,13 @@ JIT_SETTLED_CORES = 0.1
 WARM_UP_MAX_S = 300.0
 BEFORE_ROWS = ("Java ProducerPerformance, defaults", "librdkafka, idempotent, linger 5 ms",
                "librdkafka, one at a time, linger 0 ms")
+# The rows issue 19 compares with the gateway's own backlog, each also with the backlog drained while their
+# records/s go to Kafka beside it (`tests.bench_beside`): what the machine leaves a front door moving that much.
+BESIDE_ROWS = ("Java ProducerPerformance, README settings", "librdkafka, README settings",
+               "Java, README large-batch settings", "librdkafka, README large-batch settings")
+# ... sent by Java's producer with the large-batch settings, the least client CPU per record of the clients
+# measured (0.2-0.3 of a core at 280-390 k records/s), to the anchor topic that takes them.
+BESIDE_TRAFFIC = Traffic(dict(ACKS_ALL + JAVA_LARGE_PROPS), CLIENT_LARGE_ANCHOR_TOPIC, RECORD_SIZE)
 
 
 def row_deadline_s(quick: bool) -> float:
@@ -316,6 +328,7 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
         print(f"  front door rows: failed: {e!r}")
         traceback.print_exc(limit=5)
     before = _before_rows(stack, runner, [s for s in settings if s.name in BEFORE_ROWS])
+    beside = _beside_rows(stack, quick, door) if backlog is not None else {}
     rows: list[Row] = []
     for s in settings:
         rows.append(kafka[s.name])
@@ -325,6 +338,7 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
     if backlog is not None:
         rows.append(Row(f"gateway's own backlog ({backlog.name})", backlog.records_per_s, None, (),
                         backlog.micro_batch_s, note=f"same run; {backlog.note}"))
+    rows += [row for pair in beside.values() for row in pair]
     print()
     print_table(rows, tail=True)
     print("\nratios, front door / Kafka with the same client settings (records/s; latency p50, p99):")
@@ -347,7 +361,33 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
             f = door.get(s.name)
             if f is not None and s.client != "send-and-wait":
                 print(f"  {s.name:48} {ratio(f.records_per_s, backlog.records_per_s):>8}")
+    if beside:
+        print("\nratios, front door / the gateway's backlog with the row's records/s sent to Kafka beside it "
+              "(and that backlog / the backlog alone, drained beside it):")
+        for name, (alone, with_traffic) in beside.items():
+            print(f"  {name:48} {ratio(door[name].records_per_s, with_traffic.records_per_s):>8}   "
+                  f"({ratio(with_traffic.records_per_s, alone.records_per_s)})")
     return rows
+
+
+def _beside_rows(stack: Stack, quick: bool, door: dict[str, Row]) -> dict[str, tuple[Row, Row]]:
+    """For each of `BESIDE_ROWS`, the backlog row's drain alone and with the row's records/s sent to Kafka beside
+    it, one after the other, the order alternating from row to row (a JVM still warming favours the second)."""
+    payloads, per_trigger = backlog_payloads(quick)
+    pairs: dict[str, tuple[Row, Row]] = {}
+    for i, name in enumerate(n for n in BESIDE_ROWS if n in door and door[n].records_per_s):
+        runs = {
+            "alone": partial(_drained, stack, f"gateway's backlog alone, paired with {name}", payloads, per_trigger),
+            "beside": partial(backlog_beside, stack, BESIDE_TRAFFIC, door[name].records_per_s or 0, payloads,
+                              per_trigger, stack.work / "beside"),
+        }
+        done = {kind: runs[kind]() for kind in (("alone", "beside") if i % 2 == 0 else ("beside", "alone"))}
+        pairs[name] = (done["alone"], done["beside"])
+    return pairs
+
+
+def _drained(stack: Stack, name: str, payloads: list[tuple[str, int, bytes]], per_trigger: int) -> Row:
+    return drain_row(name, stack.drain("gateway", payloads, per_trigger), payloads)
 
 
 def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetting]) -> dict[str, Row]:
@@ -374,7 +414,15 @@ def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetti
 def backlog_row(stack: Stack, quick: bool, now_ms: int | None = None) -> Row:
     """The gateway's own throughput on the same machine: the bench's 100 x 100 B backlog row, for the
     ratio when the clients' rows run alone (`--only clients`)."""
-    small = Workload("100 x 100 B, none")
+    payloads, per_trigger = backlog_payloads(quick, now_ms)
+    return _drained(stack, f"gateway ({BACKLOG_WORKLOAD.name})", payloads, per_trigger)
+
+
+BACKLOG_WORKLOAD = Workload("100 x 100 B, none")
+
+
+def backlog_payloads(quick: bool, now_ms: int | None = None) -> tuple[list[tuple[str, int, bytes]], int]:
+    """The backlog row's batches (4 micro-batches' worth) and its batches per micro-batch."""
     per_trigger = 1_000 if quick else 10_000
-    payloads = small.batches(4 * per_trigger, 4, now_ms if now_ms is not None else int(time.time() * 1000))
-    return drain_row(f"gateway ({small.name})", stack.drain("gateway", payloads, per_trigger), payloads)
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    return BACKLOG_WORKLOAD.batches(4 * per_trigger, 4, now_ms), per_trigger

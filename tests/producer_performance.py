@@ -135,15 +135,16 @@ class PerfRun:
 
 
 def producer_command(bootstrap: str, topic: str, records: int, record_size: int, props: Mapping[str, str],
-                     log_config: Path, heap_mb: int = MIN_HEAP_MB) -> list[str]:
-    """`java ... ProducerPerformance` with unthrottled sends and `props` as producer settings. Kafka 4.2
-    spells them --bootstrap-server and --command-property (--producer-props is deprecated)."""
+                     log_config: Path, heap_mb: int = MIN_HEAP_MB, throughput: int = -1) -> list[str]:
+    """`java ... ProducerPerformance` with `props` as producer settings, its sends throttled to `throughput`
+    records/s (-1: unthrottled). Kafka 4.2 spells them --bootstrap-server and --command-property
+    (--producer-props is deprecated)."""
     return [
         java_executable(), f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
         "-Duser.language=en", "-Duser.country=US",  # the summary's %f must print a decimal dot
         f"-Dlog4j2.configurationFile={log_config}", "-cp", tools_classpath(), MAIN_CLASS,
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-        "--record-size", str(record_size), "--throughput", "-1",
+        "--record-size", str(record_size), "--throughput", str(throughput),
         *(["--command-property", *(f"{k}={v}" for k, v in props.items())] if props else []),
     ]
 

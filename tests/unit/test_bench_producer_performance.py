@@ -57,3 +57,5 @@ def test_command_line(tmp_path: Path, monkeypatch) -> None:
     tail = cmd[cmd.index("org.apache.kafka.tools.ProducerPerformance") + 1:]
     assert tail == ["--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--num-records", "10", "--record-size", "100",
                     "--throughput", "-1", "--command-property", "acks=all", "linger.ms=50"]
+    throttled = producer_command("127.0.0.1:1", "t", 10, 100, {}, tmp_path / "l.xml", throughput=280_000)
+    assert throttled[throttled.index("--throughput") + 1] == "280000"  # the producer beside the backlog (bench_beside)
