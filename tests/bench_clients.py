@@ -57,6 +57,7 @@ from tests.bench_stack import (
     quantile,
     ratio,
 )
+from tests.cpu_ledger import RowCpu, print_ledgers
 from tests.jvm_threads import JvmCpu, describe, jvm_cpu
 from tests.librdkafka_client import run_in_own_process
 from tests.producer_performance import PerfRun, run_producer_performance
@@ -300,19 +301,22 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
           f"LogAppendTime topic with {CLIENT_PARTITIONS} partitions, {RECORD_SIZE} B values, no key, acks=all, "
           f"one producer; latency = send -> delivery report; MB/s = record values ==")
     runner = ClientRun(stack.work / "clients", quick)
-    kafka = {s.name: runner.row(s, "Kafka", stack.broker.bootstrap_servers, s.anchor_topic()) for s in settings}
+    kafka = {s.name: _with_ledger(stack, s, runner.quick, partial(runner.row, s, "Kafka",
+                                                                  stack.broker.bootstrap_servers, s.anchor_topic()))
+             for s in settings}
     door: dict[str, Row] = {}
     probe = RoundTripProbe()
     try:
         with collected_warnings() as warnings, gateway_with_front_door(stack, probe=probe) as (bootstrap, query):
             assert stack.spark is not None
-            jvm_pid = int(stack.spark._jvm.java.lang.ProcessHandle.current().pid())
+            jvm_pid = stack.spark_pid()
             _warm_up(runner, bootstrap, query, jvm_pid)
             for s in settings:
                 seen, before = len(warnings), _last_batch(query)
                 probe.reset()
                 began, cpu = time.monotonic(), jvm_cpu(jvm_pid)
-                row = runner.row(s, "front door", bootstrap, s.topic(), partial(_progress_since, query, before))
+                row = _with_ledger(stack, s, runner.quick, partial(runner.row, s, "front door", bootstrap, s.topic(),
+                                                                   partial(_progress_since, query, before)))
                 door[s.name] = _with_jvm_cpu(row, jvm_pid, cpu, time.monotonic() - began)
                 if s.client == "send-and-wait" and door[s.name].latency_ms:
                     print_round_trip(probe, [p for p in query.recentProgress
@@ -367,7 +371,20 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
         for name, (alone, with_traffic) in beside.items():
             print(f"  {name:48} {ratio(door[name].records_per_s, with_traffic.records_per_s):>8}   "
                   f"({ratio(with_traffic.records_per_s, alone.records_per_s)})")
+    ledgers = {r.name: r.cpu for r in rows if r.cpu is not None and r.records_per_s}
+    if ledgers:
+        print("\nwhere the machine's CPU went, µs per record by process (the row's whole run: the clients' start "
+              "and the backlog's first micro-batch included; 'other' is busy time no process here accounts for, "
+              "e.g. the producer beside a backlog), and the cores busy over the row:")
+        print_ledgers(ledgers)
     return rows
+
+
+def _with_ledger(stack: Stack, setting: ClientSetting, quick: bool, run: Callable[[], Row]) -> Row:
+    """`run`'s row with the machine's CPU over it, per record the setting sends."""
+    with stack.cpu_measured() as window:
+        row = run()
+    return replace(row, cpu=RowCpu(window, setting.records(quick)))
 
 
 def _beside_rows(stack: Stack, quick: bool, door: dict[str, Row]) -> dict[str, tuple[Row, Row]]:

@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from sinks.kafka_admin import create_topics
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, stop_session
+from tests.cpu_ledger import LedgerWindow, RowCpu, measured
 from tests.kafka_wire import ProduceConnection
 from tests.spark_floor import start_floor
 from validators.codec.compression import CompressionType
@@ -88,6 +90,7 @@ class Row:
     note: str = ""
     # quantile -> ms (1.0: the maximum), for rows whose client reports percentiles, not each latency
     latency_pcts: Mapping[float, float] | None = None
+    cpu: RowCpu | None = None  # where the machine's CPU went over the row (`tests.cpu_ledger`)
 
     def latency_at(self, q: float) -> float | None:
         if self.latency_ms:
@@ -102,6 +105,7 @@ class Drain:
     durations_s: list[float]
     rows: list[int]
     phases: list[dict[str, float]] = field(default_factory=list)
+    cpu: LedgerWindow | None = None  # over the query, from its start to its end
 
     @property
     def steady(self) -> tuple[list[float], list[int]]:
@@ -219,8 +223,9 @@ class Stack:
         config = self.config(kind, max_offsets_per_trigger=per_trigger, **overrides)
         create_topics(config.bootstrap_servers, topic_specs(config))
         produce_ingress(config, payloads)
-        query = self._start(kind, config, available_now=True)
-        query.awaitTermination()
+        with self.cpu_measured() as cpu:
+            query = self._start(kind, config, available_now=True)
+            query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(f"{kind} query failed: {query.exception()}")
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
@@ -228,7 +233,16 @@ class Stack:
             durations_s=[p["durationMs"]["triggerExecution"] / 1000 for p in progress],
             rows=[p["numInputRows"] for p in progress],
             phases=[{k: v / 1000 for k, v in p["durationMs"].items()} for p in progress],
+            cpu=cpu,
         )
+
+    def spark_pid(self) -> int:
+        assert self.spark is not None
+        return int(self.spark._jvm.java.lang.ProcessHandle.current().pid())
+
+    def cpu_measured(self) -> AbstractContextManager[LedgerWindow]:
+        """The machine's CPU by role over the block (`tests.cpu_ledger`)."""
+        return measured(self.spark_pid(), self.broker.pid)
 
     def latency(self, kind: str, payloads: list[tuple[str, int, bytes]], count: int, per_second: float,
                 trigger: str) -> tuple[list[float], list[float]]:
@@ -350,8 +364,9 @@ def drain_row(name: str, drain: Drain, payloads: list[tuple[str, int, bytes]]) -
     seconds = sum(durations)
     per_batch_records = _records(payloads[0][2])
     per_batch_bytes = len(payloads[0][2])
+    cpu = RowCpu(drain.cpu, sum(drain.rows) * per_batch_records) if drain.cpu is not None else None
     return Row(name, sum(rows) * per_batch_records / seconds, sum(rows) * per_batch_bytes / seconds / 1e6,
-               (), durations, note=f"{len(durations)} micro-batches of {rows[0] if rows else 0} batches")
+               (), durations, note=f"{len(durations)} micro-batches of {rows[0] if rows else 0} batches", cpu=cpu)
 
 
 # ---------------------------------------------------------------------------------- reporting
