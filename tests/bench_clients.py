@@ -53,11 +53,12 @@ from tests.bench_stack import (
     Stack,
     Workload,
     drain_row,
+    print_cpu,
     print_table,
     quantile,
     ratio,
 )
-from tests.cpu_ledger import RowCpu, print_ledgers
+from tests.cpu_ledger import RowCpu
 from tests.jvm_threads import JvmCpu, describe, jvm_cpu
 from tests.librdkafka_client import run_in_own_process
 from tests.producer_performance import PerfRun, run_producer_performance
@@ -96,6 +97,15 @@ LIBRDKAFKA_README_CONFIG: tuple[tuple[str, str], ...] = (
     ("message.max.bytes", "16777216"),
     ("queue.buffering.max.messages", "200000"),
 )
+# - librdkafka without idempotence: the same batches, 5 requests in flight per connection (one partition's node
+#   each), so the window is 5x the idempotent one's. An idempotent librdkafka producer's broker thread also polls
+#   without sleeping while a full batch waits for its partition's one request (`rd_kafka_toppar_producer_serve`
+#   sets the wake-up from the batch before the in-flight check, which counts messages against a bound of 5
+#   requests): 0.6-1.1 of a core through the front door (2026-11-27). Linger as Java's; a queue that holds the
+#   5 batches per partition in flight and the ones filling.
+LIBRDKAFKA_README_NOT_IDEMPOTENT_CONFIG: tuple[tuple[str, str], ...] = tuple({
+    **dict(LIBRDKAFKA_README_CONFIG), "enable.idempotence": "false", "linger.ms": "50",
+    "queue.buffering.max.messages": "500000"}.items())
 # The README's large-batch settings, on a topic whose max.message.bytes is 16 MiB + 12 (both sides): the
 # window grows with the batch while the micro-batch's fixed cost stays.
 # - Java: 4 MiB batches, 5 requests in flight to each partition's node: 80 MiB in flight, inside buffer.memory.
@@ -154,6 +164,8 @@ SETTINGS: tuple[ClientSetting, ...] = (
     ClientSetting("librdkafka", "librdkafka, idempotent, linger 5 ms",
                   (("enable.idempotence", "true"), ("linger.ms", "5")), 1_000_000, 2_000_000),
     ClientSetting("librdkafka", "librdkafka, README settings", LIBRDKAFKA_README_CONFIG, 1_000_000, 2_000_000),
+    ClientSetting("librdkafka", "librdkafka, README settings, not idempotent", LIBRDKAFKA_README_NOT_IDEMPOTENT_CONFIG,
+                  2_000_000, 5_000_000),
     ClientSetting("java", "Java, README large-batch settings", JAVA_LARGE_PROPS, 6_000_000, 12_000_000, True),
     ClientSetting("librdkafka", "librdkafka, README large-batch settings", LIBRDKAFKA_LARGE_CONFIG,
                   4_000_000, 6_000_000, True),
@@ -186,6 +198,7 @@ BEFORE_ROWS = ("Java ProducerPerformance, defaults", "librdkafka, idempotent, li
 # The rows issue 19 compares with the gateway's own backlog, each also with the backlog drained while their
 # records/s go to Kafka beside it (`tests.bench_beside`): what the machine leaves a front door moving that much.
 BESIDE_ROWS = ("Java ProducerPerformance, README settings", "librdkafka, README settings",
+               "librdkafka, README settings, not idempotent",
                "Java, README large-batch settings", "librdkafka, README large-batch settings")
 # ... sent by Java's producer with the large-batch settings, the least client CPU per record of the clients
 # measured (0.2-0.3 of a core at 280-390 k records/s), to the anchor topic that takes them.
@@ -371,12 +384,7 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
         for name, (alone, with_traffic) in beside.items():
             print(f"  {name:48} {ratio(door[name].records_per_s, with_traffic.records_per_s):>8}   "
                   f"({ratio(with_traffic.records_per_s, alone.records_per_s)})")
-    ledgers = {r.name: r.cpu for r in rows if r.cpu is not None and r.records_per_s}
-    if ledgers:
-        print("\nwhere the machine's CPU went, µs per record by process (the row's whole run: the clients' start "
-              "and the backlog's first micro-batch included; 'other' is busy time no process here accounts for, "
-              "e.g. the producer beside a backlog), and the cores busy over the row:")
-        print_ledgers(ledgers)
+    print_cpu(rows)
     return rows
 
 

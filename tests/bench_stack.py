@@ -43,7 +43,7 @@ from sinks.kafka_admin import create_topics
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, stop_session
-from tests.cpu_ledger import LedgerWindow, RowCpu, measured
+from tests.cpu_ledger import LedgerWindow, RowCpu, measured, print_ledgers
 from tests.kafka_wire import ProduceConnection
 from tests.spark_floor import start_floor
 from validators.codec.compression import CompressionType
@@ -391,6 +391,16 @@ def print_table(rows: Sequence[Row], tail: bool = False) -> None:
               f"{_fmt(quantile(mb, .95), '.3f'):>8}  {r.note}")
 
 
+def print_cpu(rows: Sequence[Row]) -> None:
+    """Where the machine's CPU went over each row that has a ledger (`tests.cpu_ledger`)."""
+    ledgers = {r.name: r.cpu for r in rows if r.cpu is not None and r.records_per_s}
+    if ledgers:
+        print("\nwhere the machine's CPU went, µs per record by process over each row's whole run (a client's start "
+              "and a drain's first micro-batch included; 'other': busy time no process here accounts for, e.g. the "
+              "producer beside a backlog), and the cores busy over the row:")
+        print_ledgers(ledgers)
+
+
 def ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}"
 
@@ -428,6 +438,7 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
             pip = stack.kafka_pipelined(payloads)
             pip.name = f"{pip.name} ({small.name})"
             print_table([pip, *(row for pair in pairs for row in pair)])
+            print_cpu([row for pair in pairs for row in pair])
             scaling = bench_scaling(stack, small, now, quick)
         print("\nratios and targets (issue 21):")
         print(f"  (gateway / floor by round: {', '.join(ratio(g.records_per_s, f.records_per_s) for g, f in pairs)})")
@@ -476,6 +487,7 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
                                 latency_ms=lat, micro_batch_s=mb))
         print()
         print_table(rows)
+        print_cpu(rows)
 
         bench_clients(stack, quick, backlog=figures[small.name][2])
         scaling = bench_scaling(stack, small, now, quick)
