@@ -385,6 +385,16 @@ def bench_clients(stack: Stack, quick: bool, backlog: Row | None,
             print(f"  {name:48} {ratio(door[name].records_per_s, with_traffic.records_per_s):>8}   "
                   f"({ratio(with_traffic.records_per_s, alone.records_per_s)})")
     print_cpu(rows)
+    if beside:
+        print("\nper record, CPU of the gateway's side (Spark JVM, Python workers, broker, driver + front door) through "
+              "the front door / in the backlog alone, and the client's share of the front-door row's busy CPU:")
+        for name, (alone, _) in beside.items():
+            door_cpu, alone_cpu = door[name].cpu, alone.cpu
+            if door_cpu is None or alone_cpu is None or door_cpu.window.used is None:
+                continue
+            serving = ratio(door_cpu.per_record_us(lambda u: u.serving), alone_cpu.per_record_us(lambda u: u.serving))
+            client = ratio(door_cpu.window.used.clients, door_cpu.window.used.busy)
+            print(f"  {name:48} {serving:>8}   client {client}")
     return rows
 
 

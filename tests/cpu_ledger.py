@@ -10,7 +10,7 @@ bound by CPU (the machine busy, each record costing the sum of every role's shar
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -37,6 +37,12 @@ class CpuLedger:
     def other(self) -> float:
         """Busy time no role accounts for: other processes, the kernel's interrupts, reads that raced."""
         return self.busy - sum(self.roles().values())
+
+    @property
+    def serving(self) -> float:
+        """Everything but the clients: what the gateway's side (Spark, its workers, the broker, the front door)
+        spent."""
+        return self.spark_jvm + self.python_workers + self.broker + self.bench
 
     def roles(self) -> dict[str, float]:
         return {"Spark JVM": self.spark_jvm, "Python workers": self.python_workers, "broker": self.broker,
@@ -128,6 +134,10 @@ class RowCpu:
 
     window: LedgerWindow
     records: float
+
+    def per_record_us(self, part: Callable[[CpuLedger], float]) -> float | None:
+        used = self.window.used
+        return None if used is None or self.records <= 0 else part(used) / self.records * 1e6
 
 
 ROLE_COLUMNS = ("Spark JVM", "Python workers", "broker", "driver + front door", "clients", "other")

@@ -79,6 +79,10 @@ def test_since_and_other() -> None:
     used = later.since(earlier)
     assert used == CpuLedger(1, 2, 1, 1, 0, 10, 1)
     assert used.other == 5
+    assert used.serving == 5  # all but the clients
+    row = RowCpu(LedgerWindow(used=used, seconds=1.0), 1_000_000)
+    assert row.per_record_us(lambda u: u.serving) == 5.0
+    assert RowCpu(LedgerWindow(), 10).per_record_us(lambda u: u.busy) is None
 
 
 def test_print_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
