@@ -10,6 +10,7 @@ bound by CPU (the machine busy, each record costing the sum of every role's shar
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -20,7 +21,7 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 @dataclass(frozen=True)
 class CpuLedger:
-    """CPU seconds used up to a moment, by role; `busy` and `idle` are the whole machine's (all cores)."""
+    """CPU seconds used up to a moment, by role; `busy` is the whole machine's (all cores)."""
 
     spark_jvm: float
     python_workers: float  # the Spark JVM's descendants, the ones already reaped included
@@ -28,7 +29,6 @@ class CpuLedger:
     bench: float  # this process: the driver's Python, the front door and its librdkafka threads
     clients: float  # this process's children it has waited for: the producers of each row
     busy: float
-    idle: float
 
     def since(self, earlier: CpuLedger) -> CpuLedger:
         return CpuLedger(*(getattr(self, f.name) - getattr(earlier, f.name) for f in fields(self)))
@@ -84,23 +84,23 @@ def _descendants(table: Mapping[int, list[str]], root: int) -> list[int]:
     return found
 
 
-def _machine() -> tuple[float, float]:
+def _machine_busy() -> float:
     first = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in first[:8])
-    return (user + nice + system + irq + softirq + steal) / _TICKS, (idle + iowait) / _TICKS
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in first[:8])
+    return (user + nice + system + irq + softirq + steal) / _TICKS
 
 
 def cpu_ledger(spark_pid: int, broker_pid: int | None) -> CpuLedger | None:
     """The ledger now, or None where /proc does not show it (another OS, the JVM gone)."""
     try:
         table = _process_table()
-        busy, idle = _machine()
+        busy = _machine_busy()
         spark, me = table[spark_pid], table[os.getpid()]
     except (OSError, KeyError, IndexError, ValueError):
         return None
     workers = sum(_own_s(table[p]) + _children_s(table[p]) for p in _descendants(table, spark_pid))
     broker = _own_s(table[broker_pid]) if broker_pid in table else 0.0
-    return CpuLedger(_own_s(spark), workers, broker, _own_s(me), _children_s(me), busy, idle)
+    return CpuLedger(_own_s(spark), workers, broker, _own_s(me), _children_s(me), busy)
 
 
 @dataclass
@@ -115,8 +115,6 @@ class LedgerWindow:
 @contextmanager
 def measured(spark_pid: int, broker_pid: int | None) -> Iterator[LedgerWindow]:
     """The ledger's difference over the block, in `window.used` once it ends."""
-    import time
-
     window = LedgerWindow(_began=cpu_ledger(spark_pid, broker_pid))
     began = time.monotonic()
     try:

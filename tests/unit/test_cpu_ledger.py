@@ -74,10 +74,10 @@ def test_no_ledger_for_a_process_that_is_gone() -> None:
 
 
 def test_since_and_other() -> None:
-    earlier = CpuLedger(1, 2, 3, 4, 5, 20, 100)
-    later = CpuLedger(2, 4, 4, 5, 5, 30, 101)
+    earlier = CpuLedger(1, 2, 3, 4, 5, 20)
+    later = CpuLedger(2, 4, 4, 5, 5, 30)
     used = later.since(earlier)
-    assert used == CpuLedger(1, 2, 1, 1, 0, 10, 1)
+    assert used == CpuLedger(1, 2, 1, 1, 0, 10)
     assert used.other == 5
     assert used.serving == 5  # all but the clients
     row = RowCpu(LedgerWindow(used=used, seconds=1.0), 1_000_000)
@@ -86,7 +86,7 @@ def test_since_and_other() -> None:
 
 
 def test_print_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
-    used = CpuLedger(spark_jvm=1.0, python_workers=0.5, broker=0.25, bench=0.2, clients=0.0, busy=2.0, idle=0.0)
+    used = CpuLedger(spark_jvm=1.0, python_workers=0.5, broker=0.25, bench=0.2, clients=0.0, busy=2.0)
     print_ledgers({"a row": RowCpu(LedgerWindow(used=used, seconds=1.0), 1_000_000),
                    "a row without a ledger": RowCpu(LedgerWindow(), 10)})
     out = capsys.readouterr().out.splitlines()
