@@ -133,6 +133,11 @@ BENCH_SPARK_CONF = {
 }
 
 
+# A drain that has not ended by then is stopped and its row fails: once (2026-11-27) a floor task and its Python
+# worker stalled, each waiting for the other across their socket, and the bench waited with them.
+DRAIN_TIMEOUT_S = 600
+
+
 class Stack:
     """One broker and one Spark session for the whole run; fresh topics and checkpoints per query."""
 
@@ -238,7 +243,9 @@ class Stack:
         produce_ingress(config, payloads)
         with self.cpu_measured() as cpu:
             query = self._start(kind, config, available_now=True)
-            query.awaitTermination()
+            if not query.awaitTermination(DRAIN_TIMEOUT_S):
+                query.stop()
+                raise RuntimeError(f"{kind} query did not drain {len(payloads)} batches in {DRAIN_TIMEOUT_S} s")
         if query.exception() is not None:
             raise RuntimeError(f"{kind} query failed: {query.exception()}")
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
