@@ -205,4 +205,6 @@ def test_observers_get_each_micro_batch_from_the_query_progress_and_the_listener
     assert sum(s.appended_batches for _, s in seen) == len(sent)
     assert sum(s.responses for _, s in seen) == len(sent)
     assert sink.last_summary is seen[-1][1]
+    # the retention schedule's listener leaves from its own thread once that thread sees the termination
+    assert sink.retention is not None and sink.retention.join(60), "the retention schedule never stopped"
     assert len(spark._jsparkSession.streams().listListeners()) == listeners
