@@ -219,11 +219,12 @@ class IngressBridge:
             pending = self._waiters.pop(request_id, None)
         if pending is None or self._loop is None:
             return
-        self._loop.call_soon_threadsafe(_resolve, pending.waiter, response)
+        # the hops are recorded before the answer is released: a client that has its answer finds them counted
         if published_ms is not None and pending.acked is not None:
             published = published_ms / 1000
             self._on_phases(ProducePhases(ingress_append=pending.acked - pending.handed,
                                           gateway=published - pending.acked, response_delivery=received - published))
+        self._loop.call_soon_threadsafe(_resolve, pending.waiter, response)
 
     def _deliveries(self) -> None:
         while not self._stop.is_set():
