@@ -65,6 +65,7 @@ from contract.ingress import ingress_headers
 from contract.limits import IngressLimits
 from contract.responses import decode_response
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
+from sinks.kafka_security import PLAINTEXT, KafkaCluster, KafkaSecurity
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import (
     NO_PRODUCER_EPOCH,
@@ -79,6 +80,7 @@ log = logging.getLogger("gateway.clients.producer")
 @dataclass(frozen=True)
 class ProducerConfig:
     bootstrap_servers: str
+    security: KafkaSecurity = PLAINTEXT  # TLS and SASL to the gateway's Kafka cluster (sinks/kafka_security.py)
     ingress_topic: str = DEFAULT_INGRESS_TOPIC
     response_topic: str = DEFAULT_RESPONSE_TOPIC
     client_id: str = "gateway-producer"
@@ -94,6 +96,10 @@ class ProducerConfig:
     partitions: Mapping[str, int] = field(default_factory=dict)  # partition counts for keyed sends without a partition
     # the ingress hop's message.max.bytes: the default gateway's ingress topic limit (contract.limits)
     ingress_message_max_bytes: int = IngressLimits().ingress_message_bytes
+
+    @property
+    def cluster(self) -> KafkaCluster:
+        return KafkaCluster(self.bootstrap_servers, self.security)
 
     @property
     def acks_value(self) -> int:
@@ -152,15 +158,14 @@ class GatewayProducer:
         self._flush_requested = 0
         self._closed = False
         self._sticky: dict[str, int] = {}
-        self._kafka = Producer({
-            "bootstrap.servers": config.bootstrap_servers,
+        self._kafka = Producer(config.cluster.client({
             "enable.idempotence": True,  # the ingress hop itself never duplicates or reorders
             "acks": "all",
             "linger.ms": 0,
             "message.max.bytes": config.ingress_message_max_bytes,
             "message.timeout.ms": config.delivery_timeout_ms,  # the ingress hop counts against the same budget
             "client.id": config.client_id,
-        })
+        }))
         self._consumer = self._response_consumer() if config.acks_value != 0 else None
         self._sender = threading.Thread(target=self._send_loop, name=f"{config.client_id}-sender", daemon=True)
         self._reader = threading.Thread(target=self._response_loop, name=f"{config.client_id}-responses", daemon=True)
@@ -283,13 +288,12 @@ class GatewayProducer:
     def _response_consumer(self) -> Any:
         from confluent_kafka import Consumer, TopicPartition
 
-        c = Consumer({
-            "bootstrap.servers": self.config.bootstrap_servers,
+        c = Consumer(self.config.cluster.client({
             "group.id": f"{self.config.client_id}-responses-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "allow.auto.create.topics": False,
-        })
+        }))
         topic = self.config.response_topic
         meta = c.list_topics(topic, timeout=30)
         tmeta = meta.topics.get(topic)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_security import KafkaCluster
 from validators.codec.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")
@@ -41,9 +42,9 @@ def demo_batch(rng: random.Random, now_ms: int) -> tuple[str, int, bytes]:
 class DemoTraffic(threading.Thread):
     """Produces demo batches to the ingress topic until stopped."""
 
-    def __init__(self, bootstrap_servers: str, ingress_topic: str, batches_per_second: float = 5.0, seed: int = 7) -> None:
+    def __init__(self, cluster: KafkaCluster, ingress_topic: str, batches_per_second: float = 5.0, seed: int = 7) -> None:
         super().__init__(name="demo-traffic", daemon=True)
-        self.bootstrap_servers = bootstrap_servers
+        self.cluster = cluster
         self.ingress_topic = ingress_topic
         self.interval = 1.0 / batches_per_second
         self.rng = random.Random(seed)
@@ -51,8 +52,7 @@ class DemoTraffic(threading.Thread):
         self.sent = 0
 
     def run(self) -> None:
-        p = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "linger.ms": 5,
-                      "logger": KAFKA_CLIENT_LOG})
+        p = Producer(self.cluster.client({"enable.idempotence": True, "linger.ms": 5, "logger": KAFKA_CLIENT_LOG}))
         while not self.stopped.wait(self.interval):
             topic, partition, batch = demo_batch(self.rng, int(time.time() * 1000))
             p.produce(
@@ -71,11 +71,11 @@ class LiveSummary(threading.Thread):
     """Reads the response topic and prints a one-line summary every few seconds."""
 
     def __init__(
-        self, bootstrap_servers: str, response_topic: str, segments_root: Path, every_s: float = 3.0,
+        self, cluster: KafkaCluster, response_topic: str, segments_root: Path, every_s: float = 3.0,
         first_response: threading.Event | None = None,
     ) -> None:
         super().__init__(name="live-summary", daemon=True)
-        self.bootstrap_servers = bootstrap_servers
+        self.cluster = cluster
         self.response_topic = response_topic
         self.segments_root = Path(segments_root)
         self.every_s = every_s
@@ -84,9 +84,8 @@ class LiveSummary(threading.Thread):
         self.first_response = first_response or threading.Event()
 
     def run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"demo-summary-{uuid.uuid4().hex}",
-                      "logger": KAFKA_CLIENT_LOG,
-                      "auto.offset.reset": "latest", "enable.auto.commit": False})
+        c = Consumer(self.cluster.client({"group.id": f"demo-summary-{uuid.uuid4().hex}", "logger": KAFKA_CLIENT_LOG,
+                                          "auto.offset.reset": "latest", "enable.auto.commit": False}))
         c.subscribe([self.response_topic])
         next_print = time.monotonic() + self.every_s
         while not self.stopped.is_set():

@@ -41,6 +41,7 @@ from contract.responses import decode_response
 from front_door.metrics import ProducePhases
 from sinks.kafka_admin import HopLimits, describe_hop_limits
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door")
 
@@ -66,11 +67,11 @@ class _Pending:
 
 class IngressBridge:
     def __init__(
-        self, bootstrap_servers: str, ingress_topic: str, response_topic: str, *, publish_timeout_ms: int,
+        self, cluster: KafkaCluster, ingress_topic: str, response_topic: str, *, publish_timeout_ms: int,
         max_message_bytes: int, on_response: Callable[[], None] = lambda: None,
         on_phases: Callable[[ProducePhases], None] = lambda _phases: None,
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
+        self.cluster = cluster
         self.ingress_topic = ingress_topic
         self.response_topic = response_topic
         self.instance = uuid.uuid4().hex[:12]
@@ -95,8 +96,7 @@ class IngressBridge:
         from confluent_kafka import Consumer, Producer
 
         self._loop = loop
-        self._producer = Producer({
-            "bootstrap.servers": self.bootstrap_servers,
+        self._producer = Producer(self.cluster.client({
             "enable.idempotence": True,  # the ingress hop never duplicates or reorders a partition's batches
             "acks": "all",
             "linger.ms": 1,
@@ -104,15 +104,14 @@ class IngressBridge:
             "message.timeout.ms": self._publish_timeout_ms,
             "client.id": f"front-door-{self.instance}",
             "logger": KAFKA_CLIENT_LOG,
-        })
-        self._consumer = Consumer({
-            "bootstrap.servers": self.bootstrap_servers,
+        }))
+        self._consumer = Consumer(self.cluster.client({
             "group.id": f"front-door-{self.instance}",
             "enable.auto.commit": False,
             "allow.auto.create.topics": False,
             "fetch.wait.max.ms": 10,
             "logger": KAFKA_CLIENT_LOG,
-        })
+        }))
         self._consumer.assign(self._response_ends())
         self.max_batch_bytes = self._batch_bytes_through_cluster()
         for name, target in (("ingress", self._deliveries), ("responses", self._responses)):
@@ -136,7 +135,7 @@ class IngressBridge:
     def _batch_bytes_through_cluster(self) -> int:
         wanted = batch_bytes_through(self._max_message_bytes, None, None)
         try:
-            hop = describe_hop_limits(self.bootstrap_servers, self.ingress_topic)
+            hop = describe_hop_limits(self.cluster, self.ingress_topic)
         except Exception as e:  # a cluster that does not answer DescribeConfigs: assume what was asked for
             log.warning("cannot read the ingress topic's size limits (%s); assuming batches up to %d bytes pass",
                         e, wanted)

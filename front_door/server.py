@@ -77,6 +77,7 @@ from front_door.wire import (
     frame_size,
     parse_request,
 )
+from sinks.kafka_security import KafkaCluster
 from sinks.metrics.server import parse_address
 from validators.topic_config import TopicRegistry
 
@@ -136,7 +137,7 @@ _WILDCARDS = ("0.0.0.0", "::")
 class FrontDoorSettings:
     listen: str  # node 1's host:port (the bootstrap address); node i on port + i - 1; port 0: free ports
     advertised: str | None  # host:port clients reach node 1 at, node i at port + i - 1; None: the bound ones
-    bootstrap_servers: str
+    cluster: KafkaCluster  # the gateway's Kafka cluster (address and credentials)
     ingress_topic: str
     response_topic: str
     segments_root: Path
@@ -210,7 +211,7 @@ class FrontDoor:
         s = self.settings
         appended = AppendSignal()
         self._bridge = bridge = IngressBridge(
-            s.bootstrap_servers, s.ingress_topic, s.response_topic, publish_timeout_ms=s.publish_timeout_ms,
+            s.cluster, s.ingress_topic, s.response_topic, publish_timeout_ms=s.publish_timeout_ms,
             max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify,
             on_phases=self.metrics.produce_phases)
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
@@ -235,7 +236,7 @@ class FrontDoor:
         """The group coordinator with what the groups topic holds: loaded before any request is served,
         so no client ever sees a group half-loaded (Kafka answers COORDINATOR_LOAD_IN_PROGRESS instead)."""
         s = self.settings
-        self._group_store = store = KafkaGroupStore(s.bootstrap_servers, s.groups_topic)
+        self._group_store = store = KafkaGroupStore(s.cluster, s.groups_topic)
         groups = GroupCoordinator(store, s.groups, on_rebalance=self.metrics.rebalanced,
                                   on_commit=self.metrics.committed)
         try:

@@ -20,6 +20,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from sinks.kafka_security import KafkaCluster
+
 log = logging.getLogger("gateway.kafka_admin")
 
 # (topic name, partition count, topic configs)
@@ -44,7 +46,7 @@ _RETRIABLE_METADATA_ERRORS = frozenset(
 )
 
 
-def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
+def create_topics(cluster: KafkaCluster, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
     """Create topics (name, partitions, configs) and wait until every partition has a serving leader.
 
     Idempotent: a topic that already exists keeps its partitions and configs, except that a
@@ -56,7 +58,7 @@ def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: f
     if not specs:
         return
     deadline = time.monotonic() + timeout
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(cluster.client())
     new_topics = [
         NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in configs.items()})
         for name, partitions, configs in specs
@@ -71,11 +73,11 @@ def create_topics(bootstrap_servers: str, specs: Iterable[TopicSpec], timeout: f
                 raise
             log.debug("topic %s already exists", name)
             existing.add(name)
-    raise_lower_bounds(bootstrap_servers, admin, [s for s in specs if s[0] in existing], deadline)
+    raise_lower_bounds(cluster, admin, [s for s in specs if s[0] in existing], deadline)
     wait_for_partition_leaders(admin, [name for name, _, _ in specs], deadline)
 
 
-def raise_lower_bounds(bootstrap_servers: str, admin: AdminClient, specs: Sequence[TopicSpec], deadline: float) -> None:
+def raise_lower_bounds(cluster: KafkaCluster, admin: AdminClient, specs: Sequence[TopicSpec], deadline: float) -> None:
     """Raise the `RAISED_CONFIGS` of existing topics that are below their spec's value. Nothing here fails
     the start: a cluster that refuses (no ALTER_CONFIGS permission, say) gets an error line with the
     kafka-configs command that does it."""
@@ -107,7 +109,7 @@ def raise_lower_bounds(bootstrap_servers: str, admin: AdminClient, specs: Sequen
                 "(%s). Until it is raised, batches larger than the topic takes get MESSAGE_TOO_LARGE at the front "
                 "door, or fail the sink's dead-letter publish. Run: kafka-configs.sh --bootstrap-server %s --alter "
                 "--entity-type topics --entity-name %s --add-config %s",
-                name, ", ".join(f"{k}={entries[k].value}" for k in low), settings, exc, bootstrap_servers, name,
+                name, ", ".join(f"{k}={entries[k].value}" for k in low), settings, exc, cluster, name,
                 settings)
             continue
         log.warning("topic %s existed with %s; raised to %s (what the gateway's largest batch needs)",
@@ -122,10 +124,10 @@ class HopLimits:
     broker_request_bytes: int | None  # the smallest socket.request.max.bytes among the cluster's brokers
 
 
-def describe_hop_limits(bootstrap_servers: str, topic: str, timeout: float = 30.0) -> HopLimits:
+def describe_hop_limits(cluster: KafkaCluster, topic: str, timeout: float = 30.0) -> HopLimits:
     """The topic's max.message.bytes and the brokers' socket.request.max.bytes (Admin API
     DescribeConfigs). A config the cluster does not show (no DESCRIBE_CONFIGS permission) is None."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(cluster.client())
     brokers = sorted(admin.list_topics(timeout=timeout).brokers)
     resources = [ConfigResource(ResourceType.TOPIC, topic),
                  *(ConfigResource(ResourceType.BROKER, str(b)) for b in brokers)]

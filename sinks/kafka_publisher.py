@@ -9,9 +9,11 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from sinks.kafka_security import KafkaCluster
+
 KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 
-_producers: dict[tuple[str, int], Producer] = {}
+_producers: dict[tuple[KafkaCluster, int, int], Producer] = {}
 
 
 class OutgoingMessage(NamedTuple):
@@ -26,12 +28,11 @@ class OutgoingMessage(NamedTuple):
 DEFAULT_PUBLISH_TIMEOUT_MS = 120_000
 
 
-def producer(bootstrap_servers: str, max_message_bytes: int, timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> Producer:
-    key = (bootstrap_servers, max_message_bytes, timeout_ms)
+def producer(cluster: KafkaCluster, max_message_bytes: int, timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> Producer:
+    key = (cluster, max_message_bytes, timeout_ms)
     if key not in _producers:
-        _producers[key] = Producer(
+        _producers[key] = Producer(cluster.client(
             {
-                "bootstrap.servers": bootstrap_servers,
                 "enable.idempotence": True,  # retries inside librdkafka never duplicate
                 "acks": "all",
                 "linger.ms": 1,  # a task flushes right after producing: lingering only delays it
@@ -42,7 +43,7 @@ def producer(bootstrap_servers: str, max_message_bytes: int, timeout_ms: int = D
                 "message.timeout.ms": timeout_ms,
                 "logger": KAFKA_CLIENT_LOG,  # librdkafka's own lines through logging, not bare on stderr
             }
-        )
+        ))
     return _producers[key]
 
 
@@ -51,9 +52,9 @@ class Publication:
     then one wait for every delivery report (`finish`), which raises on the first failure, so a micro-batch
     never commits with a response or dead letter undelivered."""
 
-    def __init__(self, bootstrap_servers: str, max_message_bytes: int,
+    def __init__(self, cluster: KafkaCluster, max_message_bytes: int,
                  timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS) -> None:
-        self._producer = producer(bootstrap_servers, max_message_bytes, timeout_ms)
+        self._producer = producer(cluster, max_message_bytes, timeout_ms)
         self._timeout_ms = timeout_ms
         self._errors: list[str] = []
         self._topics: set[str] = set()

@@ -27,6 +27,7 @@ from contract.decision_row import DecisionRow
 from sinks.batch_metrics import DecisionAggregates
 from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
+from sinks.kafka_security import KafkaCluster
 from sinks.responses import encode_row_response
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
@@ -40,7 +41,7 @@ SYNC_AHEAD_ROWS = 100
 
 @dataclass(frozen=True)
 class SinkConfig:
-    bootstrap_servers: str
+    cluster: KafkaCluster
     segments_root: Path
     ingress_topic: str
     response_topic: str
@@ -224,7 +225,7 @@ def run_partition(
     n_resp = n_dlq = 0
     started = clock()
     if responses or letters:
-        publication = Publication(config.bootstrap_servers, config.max_message_bytes, config.publish_timeout_ms)
+        publication = Publication(config.cluster, config.max_message_bytes, config.publish_timeout_ms)
         n_resp = publication.send(config.response_topic, responses)
         n_dlq = publication.send(config.dlq_topic, letters)
         publication.finish()

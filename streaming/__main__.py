@@ -97,7 +97,7 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
-            create_topics(config.bootstrap_servers, topic_specs(config))
+            create_topics(config.cluster, topic_specs(config))
         except BaseException:
             if not spark_start.cancel():
                 spark_start.result().stop()
@@ -148,10 +148,10 @@ def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
     from embedded.demo import DemoTraffic, LiveSummary
 
     first = threading.Event()
-    summary = LiveSummary(config.bootstrap_servers, config.response_topic, config.path(config.segments_root),
+    summary = LiveSummary(config.cluster, config.response_topic, config.path(config.segments_root),
                           first_response=first)
     summary.start()
-    demo = DemoTraffic(config.bootstrap_servers, config.ingress_topic)
+    demo = DemoTraffic(config.cluster, config.ingress_topic)
     demo.start()
     threading.Thread(
         target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),

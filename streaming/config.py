@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass, field, fields, replace
@@ -17,6 +18,7 @@ from contract.topics import (
 )
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
+from sinks.kafka_security import KafkaCluster, literal_secrets, load_kafka_security
 from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
@@ -36,6 +38,10 @@ REMOVED_SETTINGS = {
 @dataclass(frozen=True)
 class GatewayConfig:
     bootstrap_servers: str | None = None  # None: start a local broker
+    # How every client of the gateway authenticates to that cluster, in Kafka's client property names
+    # (sinks/kafka_security.py; docs/security.md): security.protocol, sasl.*, ssl.*; secrets as ${file:…}
+    # or ${env:…}. Empty: PLAINTEXT.
+    kafka: dict[str, str] = field(default_factory=dict)
     local_broker_port: int = 9092
     local_broker_dir: str = "var/kafka"
     ingress_topic: str = DEFAULT_INGRESS_TOPIC
@@ -111,10 +117,9 @@ class GatewayConfig:
         from front_door.groups.coordinator import GroupSettings
         from front_door.server import FrontDoorSettings
 
-        assert self.bootstrap_servers is not None, "the front door needs the gateway's Kafka cluster"
         return FrontDoorSettings(
             listen=listen or self.front_door_address or "127.0.0.1:0", advertised=self.front_door_advertised_address,
-            bootstrap_servers=self.bootstrap_servers, ingress_topic=self.ingress_topic,
+            cluster=self.cluster, ingress_topic=self.ingress_topic,
             response_topic=self.response_topic, segments_root=self.path(self.segments_root),
             publish_timeout_ms=self.publish_timeout_ms,
             ingress_max_message_bytes=self.ingress_limits().ingress_message_bytes,
@@ -122,6 +127,14 @@ class GatewayConfig:
             free_port_fallback=True, groups_topic=self.groups_topic, registry_file=str(self.path(self.topics_file)),
             groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
         )
+
+    @functools.cached_property
+    def cluster(self) -> KafkaCluster:
+        """The gateway's Kafka cluster: `bootstrap_servers` and the resolved `kafka` block (secrets read from
+        their files or variables once, here). Raises KafkaSecurityError (a ValueError) naming a wrong setting."""
+        if not self.bootstrap_servers:
+            raise ValueError("bootstrap_servers is not set")
+        return KafkaCluster(self.bootstrap_servers, load_kafka_security(self.kafka, REPO_ROOT))
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""
@@ -145,4 +158,8 @@ def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> 
     unknown = set(doc) - known
     if unknown:
         raise ValueError(f"Unknown gateway settings in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    return GatewayConfig(**doc).with_overrides(**overrides)
+    config = GatewayConfig(**doc).with_overrides(**overrides)
+    load_kafka_security(config.kafka, REPO_ROOT)  # a wrong `kafka` block fails here, naming the setting
+    for key in literal_secrets(config.kafka):
+        log.warning("%s: kafka.%s is written in the file; give it as ${file:PATH} or ${env:NAME} instead", path, key)
+    return config

@@ -38,7 +38,7 @@ def read_ingress(spark: SparkSession, config: GatewayConfig, limits: IngressLimi
     limits = limits or config.ingress_limits()
     raw = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", config.bootstrap_servers)
+        .options(**config.cluster.spark_options())
         .option("subscribe", config.ingress_topic)
         .option("includeHeaders", "true")
         .option("startingOffsets", starting_offsets)

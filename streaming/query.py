@@ -24,11 +24,9 @@ log = logging.getLogger("gateway.query")
 
 
 def sink_config(config: GatewayConfig, limits: IngressLimits | None = None) -> SinkConfig:
-    if not config.bootstrap_servers:
-        raise ValueError("bootstrap_servers is not set")
     limits = limits or config.ingress_limits()
     return SinkConfig(
-        bootstrap_servers=config.bootstrap_servers,
+        cluster=config.cluster,
         segments_root=config.path(config.segments_root),
         ingress_topic=config.ingress_topic,
         response_topic=config.response_topic,

@@ -18,6 +18,7 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from sinks.kafka_security import SPARK_SECRET_OPTIONS
 from streaming.config import REPO_ROOT, GatewayConfig
 
 log = logging.getLogger("gateway.session")
@@ -102,6 +103,9 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         "spark.ui.enabled": str(config.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
+        # The Kafka source's options carry the JAAS line and a client key (sinks/kafka_security.py): the plan,
+        # the UI and the event log show them redacted. Spark's defaults cover `url` options and `password` keys.
+        "spark.sql.redaction.options.regex": SPARK_SECRET_OPTIONS,
         "spark.driver.memory": "2g",
         # Spark's own log lines in the gateway's format, routine warnings left out (conf/log4j2.properties)
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",

@@ -25,6 +25,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from sinks.kafka_security import KafkaCluster
 from sinks.text_table import table_lines
 from streaming.config import DEFAULT_CONFIG, GatewayConfig, load_gateway_config
 
@@ -129,30 +130,30 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-def recent_errors(bootstrap_servers: str, topic: str, limit: int = 10, scan_per_partition: int = 1000,
+def recent_errors(cluster: KafkaCluster, topic: str, limit: int = 10, scan_per_partition: int = 1000,
                   timeout_s: float = 10.0) -> list[dict[str, Any]]:
     """The newest error responses among the last `scan_per_partition` messages of each partition of
     the response topic, newest first (by the response message's timestamp)."""
     from confluent_kafka import KafkaException
 
     try:
-        return _recent_errors(bootstrap_servers, topic, limit, scan_per_partition, timeout_s)
+        return _recent_errors(cluster, topic, limit, scan_per_partition, timeout_s)
     except KafkaException as e:
-        raise ConnectionError(f"cannot read '{topic}' from Kafka at {bootstrap_servers}: {e}") from None
+        raise ConnectionError(f"cannot read '{topic}' from Kafka at {cluster}: {e}") from None
 
 
-def _recent_errors(bootstrap_servers: str, topic: str, limit: int, scan_per_partition: int,
+def _recent_errors(cluster: KafkaCluster, topic: str, limit: int, scan_per_partition: int,
                    timeout_s: float) -> list[dict[str, Any]]:
     from confluent_kafka import Consumer, TopicPartition
 
     from contract.responses import decode_response
 
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap_servers, "group.id": f"gateway-status-{uuid.uuid4().hex}",
+    consumer = Consumer(cluster.client({
+        "group.id": f"gateway-status-{uuid.uuid4().hex}",
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "socket.timeout.ms": int(timeout_s * 1000),
         # librdkafka would print every failed connection attempt on stderr; the failure is reported once below.
         "log_level": 0,
-    })
+    }))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s)
         if topic not in meta.topics or meta.topics[topic].error is not None:
@@ -251,8 +252,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each source")
 
 
-def bootstrap_for(config: GatewayConfig) -> str:
-    return config.bootstrap_servers or f"127.0.0.1:{config.local_broker_port}"
+def cluster_for(config: GatewayConfig) -> KafkaCluster:
+    if not config.bootstrap_servers:  # the embedded default's local broker
+        config = config.with_overrides(bootstrap_servers=f"127.0.0.1:{config.local_broker_port}")
+    return config.cluster
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -267,8 +270,8 @@ def run_status(args: argparse.Namespace) -> int:
     errors = errors_problem = None
     if args.errors > 0:
         try:
-            errors = recent_errors(bootstrap_for(config), config.response_topic, args.errors, timeout_s=args.timeout)
-        except (ConnectionError, OSError) as e:
+            errors = recent_errors(cluster_for(config), config.response_topic, args.errors, timeout_s=args.timeout)
+        except (ConnectionError, OSError, ValueError) as e:
             errors_problem = str(e)
     if args.json:
         print(json.dumps({"metrics_url": url, "reachable": status is not None, "problem": problem, "status": status,

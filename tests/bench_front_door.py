@@ -62,7 +62,7 @@ def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
     sink's micro-batches."""
     assert stack.spark is not None
     config = stack.config("front-door", **overrides)
-    create_topics(config.bootstrap_servers, topic_specs(config))
+    create_topics(config.cluster, topic_specs(config))
     query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else ())
     try:
         door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"),

@@ -22,6 +22,7 @@ import pandas as pd
 
 from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
+from sinks.kafka_security import KafkaCluster
 from sinks.partition_task import SinkConfig, append_partition, outgoing_messages
 from streaming.stage import _ingress_batches, decide_group
 from streaming.worker_memory import keep_worker_memory
@@ -68,7 +69,7 @@ def _round(frame: pd.DataFrame, registry: TopicRegistry, now_ms: int, work: Path
     items = timed(PHASES[0], lambda: list(_ingress_batches(frame)))
     decided, _ = timed(PHASES[1], lambda: decide_group("t", 0, items, registry, PartitionState(), now_ms))  # type: ignore[misc]
     timed(PHASES[2], lambda: append_partition(work / f"round-{batch_id}", batch_id, decided, registry))  # type: ignore[arg-type]
-    config = SinkConfig("unused:9092", work, "ingress", "responses", "dlq", 1 << 20)
+    config = SinkConfig(KafkaCluster("unused:9092"), work, "ingress", "responses", "dlq", 1 << 20)
     timed(PHASES[3], lambda: outgoing_messages(decided, config, frozenset(registry.topics), {("t", 0): 0}))  # type: ignore[arg-type]
     timed(PHASES[4], lambda: aggregate_decisions(decided, {"t": 1}))  # type: ignore[arg-type]
     return times

@@ -159,7 +159,7 @@ class Stack:
         self.broker.start()
         log_append_time = {"message.timestamp.type": "LogAppendTime"}
         large_batches = {**log_append_time, "max.message.bytes": str(CLIENT_LARGE_MESSAGE_BYTES)}
-        create_topics(self.broker.bootstrap_servers, [("kafka-anchor", BENCH_PARTITIONS, log_append_time),
+        create_topics(self.broker.cluster, [("kafka-anchor", BENCH_PARTITIONS, log_append_time),
                                                       (CLIENT_ANCHOR_TOPIC, CLIENT_PARTITIONS, log_append_time),
                                                       (CLIENT_LARGE_ANCHOR_TOPIC, CLIENT_PARTITIONS, large_batches)])
         self.spark = build_spark_session(self.config("start", spark_conf=BENCH_SPARK_CONF), app_name="gateway-bench")
@@ -239,7 +239,7 @@ class Stack:
     def drain(self, kind: str, payloads: list[tuple[str, int, bytes]], per_trigger: int, **overrides: Any) -> Drain:
         """Queue `payloads` on a fresh ingress topic, then drain it `per_trigger` batches per micro-batch."""
         config = self.config(kind, max_offsets_per_trigger=per_trigger, **overrides)
-        create_topics(config.bootstrap_servers, topic_specs(config))
+        create_topics(config.cluster, topic_specs(config))
         produce_ingress(config, payloads)
         with self.cpu_measured() as cpu:
             query = self._start(kind, config, available_now=True)
@@ -270,7 +270,7 @@ class Stack:
         and the micro-batch durations (s). The gateway's response is its real response, read by a
         consumer; the floor's is the end of the micro-batch that held the batch (it has no responses)."""
         config = self.config(f"{kind}-lat", trigger_interval=trigger)
-        create_topics(config.bootstrap_servers, topic_specs(config))
+        create_topics(config.cluster, topic_specs(config))
         query = self._start(kind, config, available_now=False)
         consumer = None
         if kind == "gateway":

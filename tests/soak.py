@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics_address=f"127.0.0.1:{metrics_port}", front_door_address="127.0.0.1:0",
         retention_check_interval_ms=30_000, ui_enabled=False,
         spark_conf=dict(args.spark_conf))
-    create_topics(config.bootstrap_servers, topic_specs(config))
+    create_topics(config.cluster, topic_specs(config))
     (work / "gateway.json").write_text(json.dumps({k: v for k, v in vars(config).items() if v is not None}))
     log = open(work / "driver.log", "ab")  # noqa: SIM115 - the driver owns it
     driver = subprocess.Popen([sys.executable, "-m", "streaming", "run", "--config", str(work / "gateway.json")],
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"the gateway did not start; see {work / 'driver.log'}")
             time.sleep(1)  # polling the driver's log for its start line
         load = DoorLoad(door.group(1), args.door_rate)
-        demo = DemoTraffic(config.bootstrap_servers, config.ingress_topic)
+        demo = DemoTraffic(config.cluster, config.ingress_topic)
         demo.start()
         sampler = Sampler(driver.pid, f"http://127.0.0.1:{metrics_port}/metrics", config.checkpoint_location,
                           config.path(config.segments_root), load)

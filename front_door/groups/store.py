@@ -41,6 +41,7 @@ from contract.group_records import (
 from contract.topics import GROUPS_TOPIC_PARTITIONS
 from front_door.groups.placement import partition_for
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.groups")
 
@@ -49,8 +50,8 @@ class GroupStoreError(RuntimeError):
 
 
 class KafkaGroupStore:
-    def __init__(self, bootstrap_servers: str, topic: str, *, timeout_ms: int = 30_000) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    def __init__(self, cluster: KafkaCluster, topic: str, *, timeout_ms: int = 30_000) -> None:
+        self.cluster = cluster
         self.topic = topic
         self._timeout_ms = timeout_ms
         self._partitions = GROUPS_TOPIC_PARTITIONS
@@ -63,9 +64,9 @@ class KafkaGroupStore:
 
     def load(self) -> StoredGroups:
         """Everything the topic holds now, the last record of each key winning (a tombstone forgets)."""
-        consumer = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": f"groups-load-{uuid.uuid4().hex}",
-                             "enable.auto.commit": False, "allow.auto.create.topics": False,
-                             "enable.partition.eof": False, "logger": KAFKA_CLIENT_LOG})
+        consumer = Consumer(self.cluster.client({
+            "group.id": f"groups-load-{uuid.uuid4().hex}", "enable.auto.commit": False,
+            "allow.auto.create.topics": False, "enable.partition.eof": False, "logger": KAFKA_CLIENT_LOG}))
         try:
             ends = self._ends(consumer)
             self._partitions = max(len(ends), 1)
@@ -125,9 +126,9 @@ class KafkaGroupStore:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._producer = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True,
-                                   "acks": "all", "linger.ms": 0, "message.timeout.ms": self._timeout_ms,
-                                   "client.id": "front-door-groups", "logger": KAFKA_CLIENT_LOG})
+        self._producer = Producer(self.cluster.client({
+            "enable.idempotence": True, "acks": "all", "linger.ms": 0, "message.timeout.ms": self._timeout_ms,
+            "client.id": "front-door-groups", "logger": KAFKA_CLIENT_LOG}))
         self._thread = threading.Thread(target=self._deliveries, name="front-door-groups", daemon=True)
         self._thread.start()
 

@@ -5,7 +5,9 @@
     python -m sinks dlq show   PARTITION:OFFSET | --request-id ID
     python -m sinks dlq replay [filters] (--position P:O ... | --all) [--to-topic T] [--to-partition N] [--yes]
 
-Common options: `--bootstrap-servers` (default $GATEWAY_BOOTSTRAP_SERVERS or 127.0.0.1:9092), `--topic`
+Common options: `--config` (a gateway config: its `bootstrap_servers` and its `kafka` security block, so
+the command reaches a secured cluster as the gateway does), `--bootstrap-servers` (default: the config's, else
+$GATEWAY_BOOTSTRAP_SERVERS or 127.0.0.1:9092), `--topic`
 (the dead-letter topic, default gateway.dlq), `--ingress-topic` (where replays go; default: the
 `gw.errors.ingress.topic` the dead letter came from, else gateway.ingress), `--format table|jsonl`,
 `--timeout` (seconds without progress before giving up on the broker).
@@ -41,6 +43,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from contract.topics import DEFAULT_DLQ_TOPIC
@@ -49,6 +52,7 @@ from sinks.dlq.render import _LIST_COLUMNS, _jsonl, _SafeWriter, _write_show, _w
 from sinks.dlq.replay import ReplayOutcome, ReplayPlan, ReplaySender, plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
 from sinks.dlq.times import parse_position, parse_time
+from sinks.kafka_security import KafkaCluster, KafkaSecurityError, load_cluster_file
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "GATEWAY_BOOTSTRAP_SERVERS"
@@ -61,7 +65,10 @@ EXIT_NOTHING = 3
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-servers", default=os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP))
+    p.add_argument("--config", type=Path, default=None,
+                   help="the gateway's config file: its bootstrap_servers and kafka security block (TLS, SASL)")
+    p.add_argument("--bootstrap-servers", default=None,
+                   help=f"the Kafka cluster (default: the config's, else ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
     p.add_argument("--topic", default=DEFAULT_DLQ_TOPIC, help="the dead-letter topic (default %(default)s)")
     p.add_argument("--ingress-topic", default=None,
                    help="where replays go (default: the dead letter's gw.errors.ingress.topic, else gateway.ingress)")
@@ -139,7 +146,12 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         flt = (Filter(positions=frozenset([parse_position(args.position)])) if args.position is not None
                else Filter(request_ids=frozenset([args.request_id])))
 
-    with DlqReader(args.bootstrap_servers, args.topic, args.timeout) as reader:
+    try:
+        cluster = _cluster(args)
+    except KafkaSecurityError as e:
+        err.write(f"{e}\n")
+        return EXIT_USAGE
+    with DlqReader(cluster, args.topic, args.timeout) as reader:
         if reader.is_empty and args.command != "stats":
             err.write(f"{args.topic}: no dead letters (the topic is empty)\n")
             if args.command == "show":
@@ -160,7 +172,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             view = show_view(dl)
             _jsonl(view, out) if fmt == "jsonl" else _write_show(view, out)
             return EXIT_OK
-        return _cmd_replay(reader, flt, args, out, err)
+        return _cmd_replay(reader, flt, args, cluster, out, err)
+
+
+def _cluster(args: argparse.Namespace) -> KafkaCluster:
+    if args.config is not None:
+        return load_cluster_file(args.config, args.bootstrap_servers)
+    return KafkaCluster(args.bootstrap_servers or os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP))
 
 
 def _cmd_list(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: TextIO) -> int:
@@ -212,8 +230,9 @@ def _replay_row(o: ReplayOutcome, sending: bool) -> dict[str, Any]:
     }
 
 
-def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    sender = ReplaySender(args.bootstrap_servers, args.topic, max(args.timeout, 10.0)) if args.yes else None
+def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluster: KafkaCluster, out: TextIO,
+                err: TextIO) -> int:
+    sender = ReplaySender(cluster, args.topic, max(args.timeout, 10.0)) if args.yes else None
     counts: Counter = Counter()
     found: set[tuple[int, int]] = set()
 

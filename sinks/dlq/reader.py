@@ -10,23 +10,23 @@ from typing import Any
 
 from sinks.dlq.format import DeadLetter, DlqMessage, parse_dead_letter
 from sinks.dlq.report import Filter
+from sinks.kafka_security import KafkaCluster
 
 
 class DlqError(Exception):
     """A problem with the topic or the broker, reported to the operator (exit code 1)."""
 
 
-def _consumer(bootstrap_servers: str) -> Any:
+def _consumer(cluster: KafkaCluster) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer({
-        "bootstrap.servers": bootstrap_servers,
+    return Consumer(cluster.client({
         "group.id": f"gw-dlq-{uuid.uuid4().hex}",  # never committed: assign() only
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "allow.auto.create.topics": False,
-    })
+    }))
 
 
 def _to_message(m: Any) -> DlqMessage:
@@ -40,20 +40,20 @@ def _to_message(m: Any) -> DlqMessage:
 class DlqReader:
     """Reads the dead-letter topic up to the end offsets seen when it was opened."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, cluster: KafkaCluster, topic: str, timeout_s: float = 30.0) -> None:
         self.topic = topic
         self.timeout_s = timeout_s
-        self.consumer = _consumer(bootstrap_servers)
+        self.consumer = _consumer(cluster)
         try:
             meta = self.consumer.list_topics(topic, timeout=timeout_s)
         except Exception as e:  # KafkaException: broker unreachable
             self.consumer.close()
-            raise DlqError(f"cannot read metadata of {topic} from {bootstrap_servers}: {e}") from None
+            raise DlqError(f"cannot read metadata of {topic} from {cluster}: {e}") from None
         tmeta = meta.topics.get(topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             self.consumer.close()
             why = tmeta.error.str() if tmeta is not None and tmeta.error is not None else "no partitions"
-            raise DlqError(f"dead-letter topic {topic} does not exist on {bootstrap_servers} ({why})")
+            raise DlqError(f"dead-letter topic {topic} does not exist on {cluster} ({why})")
         self.partitions = sorted(tmeta.partitions)
         self.watermarks = {p: self._watermarks(p) for p in self.partitions}
 

@@ -10,6 +10,7 @@ from typing import Any
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import DEFAULT_INGRESS_TOPIC
 from sinks.dlq.format import DeadLetter, replay_request_id
+from sinks.kafka_security import KafkaCluster
 
 
 @dataclass(frozen=True)
@@ -66,18 +67,17 @@ class ReplayOutcome:
 class ReplaySender:
     """One idempotent producer for a whole replay; `send` waits for every delivery report of its plans."""
 
-    def __init__(self, bootstrap_servers: str, dlq_topic: str, timeout_s: float) -> None:
+    def __init__(self, cluster: KafkaCluster, dlq_topic: str, timeout_s: float) -> None:
         from confluent_kafka import Producer
 
         self.dlq_topic = dlq_topic
         self.timeout_s = timeout_s
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap_servers,
+        self.producer = Producer(cluster.client({
             "enable.idempotence": True,
             "acks": "all",
             "message.max.bytes": 64 * 1024 * 1024,
             "client.id": "gw-dlq-replay",
-        })
+        }))
 
     def send(self, plans: Sequence[ReplayPlan]) -> list[ReplayOutcome]:
         reports: dict[int, tuple[int | None, int | None, str | None]] = {}

@@ -17,7 +17,7 @@ from streaming.query import topic_specs
 
 
 def create_gateway_topics(config: GatewayConfig) -> None:
-    create_topics(config.bootstrap_servers, topic_specs(config))
+    create_topics(config.cluster, topic_specs(config))
 
 
 @dataclass(frozen=True)

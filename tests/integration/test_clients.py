@@ -150,7 +150,7 @@ def test_producer_callbacks_and_consumer_for_both_timestamp_types(spark, gateway
         with pytest.raises(RecordTooLargeError, match="max.request.size"):
             p.send("ct", bytes(2 * 1024 * 1024), partition=0).result(0)
         unread = f"unread-ingress-{uuid.uuid4().hex[:6]}"
-        create_topics(config.bootstrap_servers, [(unread, 1, {})])
+        create_topics(config.cluster, [(unread, 1, {})])
         lonely = GatewayProducer(producer_config(config, ingress_topic=unread, delivery_timeout_ms=1500,
                                                  client_id="e2e-timeout"))
         producers.append(lonely)

@@ -552,7 +552,7 @@ def test_dlq_command_on_the_real_dead_letter_topic(spark, gateway_config) -> Non
 
     # ---- an empty topic, a missing topic, and the module entry point
     empty = f"dlq-empty-{uuid.uuid4().hex[:6]}"
-    create_topics(config.bootstrap_servers, [(empty, 1, {})])
+    create_topics(config.cluster, [(empty, 1, {})])
     out, err = io.StringIO(), io.StringIO()
     assert dlq_main(["stats", "--bootstrap-servers", config.bootstrap_servers, "--topic", empty], out, err) == 0
     assert "no dead letters" in out.getvalue()
@@ -577,7 +577,7 @@ def test_dlq_reader_streams_to_the_end_offsets_seen_at_start(kafka) -> None:
     from sinks.dlq.report import Filter, compute_stats
 
     topic = f"dlq-big-{uuid.uuid4().hex[:6]}"
-    create_topics(kafka.bootstrap_servers, [(topic, 3, {})])
+    create_topics(kafka.cluster, [(topic, 3, {})])
     p = Producer({"bootstrap.servers": kafka.bootstrap_servers, "linger.ms": 50})
     t_old, t_new = 1_000_000_000_000, int(time.time() * 1000)
     for i in range(6000):
@@ -588,13 +588,13 @@ def test_dlq_reader_streams_to_the_end_offsets_seen_at_start(kafka) -> None:
         if i % 1000 == 0:
             p.poll(0)
     assert p.flush(60) == 0
-    with DlqReader(kafka.bootstrap_servers, topic, timeout_s=30) as reader:
+    with DlqReader(kafka.cluster, topic, timeout_s=30) as reader:
         for _ in range(200):  # arrive after the start: not part of this read
             p.produce(topic, value=b"late", timestamp=t_old - 1, headers=[("gw.errors.code", b"3")])
         assert p.flush(60) == 0
         stats = compute_stats(read_dead_letters(reader, Filter()))
     assert stats.total == 6000 and stats.malformed == 0 and dict(stats.by_topic) == {f"t{i}": 1500 for i in range(4)}
-    with DlqReader(kafka.bootstrap_servers, topic, timeout_s=30) as reader:
+    with DlqReader(kafka.cluster, topic, timeout_s=30) as reader:
         recent = compute_stats(read_dead_letters(reader, Filter(since_ms=t_new)))
     assert recent.total == 4000 and recent.first_ms >= t_new  # the late ones are old: before --since
     out, err = io.StringIO(), io.StringIO()

@@ -234,12 +234,12 @@ def _topic_config(bootstrap: str, topic: str, key: str) -> str:
 
 def test_an_existing_topic_with_a_smaller_max_message_bytes_is_raised_never_lowered(kafka) -> None:
     topic = f"existing-{uuid.uuid4().hex[:8]}"
-    create_topics(kafka.bootstrap_servers, [(topic, 1, {"max.message.bytes": "1000000"})])
-    create_topics(kafka.bootstrap_servers, [(topic, 1, {"max.message.bytes": str(8 * MIB)})])
+    create_topics(kafka.cluster, [(topic, 1, {"max.message.bytes": "1000000"})])
+    create_topics(kafka.cluster, [(topic, 1, {"max.message.bytes": str(8 * MIB)})])
     assert _topic_config(kafka.bootstrap_servers, topic, "max.message.bytes") == str(8 * MIB)
-    create_topics(kafka.bootstrap_servers, [(topic, 1, {"max.message.bytes": str(2 * MIB)})])
+    create_topics(kafka.cluster, [(topic, 1, {"max.message.bytes": str(2 * MIB)})])
     assert _topic_config(kafka.bootstrap_servers, topic, "max.message.bytes") == str(8 * MIB)
-    hop = describe_hop_limits(kafka.bootstrap_servers, topic)
+    hop = describe_hop_limits(kafka.cluster, topic)
     # the session broker is started with the default gateway's limits
     assert (hop.topic_max_message_bytes, hop.broker_request_bytes) == (8 * MIB, IngressLimits().broker_request_bytes)
 
@@ -249,7 +249,7 @@ def test_an_ingress_topic_carrying_less_gets_message_too_large_at_the_door_with_
     """An existing ingress topic the gateway may not raise (here: created small, and the front door started
     without `create_topics`): a batch it cannot carry is refused at the door, not retried forever."""
     Path(gateway_config.topics_file).write_text(json.dumps(LARGE_TOPICS))
-    create_topics(kafka.bootstrap_servers, [(gateway_config.ingress_topic, 1, {"max.message.bytes": str(MIB)}),
+    create_topics(kafka.cluster, [(gateway_config.ingress_topic, 1, {"max.message.bytes": str(MIB)}),
                                             (gateway_config.response_topic, 1, {})])
     registry = RegistryWatcher(gateway_config.path(gateway_config.topics_file))
     door = FrontDoor(gateway_config.front_door_settings(listen="127.0.0.1:0"), registry.current, FrontDoorMetrics())

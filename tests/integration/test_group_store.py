@@ -29,7 +29,7 @@ def topic(kafka) -> str:
 
 def written(kafka, name: str, writes) -> None:
     async def run() -> None:
-        store = KafkaGroupStore(kafka.bootstrap_servers, name, timeout_ms=30_000)
+        store = KafkaGroupStore(kafka.cluster, name, timeout_ms=30_000)
         store.load()
         store.start(asyncio.get_running_loop())
         try:
@@ -54,7 +54,7 @@ def test_a_new_store_loads_what_was_written_last_and_forgets_deleted_groups(kafk
         await store.delete_offsets("g", [("t", 2)])  # expired: a tombstone for the offset alone
 
     written(kafka, name, writes)
-    loaded = KafkaGroupStore(kafka.bootstrap_servers, name).load()
+    loaded = KafkaGroupStore(kafka.cluster, name).load()
     assert loaded.groups == {"g": GROUP}
     assert loaded.offsets == {"g": {("t", 0): OffsetAndMetadata(9, 0, "y", 2), ("t", 1): OffsetAndMetadata(1, -1, "", 2)}}
 
@@ -72,7 +72,7 @@ def test_damaged_records_are_skipped_with_their_offset_named(kafka, caplog: pyte
 
     written(kafka, name, writes)
     with caplog.at_level(logging.WARNING, logger="gateway.front_door.groups"):
-        loaded = KafkaGroupStore(kafka.bootstrap_servers, name).load()
+        loaded = KafkaGroupStore(kafka.cluster, name).load()
     assert loaded.offsets == {"g": {("t", 1): OffsetAndMetadata(4, -1, "", 1)}}
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"{name}-0@0" in m and "key version 9" in m for m in messages), messages
@@ -81,7 +81,7 @@ def test_damaged_records_are_skipped_with_their_offset_named(kafka, caplog: pyte
 
 def test_a_missing_topic_fails_the_load_and_a_refused_write_raises(kafka) -> None:
     with pytest.raises(GroupStoreError, match="does not exist"):
-        KafkaGroupStore(kafka.bootstrap_servers, f"missing-{uuid.uuid4().hex[:8]}", timeout_ms=10_000).load()
+        KafkaGroupStore(kafka.cluster, f"missing-{uuid.uuid4().hex[:8]}", timeout_ms=10_000).load()
     name = f"groups-small-{uuid.uuid4().hex[:8]}"
     kafka.create_topics([(name, 1, {**GROUPS_TOPIC_CONFIGS, "max.message.bytes": "200"})])
 

@@ -98,8 +98,8 @@ def test_broker_round_trips_a_message_with_headers(kafka: LocalKafka) -> None:
 def test_create_topics_applies_configs_and_is_idempotent(kafka: LocalKafka) -> None:
     topic = unique_topic("lat")
     spec = (topic, 3, {"message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000000"})
-    create_topics(kafka.bootstrap_servers, [spec])
-    create_topics(kafka.bootstrap_servers, [spec])  # already exists: tolerated
+    create_topics(kafka.cluster, [spec])
+    create_topics(kafka.cluster, [spec])  # already exists: tolerated
 
     admin = kafka.admin()
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 3

@@ -39,14 +39,14 @@ def _read(bootstrap: str, topic: str, expected: int) -> list:
 @pytest.fixture
 def topics(kafka: LocalKafka) -> Iterator[tuple[str, str]]:
     batch, single = f"pub-batch-{uuid.uuid4().hex[:8]}", f"pub-single-{uuid.uuid4().hex[:8]}"
-    create_topics(kafka.bootstrap_servers, [(batch, 4, {}), (single, 4, {})])
+    create_topics(kafka.cluster, [(batch, 4, {}), (single, 4, {})])
     yield batch, single
 
 
 def test_batched_responses_land_where_produce_puts_them(kafka: LocalKafka, topics: tuple[str, str]) -> None:
     batched, single = topics
     messages = [OutgoingMessage(f"req-{i}".encode(), f"response {i}".encode() * (i % 7 + 1)) for i in range(500)]
-    publication = Publication(kafka.bootstrap_servers, MAX_BYTES)
+    publication = Publication(kafka.cluster, MAX_BYTES)
     assert publication.send(batched, messages) == 500
     publication.finish()
     # the same producer, one produce() per message: the partitioner's answer for each key
@@ -74,7 +74,7 @@ def test_dead_letters_keep_headers_and_timestamps_beside_batched_responses(
                for i in range(20)]
     responses = [OutgoingMessage(f"req-{i}".encode(), b"ok") for i in range(30)]
     mixed = [m for pair in zip(letters, responses, strict=False) for m in pair] + responses[20:]
-    publication = Publication(kafka.bootstrap_servers, MAX_BYTES)
+    publication = Publication(kafka.cluster, MAX_BYTES)
     assert publication.send(topic, mixed) == 50
     publication.finish()
     read = {m.key(): m for m in _read(kafka.bootstrap_servers, topic, 50)}
@@ -95,7 +95,7 @@ def test_a_full_local_queue_waits_and_loses_nothing(
                       "queue.buffering.max.messages": 16})
     monkeypatch.setitem(kp._producers, (kafka.bootstrap_servers, MAX_BYTES, kp.DEFAULT_PUBLISH_TIMEOUT_MS), small)
     messages = [OutgoingMessage(f"req-{i}".encode(), b"v" * 50) for i in range(400)]
-    publication = Publication(kafka.bootstrap_servers, MAX_BYTES)
+    publication = Publication(kafka.cluster, MAX_BYTES)
     assert publication.send(topic, messages) == 400
     publication.finish()
     read = _read(kafka.bootstrap_servers, topic, 400)
@@ -104,6 +104,6 @@ def test_a_full_local_queue_waits_and_loses_nothing(
 
 def test_a_message_over_the_producer_limit_is_a_clear_error(kafka: LocalKafka, topics: tuple[str, str]) -> None:
     topic, _ = topics
-    publication = Publication(kafka.bootstrap_servers, 10_000)
+    publication = Publication(kafka.cluster, 10_000)
     with pytest.raises(KafkaException, match="MSG_SIZE_TOO_LARGE"):
         publication.send(topic, [OutgoingMessage(b"ok", b"small"), OutgoingMessage(b"big", b"x" * 20_000)])

@@ -25,6 +25,7 @@ from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from front_door.server import READABLE, FrontDoorSettings
 from front_door.topic_ids import topic_id
 from front_door.wire import BadRequestError, UnsupportedApiError, encode_response, frame_size, parse_request
+from sinks.kafka_security import KafkaCluster
 from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
 
@@ -133,7 +134,7 @@ def test_one_node_leads_everything() -> None:
 
 def _settings(listen: str, **kw: Any) -> FrontDoorSettings:
     values = {"advertised": None, "segments_root": Path("/nonexistent"), **kw}
-    return FrontDoorSettings(listen=listen, bootstrap_servers="127.0.0.1:1", ingress_topic="i", response_topic="r",
+    return FrontDoorSettings(listen=listen, cluster=KafkaCluster("127.0.0.1:1"), ingress_topic="i", response_topic="r",
                              publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20, **values)
 
 

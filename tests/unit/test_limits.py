@@ -41,6 +41,7 @@ from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.server import READABLE
 from front_door.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
+from sinks.kafka_security import KafkaCluster
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs
 from tests.memory_group_store import MemoryGroupStore
@@ -179,7 +180,7 @@ def test_a_batch_the_ingress_hop_cannot_carry_gets_message_too_large_at_the_door
     """Not retriable (RecordTooLargeException at a Java client), nothing handed to the ingress topic; with
     acks=0 the connection is closed, as Kafka closes it on a failed acks=0 produce."""
     registry = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})
-    bridge = IngressBridge("127.0.0.1:1", "ingress", "responses", publish_timeout_ms=1000, max_message_bytes=MIB)
+    bridge = IngressBridge(KafkaCluster("127.0.0.1:1"), "ingress", "responses", publish_timeout_ms=1000, max_message_bytes=MIB)
     assert bridge.max_batch_bytes == MIB - INGRESS_ENVELOPE_BYTES  # until start() reads the cluster's limits
     ctx = Context((Node(1, "gw", 9093),), lambda: registry, bridge, tmp_path, ProducerIdManager(tmp_path),
                   FrontDoorMetrics(), GroupCoordinator(MemoryGroupStore()))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sinks.kafka_security import KafkaCluster
 from sinks.micro_batch import (
     BATCH_ID_PROPERTY,
     SUMMARIES_FIELD,
@@ -24,7 +25,7 @@ def test_outside_a_streaming_task_there_is_no_batch_id() -> None:
     with pytest.raises(RuntimeError, match="not in a task of a streaming micro-batch"):
         micro_batch_id()
 
-SINK_CONFIG = SinkConfig("127.0.0.1:1", Path("/nonexistent"), "in", "responses", "dlq", 1 << 20)
+SINK_CONFIG = SinkConfig(KafkaCluster("127.0.0.1:1"), Path("/nonexistent"), "in", "responses", "dlq", 1 << 20)
 
 
 def _observed(*summaries: TaskSummary) -> dict:

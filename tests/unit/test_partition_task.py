@@ -15,6 +15,7 @@ import pytest
 
 import sinks.partition_task as partition_task
 from contract.decision_row import DecisionRow
+from sinks.kafka_security import KafkaCluster
 from sinks.partition_task import SYNC_AHEAD_ROWS, SinkConfig, append_partition, run_partition
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
@@ -44,7 +45,7 @@ def _decided(partition: int, count: int) -> list[DecisionRow]:
 
 def _config(root: Path) -> SinkConfig:
     # no message is sent (acks=0, nothing rejected): the task never needs this broker
-    return SinkConfig("127.0.0.1:1", root, "ingress", "responses", "dlq", 1 << 20)
+    return SinkConfig(KafkaCluster("127.0.0.1:1"), root, "ingress", "responses", "dlq", 1 << 20)
 
 
 def test_a_partition_appended_committed_and_counted(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from sinks.kafka_security import KafkaCluster
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
@@ -52,7 +53,7 @@ def _registry(tmp_path: Path) -> RegistryWatcher:
 
 
 def _sink(root: Path) -> SinkConfig:
-    return SinkConfig("127.0.0.1:1", root, "ingress", "responses", "dlq", 1 << 20)
+    return SinkConfig(KafkaCluster("127.0.0.1:1"), root, "ingress", "responses", "dlq", 1 << 20)
 
 
 def _run(run_group, state: GroupState) -> TaskSummary:  # type: ignore[no-untyped-def]
