@@ -69,12 +69,28 @@ def create_topics(cluster: KafkaCluster, specs: Iterable[TopicSpec], timeout: fl
         try:
             future.result(timeout=remaining_s(deadline))
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            code = exc.args[0].code()
+            # A principal without CREATE may still use topics an administrator made (docs/security.md).
+            if code in _NOT_ALLOWED_TO_CREATE and _exists(admin, name, deadline):
+                log.info("topic %s exists (this principal may not create topics; it need not)", name)
+            elif code in _NOT_ALLOWED_TO_CREATE:
+                raise KafkaException(KafkaError(code, f"topic {name} does not exist and the cluster refuses to "
+                                                      f"create it ({exc.args[0].str()}): create it, or grant the "
+                                                      "gateway's principal CREATE on the cluster (`gateway acls`)")) from None
+            elif code != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             log.debug("topic %s already exists", name)
             existing.add(name)
     raise_lower_bounds(cluster, admin, [s for s in specs if s[0] in existing], deadline)
     wait_for_partition_leaders(admin, [name for name, _, _ in specs], deadline)
+
+
+_NOT_ALLOWED_TO_CREATE = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+
+
+def _exists(admin: AdminClient, topic: str, deadline: float) -> bool:
+    described = admin.list_topics(topic=topic, timeout=max(1.0, remaining_s(deadline))).topics.get(topic)
+    return described is not None and described.error is None and bool(described.partitions)
 
 
 def raise_lower_bounds(cluster: KafkaCluster, admin: AdminClient, specs: Sequence[TopicSpec], deadline: float) -> None:

@@ -186,9 +186,6 @@ class KafkaCluster:
     def spark_options(self) -> dict[str, str]:
         return {"kafka.bootstrap.servers": self.bootstrap_servers, **self.security.spark_options()}
 
-    def command_config(self) -> str:
-        return self.security.command_config()
-
     def __str__(self) -> str:
         return self.bootstrap_servers
 

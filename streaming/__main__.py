@@ -6,6 +6,8 @@
     gateway submit                the same job through spark-submit on the configured cluster
     gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
+    gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
+    gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
 Kafka broker first (the embedded default of `make run`).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -30,6 +33,7 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import LocalKafka, free_port
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
+from sinks.kafka_access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
 from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
@@ -97,6 +101,9 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
+            else:  # a cluster of the operator's: a refused login or a missing ACL stops here, saying what to fix
+                log.info("Kafka cluster %s (%s)", config.bootstrap_servers, config.cluster.security.describe())
+                check_access(config.cluster, required_acls(config))
             create_topics(config.cluster, topic_specs(config))
         except BaseException:
             if not spark_start.cancel():
@@ -203,7 +210,11 @@ def run(args: argparse.Namespace) -> int:
                   "--standby to take over when it stops", config.query_name, config.checkpoint_location,
                   holder.describe() if holder else "who is not recorded")
         return 2
-    spark, broker, config = _start_spark_and_broker(config)
+    try:
+        spark, broker, config = _start_spark_and_broker(config)
+    except KafkaAccessError as e:
+        log.error("%s", e)
+        return 2
     health = Health()
     # Its own watcher of the registry file: new topics get their own metric labels after a reload.
     registry = RegistryWatcher(config.path(config.topics_file))
@@ -265,6 +276,40 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopped.")
 
 
+def required_acls(config: GatewayConfig) -> list[RequiredAcl]:
+    return gateway_acls(config.ingress_topic, config.response_topic, config.dlq_topic,
+                        config.groups_topic if config.front_door_address else None)
+
+
+def print_acls(args: argparse.Namespace) -> int:
+    """`gateway acls`: the kafka-acls.sh lines that give the gateway's principal what it needs."""
+    try:
+        config = load_gateway_config(args.config)
+    except (OSError, ValueError, TypeError) as e:
+        log.error("cannot read the gateway configuration %s: %s", args.config, e)
+        return 2
+    principal = args.principal or (f"User:{config.kafka['sasl.username']}" if config.kafka.get("sasl.username")
+                                   else "User:gateway")
+    bootstrap = config.bootstrap_servers or "<bootstrap>"
+    for acl in required_acls(config):
+        print(acl.command(bootstrap, principal))
+    return 0
+
+
+def write_client_properties(args: argparse.Namespace) -> int:
+    """`gateway client-properties`: Kafka's tools connect as the gateway does (sinks/kafka_security.py)."""
+    try:
+        text = load_gateway_config(args.config).kafka_security.command_config()
+    except (OSError, ValueError, TypeError) as e:
+        log.error("cannot read the gateway configuration %s: %s", args.config, e)
+        return 2
+    fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    log.info("wrote %s: pass it to Kafka's tools as --command-config", args.output)
+    return 0
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -296,7 +341,19 @@ def main(argv: list[str] | None = None) -> int:
     add_submit_arguments(sm)
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
     add_status_arguments(st)
+    ac = sub.add_parser("acls", help="the kafka-acls.sh lines granting the ACLs the gateway needs on its cluster")
+    ac.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the gateway config (default %(default)s)")
+    ac.add_argument("--principal", help="the gateway's principal (default: User:<kafka.sasl.username>, else "
+                    "User:gateway; a client certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
+    cp = sub.add_parser("client-properties", help="write the config's kafka block as a Java client properties "
+                        "file, for Kafka's tools (--command-config) as the gateway's principal")
+    cp.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the gateway config (default %(default)s)")
+    cp.add_argument("--output", type=Path, required=True, help="the file to write (mode 0600: it holds secrets)")
     args = parser.parse_args(argv)
+    if args.group == "acls":
+        return print_acls(args)
+    if args.group == "client-properties":
+        return write_client_properties(args)
     if args.group == "status":
         return run_status(args)
     if args.group == "submit":

@@ -18,7 +18,7 @@ from contract.topics import (
 )
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
-from sinks.kafka_security import KafkaCluster, literal_secrets, load_kafka_security
+from sinks.kafka_security import KafkaCluster, KafkaSecurity, literal_secrets, load_kafka_security
 from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
@@ -129,12 +129,17 @@ class GatewayConfig:
         )
 
     @functools.cached_property
+    def kafka_security(self) -> KafkaSecurity:
+        """The resolved `kafka` block (secrets read from their files or variables once, here). Raises
+        KafkaSecurityError (a ValueError) naming a wrong setting."""
+        return load_kafka_security(self.kafka, REPO_ROOT)
+
+    @property
     def cluster(self) -> KafkaCluster:
-        """The gateway's Kafka cluster: `bootstrap_servers` and the resolved `kafka` block (secrets read from
-        their files or variables once, here). Raises KafkaSecurityError (a ValueError) naming a wrong setting."""
+        """The gateway's Kafka cluster: `bootstrap_servers` with the `kafka` block's security."""
         if not self.bootstrap_servers:
             raise ValueError("bootstrap_servers is not set")
-        return KafkaCluster(self.bootstrap_servers, load_kafka_security(self.kafka, REPO_ROOT))
+        return KafkaCluster(self.bootstrap_servers, self.kafka_security)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""
@@ -159,7 +164,7 @@ def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> 
     if unknown:
         raise ValueError(f"Unknown gateway settings in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
     config = GatewayConfig(**doc).with_overrides(**overrides)
-    load_kafka_security(config.kafka, REPO_ROOT)  # a wrong `kafka` block fails here, naming the setting
+    _ = config.kafka_security  # a wrong `kafka` block fails here, naming the setting
     for key in literal_secrets(config.kafka):
         log.warning("%s: kafka.%s is written in the file; give it as ${file:PATH} or ${env:NAME} instead", path, key)
     return config

@@ -52,6 +52,18 @@ FATAL_CAUSES: tuple[FatalCause, ...] = (
     # Only the state errors a restart repeats; a state store lock timeout after an executor loss is transient.
     FatalCause(("_SCHEMA_NOT_COMPATIBLE", "INVALID_CONFIG_AFTER_RESTART", "STATEFUL_OPERATOR_NOT_MATCH"),
                "the checkpoint's state does not fit this query: use the checkpoint and the version that wrote it"),
+    # The cluster refuses the gateway's credentials or permissions (the Java client's exceptions in the Kafka
+    # source, librdkafka's error names in the sink): a restart only repeats it.
+    FatalCause(("SaslAuthenticationException", "SASL authentication error", "_AUTHENTICATION"),
+               "the Kafka cluster refused the gateway's credentials: check kafka.sasl.username and "
+               "kafka.sasl.password (docs/security.md)"),
+    FatalCause(("SSLHandshakeException", "SSL handshake failed"),
+               "TLS with the Kafka cluster failed: check kafka.ssl.ca.location and the client certificate "
+               "(docs/security.md)"),
+    FatalCause(("TopicAuthorizationException", "GroupAuthorizationException", "ClusterAuthorizationException",
+                "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED"),
+               "the gateway's principal lacks an ACL on the Kafka cluster: `gateway acls` prints the ones it "
+               "needs (docs/security.md)"),
     FatalCause(("Failed to find data source: kafka",), "Spark's Kafka connector is not on the classpath: run "
                "`make jars`, or pass the jars with --jars"),
 )

@@ -1,0 +1,163 @@
+"""What the gateway's principal may do on its Kafka cluster: the ACLs it needs (`gateway_acls`, the one list the
+docs and `gateway acls` print), and the check at start (`check_access`) that turns a refused login, an untrusted
+certificate or a missing ACL into one line naming what to fix, before anything is started.
+
+Kafka's rules (docs: "Authorization and ACLs", the operations each API needs): READ and WRITE on a topic imply
+DESCRIBE; an idempotent producer needs no IDEMPOTENT_WRITE on the cluster once it may WRITE to a topic (KIP-679);
+CreateTopics needs CREATE on the cluster or on the topic. Spark's Kafka source reads with assign() and the
+admin client, and the gateway's own consumers assign partitions and never commit, so no group ACL is needed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient
+
+from sinks.kafka_security import KafkaCluster
+
+
+class KafkaAccessError(RuntimeError):
+    """The cluster refuses the gateway: the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class RequiredAcl:
+    """One ALLOW ACL the gateway's principal needs (literal resource names)."""
+
+    resource: str  # "topic" or "cluster"
+    name: str  # the topic (the cluster: "kafka-cluster", as Kafka names it)
+    operation: AclOperation
+    why: str
+
+    def command(self, bootstrap_servers: str, principal: str) -> str:
+        """The `kafka-acls.sh` line that grants it (run by an administrator), with why it is needed."""
+        target = "--cluster" if self.resource == "cluster" else f"--topic {self.name}"
+        operation = "".join(part.capitalize() for part in self.operation.name.split("_"))
+        return (f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --command-config admin.properties --add "
+                f"--allow-principal {principal} --operation {operation} {target}   # {self.why}")
+
+
+def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
+                 creates_topics: bool = True) -> list[RequiredAcl]:
+    """The ACLs of a gateway with these topics (`groups_topic`: None without a front door). `creates_topics`:
+    the gateway creates missing topics at start (CREATE on the cluster); without it they must exist."""
+    acls = [
+        RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
+        RequiredAcl("topic", ingress_topic, AclOperation.WRITE, "the front door and `gateway dlq replay` produce"),
+        RequiredAcl("topic", response_topic, AclOperation.WRITE, "the sink publishes the produce responses"),
+        RequiredAcl("topic", response_topic, AclOperation.READ, "the front door and `gateway status` read them"),
+        RequiredAcl("topic", dlq_topic, AclOperation.WRITE, "the sink publishes the dead letters"),
+        RequiredAcl("topic", dlq_topic, AclOperation.READ, "`gateway dlq` reads them"),
+    ]
+    if groups_topic is not None:
+        acls += [RequiredAcl("topic", groups_topic, AclOperation.READ, "the front door loads its groups"),
+                 RequiredAcl("topic", groups_topic, AclOperation.WRITE, "the front door stores groups and offsets")]
+    if creates_topics:
+        acls.append(RequiredAcl("cluster", "kafka-cluster", AclOperation.CREATE,
+                                "the gateway creates its topics at start (not needed when they exist)"))
+    return acls
+
+
+# READ and WRITE imply DESCRIBE; ALL implies everything (Kafka's AclOperation implication rules).
+_IMPLIED_BY = {AclOperation.DESCRIBE: (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
+                                       AclOperation.ALTER)}
+
+
+def check_access(cluster: KafkaCluster, acls: Sequence[RequiredAcl], timeout_s: float = 30.0) -> None:
+    """Log in to the cluster and check that the principal holds `acls` (Kafka's DescribeTopics and
+    DescribeCluster with the authorized operations of the caller, KIP-430). Raises `KafkaAccessError`
+    naming the cause: refused credentials, a TLS failure, no answer, or every missing ACL with its command.
+    CREATE on the cluster is reported only for topics that do not exist yet."""
+    errors: list[KafkaError] = []
+    failed = threading.Event()
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL) or "SSL handshake failed" in error.str():
+            errors.append(error)
+            failed.set()
+
+    admin = AdminClient(cluster.client({"error_cb": on_error, "log_level": 0}))
+    deadline = time.monotonic() + timeout_s
+    described = admin.describe_cluster(include_authorized_operations=True, request_timeout=timeout_s)
+    cluster_ops = _result(admin, described, failed, deadline, cluster, errors)
+    topics = sorted({a.name for a in acls if a.resource == "topic"})
+    missing: list[RequiredAcl] = []
+    absent: set[str] = set()
+    if topics:
+        futures = admin.describe_topics(TopicCollection(topics), include_authorized_operations=True,
+                                        request_timeout=timeout_s)
+        for topic, future in futures.items():
+            try:
+                ops = set(_result(admin, future, failed, deadline, cluster, errors).authorized_operations or ())
+            except KafkaException as e:
+                code = e.args[0].code()
+                if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    absent.add(topic)
+                    continue
+                if code != KafkaError.TOPIC_AUTHORIZATION_FAILED:  # not even DESCRIBE: every ACL on it is missing
+                    raise KafkaAccessError(f"cannot describe topic {topic} on {cluster}: {e.args[0].str()}") from None
+                ops = set()
+            missing += [a for a in acls if a.resource == "topic" and a.name == topic and not _holds(ops, a.operation)]
+    creates = [a for a in acls if a.resource == "cluster"]
+    if absent:
+        missing += [a for a in creates if not _holds(set(cluster_ops.authorized_operations or ()), a.operation)]
+    if missing:
+        principal = _principal(cluster)
+        lines = "\n".join(f"  {a.command(cluster.bootstrap_servers, principal)}" for a in missing)
+        names = ", ".join(f"{a.operation.name} on {a.resource} {a.name}" for a in missing)
+        raise KafkaAccessError(f"the gateway's principal {principal} lacks {len(missing)} ACL(s) on {cluster}: "
+                               f"{names}. An administrator grants them with:\n{lines}")
+
+
+def _holds(ops: set[AclOperation], operation: AclOperation) -> bool:
+    return bool(ops & {operation, AclOperation.ALL, *_IMPLIED_BY.get(operation, ())})
+
+
+def _result(admin: AdminClient, future: Any, failed: threading.Event, deadline: float, cluster: KafkaCluster,
+            errors: list[KafkaError]) -> Any:
+    """The future's result, serving the client's callbacks meanwhile, so a refused login or a failed TLS
+    handshake ends the wait at once instead of after the request's timeout."""
+    while not future.done():
+        admin.poll(0.05)
+        if failed.is_set():
+            raise KafkaAccessError(_login_problem(cluster, errors[0]))
+        if time.monotonic() > deadline:
+            raise KafkaAccessError(f"no answer from the Kafka cluster at {cluster} "
+                                   f"({cluster.security.describe()}) within the timeout: check bootstrap_servers "
+                                   "and that kafka.security.protocol is the listener's")
+    if failed.is_set():
+        raise KafkaAccessError(_login_problem(cluster, errors[0]))
+    try:
+        return future.result()
+    except KafkaException as e:
+        if e.args[0].code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT) and errors:
+            raise KafkaAccessError(_login_problem(cluster, errors[0])) from None
+        raise
+
+
+def _login_problem(cluster: KafkaCluster, error: KafkaError) -> str:
+    security = cluster.security
+    detail = error.str()
+    if error.code() == KafkaError._AUTHENTICATION:
+        return (f"the Kafka cluster at {cluster} refused the gateway's login ({security.describe()}): check "
+                f"kafka.sasl.username and kafka.sasl.password, and that the user exists for this mechanism. "
+                f"The broker said: {detail}")
+    if "certificate verify failed" in detail or "could not be verified" in detail:
+        return (f"the Kafka cluster's certificate at {cluster} is not trusted: kafka.ssl.ca.location must hold the "
+                f"CA that signed it (and its host name must match, unless "
+                f"kafka.ssl.endpoint.identification.algorithm is none). TLS said: {detail}")
+    return f"TLS with the Kafka cluster at {cluster} failed ({security.describe()}): {detail}"
+
+
+def _principal(cluster: KafkaCluster) -> str:
+    """The principal the cluster sees, as far as the client knows it (a certificate's is the broker's mapping)."""
+    security = cluster.security
+    if security.username is not None:
+        return f"User:{security.username}"
+    return "User:<the principal of the client certificate>"
