@@ -289,7 +289,7 @@ class GatewayProducer:
         from confluent_kafka import Consumer, TopicPartition
 
         c = Consumer(self.config.cluster.client({
-            "group.id": f"{self.config.client_id}-responses-{uuid.uuid4().hex}",
+            "group.id": self.config.cluster.group_id(f"{self.config.client_id}-responses"),
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "allow.auto.create.topics": False,

@@ -84,7 +84,7 @@ class LiveSummary(threading.Thread):
         self.first_response = first_response or threading.Event()
 
     def run(self) -> None:
-        c = Consumer(self.cluster.client({"group.id": f"demo-summary-{uuid.uuid4().hex}", "logger": KAFKA_CLIENT_LOG,
+        c = Consumer(self.cluster.client({"group.id": self.cluster.group_id("demo-summary"), "logger": KAFKA_CLIENT_LOG,
                                           "auto.offset.reset": "latest", "enable.auto.commit": False}))
         c.subscribe([self.response_topic])
         next_print = time.monotonic() + self.every_s

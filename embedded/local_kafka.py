@@ -44,6 +44,7 @@ from confluent_kafka.admin import AdminClient
 
 from contract.limits import IngressLimits
 from sinks.kafka_admin import TopicSpec, create_topics, remaining_s
+from sinks.kafka_security import KafkaCluster, load_kafka_security
 
 log = logging.getLogger(__name__)
 
@@ -265,14 +266,30 @@ class LocalKafka:
         heap: str = BROKER_HEAP,
         start_timeout: float = DEFAULT_START_TIMEOUT_S,
         limits: IngressLimits | None = None,
+        controller_port: int | None = None,
+        format_args: Sequence[str] = (),
+        client_config: Mapping[str, str] | None = None,
     ) -> None:
+        """A broker on `port` (plaintext by default).
+
+        A secured broker overrides `listeners` (and the rest) in `broker_properties`; then `port` is
+        the port of the listener clients use (`bootstrap_servers`, the readiness check, `admin()`), and
+        `client_config` holds what a client needs on that listener, in the keys of the gateway's `kafka`
+        block (librdkafka's names, sinks/kafka_security.py: security.protocol, sasl.mechanism,
+        sasl.username, sasl.password, ssl.ca.location, ...). `controller_port` lets the caller name the KRaft controller listener's port in its own
+        properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
+        `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`, the only way to have SCRAM users
+        before the broker can serve the AlterUserScramCredentials request that would create them).
+        """
         self.work_dir = Path(work_dir).resolve()
         # The gateway's hops through this broker (contract.limits): the default is the default
         # gateway's (front door requests up to Kafka's socket.request.max.bytes).
         self.limits = limits or IngressLimits()
         self.port = port if port is not None else free_port()
-        self.controller_port = free_port()
+        self.controller_port = controller_port if controller_port is not None else free_port()
         self.extra_properties = {k: str(v) for k, v in (broker_properties or {}).items()}
+        self.format_args = tuple(format_args)
+        self.client_config = dict(client_config or {})
         self.heap = heap
         self.start_timeout = start_timeout
         self.cluster_id: str | None = None
@@ -283,7 +300,17 @@ class LocalKafka:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The address clients use: the listener on `port`."""
         return f"127.0.0.1:{self.port}"
+
+    def client_settings(self) -> dict[str, str]:
+        """librdkafka settings that reach this broker: `bootstrap_servers` plus `client_config`."""
+        return {**self.client_config, "bootstrap.servers": self.bootstrap_servers}
+
+    @property
+    def cluster(self) -> KafkaCluster:
+        """This broker as the gateway reaches it (`client_config` read as the gateway's `kafka` block)."""
+        return KafkaCluster(self.bootstrap_servers, load_kafka_security(self.client_config))
 
     @property
     def log_path(self) -> Path:
@@ -369,7 +396,7 @@ class LocalKafka:
         # With controller.quorum.voters set (a static quorum) no --standalone/--initial-controllers.
         result = run_kafka_tool(
             "kafka.tools.StorageTool",
-            ["format", "--cluster-id", self.cluster_id, "--config", str(self.properties_path)],
+            ["format", "--cluster-id", self.cluster_id, "--config", str(self.properties_path), *self.format_args],
             timeout=120.0,
         )
         if result.returncode != 0:
@@ -415,7 +442,7 @@ class LocalKafka:
         self._wait_for_port(deadline)
         admin = AdminClient(
             {
-                "bootstrap.servers": self.bootstrap_servers,
+                **self.client_settings(),
                 # librdkafka backs off up to 10 s between reconnects by default; we poll tightly
                 "reconnect.backoff.ms": 50,
                 "reconnect.backoff.max.ms": 200,
@@ -438,7 +465,7 @@ class LocalKafka:
             self._wait_for_exit(0.1)
 
     def _wait_for_port(self, deadline: float) -> None:
-        """Wait until the PLAINTEXT listener accepts TCP, so librdkafka does not log refusals."""
+        """Wait until the client listener accepts TCP, so librdkafka does not log refusals."""
         while True:
             self._raise_if_exited()
             try:
@@ -491,11 +518,11 @@ class LocalKafka:
             proc.wait(timeout=DEFAULT_STOP_TIMEOUT_S)
 
     def create_topics(self, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
-        """`create_topics` against this broker."""
-        create_topics(self.bootstrap_servers, specs, timeout)
+        """`create_topics` against this broker, as `client_config`'s principal."""
+        create_topics(self.cluster, specs, timeout)
 
     def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        return AdminClient(self.client_settings())
 
     def __enter__(self) -> LocalKafka:
         return self.start()

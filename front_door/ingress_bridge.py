@@ -106,7 +106,7 @@ class IngressBridge:
             "logger": KAFKA_CLIENT_LOG,
         }))
         self._consumer = Consumer(self.cluster.client({
-            "group.id": f"front-door-{self.instance}",
+            "group.id": self.cluster.group_id(f"front-door-{self.instance}", unique=False),
             "enable.auto.commit": False,
             "allow.auto.create.topics": False,
             "fetch.wait.max.ms": 10,

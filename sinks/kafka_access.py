@@ -4,8 +4,9 @@ certificate or a missing ACL into one line naming what to fix, before anything i
 
 Kafka's rules (docs: "Authorization and ACLs", the operations each API needs): READ and WRITE on a topic imply
 DESCRIBE; an idempotent producer needs no IDEMPOTENT_WRITE on the cluster once it may WRITE to a topic (KIP-679);
-CreateTopics needs CREATE on the cluster or on the topic. Spark's Kafka source reads with assign() and the
-admin client, and the gateway's own consumers assign partitions and never commit, so no group ACL is needed.
+CreateTopics needs CREATE on the cluster or on the topic. The gateway's consumers assign partitions and never
+commit, but librdkafka's look up their group all the same (FindCoordinator: DESCRIBE on the group, implied by
+READ), so every group id the gateway uses begins with one prefix and one prefixed ACL covers them.
 """
 
 from __future__ import annotations
@@ -28,25 +29,29 @@ class KafkaAccessError(RuntimeError):
 
 @dataclass(frozen=True)
 class RequiredAcl:
-    """One ALLOW ACL the gateway's principal needs (literal resource names)."""
+    """One ALLOW ACL the gateway's principal needs."""
 
-    resource: str  # "topic" or "cluster"
-    name: str  # the topic (the cluster: "kafka-cluster", as Kafka names it)
+    resource: str  # "topic", "group" or "cluster"
+    name: str  # the topic, the group prefix, or "kafka-cluster" (Kafka's name for the cluster resource)
     operation: AclOperation
     why: str
+    prefixed: bool = False  # Kafka's PREFIXED resource pattern (else LITERAL)
 
     def command(self, bootstrap_servers: str, principal: str) -> str:
         """The `kafka-acls.sh` line that grants it (run by an administrator), with why it is needed."""
-        target = "--cluster" if self.resource == "cluster" else f"--topic {self.name}"
+        target = "--cluster" if self.resource == "cluster" else f"--{self.resource} {self.name}"
+        if self.prefixed:
+            target = f"--resource-pattern-type prefixed {target}"
         operation = "".join(part.capitalize() for part in self.operation.name.split("_"))
         return (f"kafka-acls.sh --bootstrap-server {bootstrap_servers} --command-config admin.properties --add "
                 f"--allow-principal {principal} --operation {operation} {target}   # {self.why}")
 
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
-                 creates_topics: bool = True) -> list[RequiredAcl]:
-    """The ACLs of a gateway with these topics (`groups_topic`: None without a front door). `creates_topics`:
-    the gateway creates missing topics at start (CREATE on the cluster); without it they must exist."""
+                 group_prefix: str, creates_topics: bool = True) -> list[RequiredAcl]:
+    """The ACLs of a gateway with these topics (`groups_topic`: None without a front door) and consumer group
+    prefix. `creates_topics`: the gateway creates missing topics at start (CREATE on the cluster); without it
+    an administrator creates them."""
     acls = [
         RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
         RequiredAcl("topic", ingress_topic, AclOperation.WRITE, "the front door and `gateway dlq replay` produce"),
@@ -54,6 +59,8 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
         RequiredAcl("topic", response_topic, AclOperation.READ, "the front door and `gateway status` read them"),
         RequiredAcl("topic", dlq_topic, AclOperation.WRITE, "the sink publishes the dead letters"),
         RequiredAcl("topic", dlq_topic, AclOperation.READ, "`gateway dlq` reads them"),
+        RequiredAcl("group", group_prefix, AclOperation.READ, "the groups of the gateway's consumers (none commits)",
+                    prefixed=True),
     ]
     if groups_topic is not None:
         acls += [RequiredAcl("topic", groups_topic, AclOperation.READ, "the front door loads its groups"),
@@ -69,11 +76,12 @@ _IMPLIED_BY = {AclOperation.DESCRIBE: (AclOperation.READ, AclOperation.WRITE, Ac
                                        AclOperation.ALTER)}
 
 
-def check_access(cluster: KafkaCluster, acls: Sequence[RequiredAcl], timeout_s: float = 30.0) -> None:
-    """Log in to the cluster and check that the principal holds `acls` (Kafka's DescribeTopics and
-    DescribeCluster with the authorized operations of the caller, KIP-430). Raises `KafkaAccessError`
-    naming the cause: refused credentials, a TLS failure, no answer, or every missing ACL with its command.
-    CREATE on the cluster is reported only for topics that do not exist yet."""
+def check_access(cluster: KafkaCluster, acls: Sequence[RequiredAcl], timeout_s: float = 30.0) -> set[str]:
+    """Log in to the cluster and check that the principal holds the topic and group ACLs of `acls` (Kafka's
+    DescribeTopics with the caller's authorized operations, KIP-430; DescribeGroups of a group id it uses). Raises `KafkaAccessError` naming the
+    cause: refused credentials, a TLS failure, no answer, or every missing ACL with its command. Returns the
+    topics that do not exist yet: creating them needs CREATE, which only CreateTopics itself can tell (a
+    principal learns its cluster operations only with DESCRIBE on the cluster, which the gateway needs not)."""
     errors: list[KafkaError] = []
     failed = threading.Event()
 
@@ -84,8 +92,7 @@ def check_access(cluster: KafkaCluster, acls: Sequence[RequiredAcl], timeout_s: 
 
     admin = AdminClient(cluster.client({"error_cb": on_error, "log_level": 0}))
     deadline = time.monotonic() + timeout_s
-    described = admin.describe_cluster(include_authorized_operations=True, request_timeout=timeout_s)
-    cluster_ops = _result(admin, described, failed, deadline, cluster, errors)
+    _result(admin, admin.describe_cluster(request_timeout=timeout_s), failed, deadline, cluster, errors)  # the login
     topics = sorted({a.name for a in acls if a.resource == "topic"})
     missing: list[RequiredAcl] = []
     absent: set[str] = set()
@@ -104,15 +111,23 @@ def check_access(cluster: KafkaCluster, acls: Sequence[RequiredAcl], timeout_s: 
                     raise KafkaAccessError(f"cannot describe topic {topic} on {cluster}: {e.args[0].str()}") from None
                 ops = set()
             missing += [a for a in acls if a.resource == "topic" and a.name == topic and not _holds(ops, a.operation)]
-    creates = [a for a in acls if a.resource == "cluster"]
-    if absent:
-        missing += [a for a in creates if not _holds(set(cluster_ops.authorized_operations or ()), a.operation)]
+    for acl in (a for a in acls if a.resource == "group"):
+        # A group of the prefix: without DESCRIBE on it the broker answers GROUP_AUTHORIZATION_FAILED; past
+        # that check, whatever it says of a group that does not exist (not found, not coordinator) is no refusal.
+        probe = cluster.group_id("access-check") if acl.prefixed else acl.name
+        future = admin.describe_consumer_groups([probe], request_timeout=timeout_s)[probe]
+        try:
+            _result(admin, future, failed, deadline, cluster, errors)
+        except KafkaException as e:
+            if e.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+                missing.append(acl)
     if missing:
         principal = _principal(cluster)
         lines = "\n".join(f"  {a.command(cluster.bootstrap_servers, principal)}" for a in missing)
-        names = ", ".join(f"{a.operation.name} on {a.resource} {a.name}" for a in missing)
+        names = ", ".join(f"{a.operation.name} on {a.resource} {a.name}{'*' if a.prefixed else ''}" for a in missing)
         raise KafkaAccessError(f"the gateway's principal {principal} lacks {len(missing)} ACL(s) on {cluster}: "
                                f"{names}. An administrator grants them with:\n{lines}")
+    return absent
 
 
 def _holds(ops: set[AclOperation], operation: AclOperation) -> bool:

@@ -23,6 +23,7 @@ import enum
 import json
 import os
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,12 +172,23 @@ PLAINTEXT = KafkaSecurity()
 SPARK_SECRET_OPTIONS = r"(?i)url|sasl\.jaas\.config|ssl\.keystore\.key|ssl\.key\.password|password"
 
 
+# The gateway's consumer group ids begin with it, so one prefixed ACL covers them (docs/security.md).
+DEFAULT_GROUP_PREFIX = "gateway-"
+
+
 @dataclass(frozen=True)
 class KafkaCluster:
-    """A Kafka cluster as the gateway reaches it: where, and with what credentials."""
+    """A Kafka cluster as the gateway reaches it: where, with what credentials, and the prefix of its group ids
+    (librdkafka's consumers look up their group even when they only assign partitions, so an authorizer checks
+    READ on it)."""
 
     bootstrap_servers: str
     security: KafkaSecurity = PLAINTEXT
+    group_prefix: str = DEFAULT_GROUP_PREFIX
+
+    def group_id(self, purpose: str, unique: bool = True) -> str:
+        """A consumer group id of the gateway's (`unique`: a throw-away one per client; nothing is committed)."""
+        return f"{self.group_prefix}{purpose}" + (f"-{uuid.uuid4().hex[:12]}" if unique else "")
 
     def client(self, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """librdkafka properties for a producer, consumer or admin client: these `settings` plus the
@@ -278,9 +290,9 @@ def load_kafka_security(block: Mapping[str, Any] | None, base_dir: Path | None =
 
 
 def load_cluster_file(path: Path, bootstrap_servers: str | None = None) -> KafkaCluster:
-    """The cluster of a gateway config file (`bootstrap_servers` and the `kafka` block; relative paths are
-    relative to the repository root, as in `streaming.config`), for the commands that take `--config`
-    without running the gateway. `bootstrap_servers` overrides the file's."""
+    """The cluster of a gateway config file (`bootstrap_servers`, the `kafka` block and `consumer_group_prefix`;
+    relative paths are relative to the repository root, as in `streaming.config`), for the commands that take
+    `--config` without running the gateway. `bootstrap_servers` overrides the file's."""
     try:
         doc = json.loads(Path(path).read_text())
     except OSError as e:
@@ -288,7 +300,8 @@ def load_cluster_file(path: Path, bootstrap_servers: str | None = None) -> Kafka
     except json.JSONDecodeError as e:
         raise KafkaSecurityError(f"{path} is not JSON: {e}") from None
     bootstrap = bootstrap_servers or doc.get("bootstrap_servers") or f"127.0.0.1:{doc.get('local_broker_port', 9092)}"
-    return KafkaCluster(bootstrap, load_kafka_security(doc.get("kafka"), REPO_ROOT))
+    return KafkaCluster(bootstrap, load_kafka_security(doc.get("kafka"), REPO_ROOT),
+                        doc.get("consumer_group_prefix", DEFAULT_GROUP_PREFIX))
 
 
 def literal_secrets(block: Mapping[str, Any] | None) -> list[str]:

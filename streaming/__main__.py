@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import LocalKafka, free_port
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
-from sinks.kafka_access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
+from sinks.kafka_access import KafkaAccessError, check_access
 from sinks.kafka_admin import create_topics
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
@@ -94,6 +94,7 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
         spark_start = pool.submit(build_spark_session, config)
         broker = None
+        absent: set[str] = set()
         try:
             if not config.bootstrap_servers:
                 port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
@@ -103,8 +104,10 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
             else:  # a cluster of the operator's: a refused login or a missing ACL stops here, saying what to fix
                 log.info("Kafka cluster %s (%s)", config.bootstrap_servers, config.cluster.security.describe())
-                check_access(config.cluster, required_acls(config))
+                absent = check_access(config.cluster, config.required_acls())
             create_topics(config.cluster, topic_specs(config))
+            if absent:  # the ACLs of the topics just created
+                check_access(config.cluster, config.required_acls())
         except BaseException:
             if not spark_start.cancel():
                 spark_start.result().stop()
@@ -276,11 +279,6 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopped.")
 
 
-def required_acls(config: GatewayConfig) -> list[RequiredAcl]:
-    return gateway_acls(config.ingress_topic, config.response_topic, config.dlq_topic,
-                        config.groups_topic if config.front_door_address else None)
-
-
 def print_acls(args: argparse.Namespace) -> int:
     """`gateway acls`: the kafka-acls.sh lines that give the gateway's principal what it needs."""
     try:
@@ -291,7 +289,7 @@ def print_acls(args: argparse.Namespace) -> int:
     principal = args.principal or (f"User:{config.kafka['sasl.username']}" if config.kafka.get("sasl.username")
                                    else "User:gateway")
     bootstrap = config.bootstrap_servers or "<bootstrap>"
-    for acl in required_acls(config):
+    for acl in config.required_acls():
         print(acl.command(bootstrap, principal))
     return 0
 

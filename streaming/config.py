@@ -17,8 +17,15 @@ from contract.topics import (
     DEFAULT_RESPONSE_TOPIC,
 )
 from front_door.leadership import DEFAULT_NODES
+from sinks.kafka_access import RequiredAcl, gateway_acls
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
-from sinks.kafka_security import KafkaCluster, KafkaSecurity, literal_secrets, load_kafka_security
+from sinks.kafka_security import (
+    DEFAULT_GROUP_PREFIX,
+    KafkaCluster,
+    KafkaSecurity,
+    literal_secrets,
+    load_kafka_security,
+)
 from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
@@ -42,6 +49,8 @@ class GatewayConfig:
     # (sinks/kafka_security.py; docs/security.md): security.protocol, sasl.*, ssl.*; secrets as ${file:…}
     # or ${env:…}. Empty: PLAINTEXT.
     kafka: dict[str, str] = field(default_factory=dict)
+    # Every consumer group id of the gateway and its commands begins with it: one prefixed READ ACL on groups.
+    consumer_group_prefix: str = DEFAULT_GROUP_PREFIX
     local_broker_port: int = 9092
     local_broker_dir: str = "var/kafka"
     ingress_topic: str = DEFAULT_INGRESS_TOPIC
@@ -139,7 +148,12 @@ class GatewayConfig:
         """The gateway's Kafka cluster: `bootstrap_servers` with the `kafka` block's security."""
         if not self.bootstrap_servers:
             raise ValueError("bootstrap_servers is not set")
-        return KafkaCluster(self.bootstrap_servers, self.kafka_security)
+        return KafkaCluster(self.bootstrap_servers, self.kafka_security, self.consumer_group_prefix)
+
+    def required_acls(self) -> list[RequiredAcl]:
+        """The ACLs the gateway's principal needs on its cluster (docs/security.md; `gateway acls`)."""
+        return gateway_acls(self.ingress_topic, self.response_topic, self.dlq_topic,
+                            self.groups_topic if self.front_door_address else None, self.consumer_group_prefix)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

@@ -40,6 +40,7 @@ def read_ingress(spark: SparkSession, config: GatewayConfig, limits: IngressLimi
         spark.readStream.format("kafka")
         .options(**config.cluster.spark_options())
         .option("subscribe", config.ingress_topic)
+        .option("groupIdPrefix", config.cluster.group_id("spark-source", unique=False))
         .option("includeHeaders", "true")
         .option("startingOffsets", starting_offsets)
         .option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))

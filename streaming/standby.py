@@ -51,7 +51,8 @@ def warm_up(spark: SparkSession) -> float:
 
 def _last_messages(config: GatewayConfig) -> str | None:
     """Spark's startingOffsets at the last message of each ingress partition (None: the topic is empty)."""
-    consumer = Consumer(config.cluster.client({"group.id": "gateway-standby-rehearsal", "enable.auto.commit": False}))
+    consumer = Consumer(config.cluster.client({"group.id": config.cluster.group_id("standby-rehearsal", unique=False),
+                                               "enable.auto.commit": False}))
     try:
         partitions = consumer.list_topics(config.ingress_topic, timeout=10).topics[config.ingress_topic].partitions
         starting: dict[str, int] = {}

@@ -16,7 +16,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -149,7 +148,7 @@ def _recent_errors(cluster: KafkaCluster, topic: str, limit: int, scan_per_parti
     from contract.responses import decode_response
 
     consumer = Consumer(cluster.client({
-        "group.id": f"gateway-status-{uuid.uuid4().hex}",
+        "group.id": cluster.group_id("status"),
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "socket.timeout.ms": int(timeout_s * 1000),
         # librdkafka would print every failed connection attempt on stderr; the failure is reported once below.
         "log_level": 0,

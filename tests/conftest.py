@@ -5,6 +5,10 @@ use under the session's tmp dir and stopped at the end. Tests that never ask for
 tests) never start a JVM. When a test that used the broker fails, its report gets a section with
 the broker log path and the log's tail.
 
+`secured_kafka`: likewise one secured broker (tests/secured_kafka.py: TLS from a CA the session makes, SASL
+SCRAM/PLAIN, client certificates, ACLs), started on first use only; its log tail goes to the reports of
+failing tests that used it.
+
 Every JVM the tests start (Spark sessions, gateways run as commands, a standalone cluster's workers and
 executors) keeps its scratch directories under the session's tmp dir (`SPARK_LOCAL_DIRS`), not in `/tmp`:
 a JVM that a fault test kills leaves them behind, and they go with the session's directory, which
@@ -15,12 +19,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from embedded.local_kafka import LocalKafka
 
+if TYPE_CHECKING:  # imported by the fixture: sessions without it need neither trustme nor cryptography
+    from tests.secured_kafka import SecuredKafka
+
 _BROKER_KEY = pytest.StashKey[LocalKafka]()
+_SECURED_BROKER_KEY = pytest.StashKey["SecuredKafka"]()
 _LOG_TAIL_LINES = 40
 
 
@@ -54,18 +63,40 @@ def kafka(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def secured_kafka(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SecuredKafka]:
+    from tests.secured_kafka import SecuredKafka
+
+    broker = SecuredKafka(tmp_path_factory.mktemp("secured-kafka"))
+    request.config.stash[_SECURED_BROKER_KEY] = broker
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    broker = item.config.stash.get(_BROKER_KEY, None)
-    if report.failed and broker is not None and "kafka" in getattr(item, "fixturenames", ()):
-        report.sections.append(
-            (
-                "kafka broker",
-                f"broker log: {broker.log_path}\nJVM output: {broker.stdout_path}\n"
-                f"{broker.log_tail(_LOG_TAIL_LINES)}",
+    if not report.failed:
+        return report
+    fixtures = getattr(item, "fixturenames", ())
+    for fixture, key, title in (
+        ("kafka", _BROKER_KEY, "kafka broker"),
+        ("secured_kafka", _SECURED_BROKER_KEY, "secured kafka broker"),
+    ):
+        broker = item.config.stash.get(key, None)
+        if broker is not None and fixture in fixtures:
+            report.sections.append(
+                (
+                    title,
+                    f"broker log: {broker.log_path}\nJVM output: {broker.stdout_path}\n"
+                    f"{broker.log_tail(_LOG_TAIL_LINES)}",
+                )
             )
-        )
     return report

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -65,7 +64,7 @@ class KafkaGroupStore:
     def load(self) -> StoredGroups:
         """Everything the topic holds now, the last record of each key winning (a tombstone forgets)."""
         consumer = Consumer(self.cluster.client({
-            "group.id": f"groups-load-{uuid.uuid4().hex}", "enable.auto.commit": False,
+            "group.id": self.cluster.group_id("groups-load"), "enable.auto.commit": False,
             "allow.auto.create.topics": False, "enable.partition.eof": False, "logger": KAFKA_CLIENT_LOG}))
         try:
             ends = self._ends(consumer)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -21,7 +20,7 @@ def _consumer(cluster: KafkaCluster) -> Any:
     from confluent_kafka import Consumer
 
     return Consumer(cluster.client({
-        "group.id": f"gw-dlq-{uuid.uuid4().hex}",  # never committed: assign() only
+        "group.id": cluster.group_id("dlq"),  # never committed: assign() only
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",

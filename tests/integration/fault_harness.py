@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,9 +172,9 @@ class ResponseWatch:
         self._thread.start()
 
     def _run(self) -> None:
-        c = Consumer({"bootstrap.servers": self.config.bootstrap_servers, "group.id": f"watch-{uuid.uuid4().hex}",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                      "logger": logging.getLogger("tests.response_watch")})  # a broker restart is expected
+        c = Consumer(self.config.cluster.client({
+            "group.id": self.config.cluster.group_id("test-watch"), "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "logger": logging.getLogger("tests.response_watch")}))  # a broker restart is expected
         c.subscribe([self.config.response_topic])
         while not self._stop.is_set():
             m = c.poll(0.2)

@@ -33,8 +33,7 @@ def produce_batches(config: GatewayConfig, batches: list[tuple[str, int, bytes]]
     # sized from the front door's request limit alone: a producer to the ingress topic does not read the
     # registry, which a test may have made invalid on purpose (the gateway keeps its last good one)
     limits = IngressLimits(config.front_door_max_request_bytes)
-    p = Producer({"bootstrap.servers": config.bootstrap_servers, "message.max.bytes": limits.ingress_message_bytes,
-                  "enable.idempotence": True})
+    p = Producer(config.cluster.client({"message.max.bytes": limits.ingress_message_bytes, "enable.idempotence": True}))
     sent = []
     for topic, partition, batch in batches:
         rid = uuid.uuid4().hex
@@ -51,8 +50,8 @@ def produce_batches(config: GatewayConfig, batches: list[tuple[str, int, bytes]]
 def read_all(config: GatewayConfig, topic: str, timeout_s: float = 60.0) -> list:
     """Every message of `topic` up to its current end offsets. Use after the query has finished
     (available-now trigger): what the gateway published is all there, so this reads a known end."""
-    c = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": f"test-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(config.cluster.client({"group.id": config.cluster.group_id("test-read"), "enable.auto.commit": False,
+                                        "auto.offset.reset": "earliest"}))
     meta = c.list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
     ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
