@@ -9,7 +9,11 @@
    and pipelined produce of the same batches) and Spark's floor; Kafka's clients (Java, librdkafka)
    through the front door beside the same clients against Kafka (`tests.bench_clients`); the scaling table.
 
-Run: `make bench` (or `.venv/bin/python -m tests.bench [--quick] [--only clients]`).
+Run: `make bench` (or `.venv/bin/python -m tests.bench [--quick] [--only clients|backlog|secured-backlog]`).
+`--only backlog`: the gateway's backlog beside Spark's floor, beside itself on a SASL_SSL broker, and the
+scaling fit. `--only secured-backlog`: just the gateway's backlog on a SASL_SSL (SCRAM-SHA-512) broker beside
+the plaintext one, alternating which goes first, with the ratios of records/s and drain time; a smoke run of
+it: `.venv/bin/python -m tests.bench --quick --only secured-backlog --per-trigger 100` (400 batches a drain).
 """
 
 from __future__ import annotations
@@ -79,9 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core-only", action="store_true")
     parser.add_argument("--end-to-end-only", action="store_true")
     # "front-door": the earlier name of the clients' rows (they run through the front door), kept
-    parser.add_argument("--only", choices=["clients", "front-door", "backlog"],
+    parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog"],
                         help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
-                             "(clients), or the gateway's backlog beside Spark's floor and the scaling fit (backlog)")
+                             "(clients), the gateway's backlog beside Spark's floor, on SASL_SSL and the scaling fit "
+                             "(backlog), or only the backlog on SASL_SSL beside plaintext (secured-backlog)")
+    parser.add_argument("--per-trigger", type=int, metavar="N",
+                        help="batches per micro-batch of the 100 x 100 B backlog (4 micro-batches are queued; "
+                             "default 10000, --quick 1000), e.g. small for a smoke run")
     args = parser.parse_args(argv)
     if args.only == "front-door":
         args.only = "clients"
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.core_only:
         from tests.bench_stack import bench_end_to_end
 
-        bench_end_to_end(quick=args.quick, only=args.only)
+        bench_end_to_end(quick=args.quick, only=args.only, backlog_per_trigger=args.per_trigger)
     return 0
 
 

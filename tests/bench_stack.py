@@ -13,6 +13,12 @@ running gateway query beside the same producers against Apache Kafka; send->deli
 and the ratios to Kafka and to the gateway's own backlog throughput. Alone:
 `python -m tests.bench --quick --only clients`.
 
+The backlog on a secured broker (`bench_secured_backlog`, in the backlog section): the gateway drains the
+same backlog from the stack's plaintext broker and from a SASL_SSL one (`tests.secured_kafka`: SCRAM-SHA-512,
+TLS, StandardAuthorizer; the gateway's principal holding exactly the listed ACLs), in alternating order, with
+the ratio SASL_SSL / plaintext of records/s and of drain time. Alone:
+`python -m tests.bench --only secured-backlog` (`--quick --per-trigger 100` for a smoke run).
+
 Reported, never asserted: records/s, MB/s, produce->response p50/p95/p99, micro-batch duration
 p50/p95, the ratios of the targets (issue 9), and the scaling of micro-batch duration with ingress
 batches per micro-batch and with target partitions touched (fixed and marginal cost).
@@ -31,7 +37,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
@@ -48,6 +54,9 @@ from tests.kafka_wire import ProduceConnection
 from tests.spark_floor import start_floor
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import build_record_batch
+
+if TYPE_CHECKING:  # imported where a secured drain runs: the other sections need no certificates
+    from tests.secured_kafka import SecuredKafka
 
 KAFKA_VERSION = "Apache Kafka 4.2.1"
 BENCH_TOPIC = "bench"
@@ -236,12 +245,17 @@ class Stack:
             return start_gateway(self.spark, config, available_now=available_now)[0]
         return start_floor(self.spark, config, available_now=available_now)
 
-    def drain(self, kind: str, payloads: list[tuple[str, int, bytes]], per_trigger: int, **overrides: Any) -> Drain:
-        """Queue `payloads` on a fresh ingress topic, then drain it `per_trigger` batches per micro-batch."""
+    def drain(self, kind: str, payloads: list[tuple[str, int, bytes]], per_trigger: int,
+              secured: SecuredKafka | None = None, **overrides: Any) -> Drain:
+        """Queue `payloads` on a fresh ingress topic, then drain it `per_trigger` batches per micro-batch;
+        `secured`: on that broker's SASL_SSL listener (`on_secured`) instead of the stack's plaintext one."""
         config = self.config(kind, max_offsets_per_trigger=per_trigger, **overrides)
+        broker = self.broker
+        if secured is not None:
+            config, broker = on_secured(secured, config, self.work / "secured-gateway"), secured.broker
         create_topics(config.cluster, topic_specs(config))
         produce_ingress(config, payloads)
-        with self.cpu_measured() as cpu:
+        with self.cpu_measured(broker) as cpu:
             query = self._start(kind, config, available_now=True)
             if not query.awaitTermination(DRAIN_TIMEOUT_S):
                 query.stop()
@@ -260,9 +274,10 @@ class Stack:
         assert self.spark is not None
         return int(self.spark._jvm.java.lang.ProcessHandle.current().pid())
 
-    def cpu_measured(self) -> AbstractContextManager[LedgerWindow]:
-        """The machine's CPU by role over the block (`tests.cpu_ledger`)."""
-        return measured(self.spark_pid(), self.broker.pid)
+    def cpu_measured(self, broker: LocalKafka | None = None) -> AbstractContextManager[LedgerWindow]:
+        """The machine's CPU by role over the block (`tests.cpu_ledger`); `broker`: the one the row's query
+        reads (default the stack's), so its TLS and SASL work counts as the broker's, not as 'other'."""
+        return measured(self.spark_pid(), (broker or self.broker).pid)
 
     def latency(self, kind: str, payloads: list[tuple[str, int, bytes]], count: int, per_second: float,
                 trigger: str) -> tuple[list[float], list[float]]:
@@ -353,9 +368,23 @@ def _floor_completions(progress: list[dict], positions: dict[tuple[int, int], st
     return out
 
 
+def on_secured(kafka: SecuredKafka, config: GatewayConfig, work: Path) -> GatewayConfig:
+    """`config` (its topics, storage, checkpoint and every other setting kept) on `kafka`'s SASL_SSL listener,
+    with the `kafka` block and ACLs of the secured integration tests (tests/integration/secured_gateway.py):
+    SCRAM-SHA-512 as `gateway`, the password in a file, exactly the ACLs the docs list for these topics."""
+    from tests.integration.secured_gateway import grant_listed, secured_config
+
+    block = secured_config(kafka, work).kafka
+    secured = config.with_overrides(bootstrap_servers=kafka.bootstrap_servers, kafka=block)
+    grant_listed(kafka, secured)  # before the topics exist: the gateway's principal creates them (CREATE)
+    return secured
+
+
 def produce_ingress(config: GatewayConfig, payloads: list[tuple[str, int, bytes]]) -> None:
-    p = Producer({"bootstrap.servers": config.bootstrap_servers, "linger.ms": 20, "enable.idempotence": True,
-                  "message.max.bytes": config.ingress_limits().ingress_message_bytes})
+    # the gateway's own cluster settings: on a secured broker the backlog is produced as its principal (WRITE on
+    # the ingress topic is listed for the front door), through the same SASL_SSL listener the query reads
+    p = Producer(config.cluster.client({"linger.ms": 20, "enable.idempotence": True,
+                                        "message.max.bytes": config.ingress_limits().ingress_message_bytes}))
     for i, (topic, partition, batch) in enumerate(payloads):
         while True:
             try:
@@ -430,14 +459,16 @@ def target(label: str, value: str, goal: str, met: bool | None) -> None:
     print(f"  {label:62} {value:>10}  target {goal:12} {verdict}")
 
 
-def bench_end_to_end(quick: bool = False, only: str | None = None) -> None:
+def bench_end_to_end(quick: bool = False, only: str | None = None, backlog_per_trigger: int | None = None) -> None:
     """The end-to-end tables; `only="clients"`: just the Kafka clients' rows (`tests.bench_clients`), after a
-    gateway warm-up, with the gateway's own backlog row for their ratio."""
+    gateway warm-up, with the gateway's own backlog row for their ratio; `only="secured-backlog"`: just the
+    backlog on SASL_SSL beside plaintext. `backlog_per_trigger`: the 100 x 100 B backlog's batches per
+    micro-batch (4 micro-batches are queued) instead of the default."""
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as work:  # several GB of segments and broker logs
-        _bench_end_to_end(Path(work), quick, only)
+        _bench_end_to_end(Path(work), quick, only, backlog_per_trigger)
 
 
-def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
+def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_trigger: int | None = None) -> None:
     from tests.bench_clients import backlog_row, bench_clients
 
     latency_batches = 50 if quick else 200
@@ -448,6 +479,9 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
     per_trigger = {small.name: 10_000, "100 x 1 KiB, none": 1_000, "100 x 100 B, zstd": 10_000}
     if quick:
         per_trigger = {k: v // 10 for k, v in per_trigger.items()}
+    if backlog_per_trigger:
+        per_trigger[small.name] = backlog_per_trigger
+    secured_rounds = 2 if quick else 4  # even: each side goes first as often as the other
     workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
     if only == "backlog":
         print(f"\n== end to end, the gateway's backlog beside Spark's floor: local[2], {KAFKA_VERSION} broker on loopback ==")
@@ -459,6 +493,7 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
             pip.name = f"{pip.name} ({small.name})"
             print_table([pip, *(row for pair in pairs for row in pair)])
             print_cpu([row for pair in pairs for row in pair])
+            bench_secured_backlog(stack, small.name, payloads, per_trigger[small.name], secured_rounds)
             scaling = bench_scaling(stack, small, now, quick)
         print("\nratios and targets (issue 21):")
         print(f"  (gateway / floor by round: {', '.join(ratio(g.records_per_s, f.records_per_s) for g, f in pairs)})")
@@ -472,6 +507,14 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None) -> None:
             (_, g_marginal), (_, f_marginal) = scaling
             target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
                    g_marginal / f_marginal <= 1.2)
+        return
+    if only == "secured-backlog":
+        print(f"\n== end to end, the gateway's backlog on SASL_SSL beside plaintext only: local[2], {KAFKA_VERSION} "
+              f"brokers on loopback ==")
+        with Stack(work) as stack:
+            warm_up(stack, small, now, quick)
+            bench_secured_backlog(stack, small.name, small.batches(4 * per_trigger[small.name], 4, now),
+                                  per_trigger[small.name], secured_rounds)
         return
     if only == "clients":
         print(f"\n== end to end, Kafka clients only: local[2], {KAFKA_VERSION} broker on loopback ==")
@@ -553,9 +596,62 @@ def backlog_pairs(
     return sorted(pairs, key=lambda pair: pair[0].records_per_s / pair[1].records_per_s)
 
 
-def pair_order(i: int) -> tuple[str, str]:
-    """The gateway first in even rounds, the floor first in odd ones (an A/B/B/A order)."""
-    return ("gateway", "floor") if i % 2 == 0 else ("floor", "gateway")
+def pair_order(i: int, sides: tuple[str, str] = ("gateway", "floor")) -> tuple[str, str]:
+    """The first side (the gateway) first in even rounds, the second (the floor) in odd ones (an A/B/B/A order)."""
+    return sides if i % 2 == 0 else (sides[1], sides[0])
+
+
+SASL_SSL = "SASL_SSL"
+
+
+def secured_backlog_pairs(
+    stack: Stack, name: str, payloads: list[tuple[str, int, bytes]], per_trigger: int, rounds: int
+) -> list[tuple[Row, Row]]:
+    """(plaintext, SASL_SSL) rows of the gateway's drains of the same backlog, from the stack's broker and from a
+    secured one, for `rounds` rounds in `pair_order` (plaintext first in even rounds). The secured broker is
+    started once, here, and stopped at the end; one unreported drain of the same backlog warms it first (its
+    JIT and the Spark JVM's TLS and SCRAM code), as the stack's warm-up warmed the plaintext side. Both brokers
+    run through every round, so neither side has the machine to itself."""
+    from tests.secured_kafka import SecuredKafka
+
+    pairs: list[tuple[Row, Row]] = []
+    with SecuredKafka(stack.work / "secured-kafka") as kafka:
+        stack.drain("gateway", payloads, per_trigger, secured=kafka)
+        for r in range(rounds):
+            rows = {side: drain_row(f"gateway on {side} ({name}, round {r + 1})",
+                                    stack.drain("gateway", payloads, per_trigger,
+                                                secured=kafka if side == SASL_SSL else None), payloads)
+                    for side in pair_order(r, ("plaintext", SASL_SSL))}
+            pairs.append((rows["plaintext"], rows[SASL_SSL]))
+    return pairs
+
+
+def _drain_s(row: Row) -> float:
+    """The query's wall time, start to end (its first micro-batch, and with it the consumers' logins, included)."""
+    assert row.cpu is not None  # `drain_row` keeps every drain's ledger window
+    return row.cpu.window.seconds
+
+
+def bench_secured_backlog(stack: Stack, name: str, payloads: list[tuple[str, int, bytes]], per_trigger: int,
+                          rounds: int) -> None:
+    """The gateway's backlog on SASL_SSL beside plaintext (`secured_backlog_pairs`): the rows, their CPU, each
+    side's median, and SASL_SSL / plaintext as the median of the rounds' ratios (a round's two drains run back to
+    back, so its ratio is spared most of the machine's drift between rounds) beside each round's."""
+    print(f"\n== the gateway's backlog on SASL_SSL (SCRAM-SHA-512, TLS, ACLs) beside plaintext: {len(payloads)} "
+          f"batches, {per_trigger} per micro-batch, {rounds} rounds, alternating which goes first ==", flush=True)
+    pairs = secured_backlog_pairs(stack, name, payloads, per_trigger, rounds)
+    rows = [row for pair in pairs for row in pair]
+    print_table(rows)
+    print_cpu(rows)
+    print(f"\n{'medians of the rounds':40} {'plaintext':>11} {'SASL_SSL':>11} {'SASL_SSL / plaintext':>21}  by round")
+    figures: list[tuple[str, Callable[[Row], float], str]] = [
+        ("records/s, steady micro-batches", lambda r: r.records_per_s or 0.0, ",.0f"),
+        ("drain time s, query start to end", _drain_s, ".2f")]
+    for label, value, spec in figures:
+        ratios = [value(s) / value(p) for p, s in pairs]
+        print(f"{label:40} {statistics.median(value(p) for p, _ in pairs):>11{spec}} "
+              f"{statistics.median(value(s) for _, s in pairs):>11{spec}} {statistics.median(ratios):>21.2f}  "
+              f"{', '.join(f'{x:.2f}' for x in ratios)}")
 
 
 # The end-to-end sections' warm-up: 2 000-batch drains of the gateway and the floor, alternately, for this long

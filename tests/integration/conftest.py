@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from streaming.config import GatewayConfig
+from streaming.config import REPO_ROOT, GatewayConfig
 from streaming.session import build_spark_session, stop_session
+from tests.integration.fault_harness import StandaloneCluster
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +57,20 @@ def gateway_config(kafka, tmp_path: Path) -> GatewayConfig:
         shuffle_partitions=2,
         ui_enabled=False,
     )
+
+
+@pytest.fixture(scope="module")
+def packed_env() -> Path:
+    """`make pack`: the project's venv packed for the executors (spark.archives)."""
+    subprocess.run(["make", "-s", "pack"], cwd=REPO_ROOT, check=True, timeout=600)
+    return REPO_ROOT / "build" / "gateway-env.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone cluster (a master and two workers) for one test module."""
+    spark = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
+    try:
+        yield spark
+    finally:
+        spark.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from embedded.local_kafka import LocalKafka
 from sinks.storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
-from streaming.config import REPO_ROOT, GatewayConfig
+from streaming.config import GatewayConfig
 from tests.integration.conftest import TEST_TOPICS
 from tests.integration.fault_harness import (
     GatewayDriver,
@@ -41,13 +40,6 @@ EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.
 
 
 @pytest.fixture(scope="module")
-def packed_env() -> Path:
-    """`make pack`: the project's venv packed for the executors (spark.archives)."""
-    subprocess.run(["make", "-s", "pack"], cwd=REPO_ROOT, check=True, timeout=600)
-    return REPO_ROOT / "build" / "gateway-env.tar.gz"
-
-
-@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A broker of this module's own: one test stops and restarts it."""
     kafka = LocalKafka(tmp_path_factory.mktemp("fault-kafka")).start()
@@ -55,15 +47,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
         yield kafka
     finally:
         kafka.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    spark = StandaloneCluster(tmp_path_factory.mktemp("cluster")).start()
-    try:
-        yield spark
-    finally:
-        spark.stop()
 
 
 def _config(tmp_path: Path, broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path,
