@@ -62,3 +62,18 @@ def test_first_line_finds_the_reason_in_a_python_proxy_trace() -> None:
              "confluent_kafka.error.KafkaException: KafkaError{code=_MSG_TIMED_OUT,val=-192,str=\"Local: Message timed out\"}\n"
              "\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:665)\n")
     assert first_line(error).startswith("confluent_kafka.error.KafkaException: KafkaError{code=_MSG_TIMED_OUT")
+
+
+def test_refused_credentials_tls_and_missing_acls_stop_with_advice() -> None:
+    """The Kafka source's Java exceptions and the sink's librdkafka errors (a revoked ACL, a rotated password)."""
+    for error, advice in (
+        ("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed during authentication "
+         "due to invalid credentials with SASL mechanism SCRAM-SHA-512", "kafka.sasl.password"),
+        ("javax.net.ssl.SSLHandshakeException: PKIX path building failed", "kafka.ssl.ca.location"),
+        ("org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [gw.ingress]",
+         "`gateway acls`"),
+        ('KafkaException: 3 deliveries to gateway.dlq failed, first: KafkaError{code=TOPIC_AUTHORIZATION_FAILED,'
+         'val=29,str="Broker: Topic authorization failed"}', "`gateway acls`"),
+    ):
+        kind, text = classify(error)
+        assert kind is FailureKind.FATAL and advice in text, (error, text)
