@@ -276,8 +276,8 @@ class LocalKafka:
         the port of the listener clients use (`bootstrap_servers`, the readiness check, `admin()`), and
         `client_config` holds what a client needs on that listener, in the keys of the gateway's `kafka`
         block (librdkafka's names, sinks/kafka_security.py: security.protocol, sasl.mechanism,
-        sasl.username, sasl.password, ssl.ca.location, ...). `controller_port` lets the caller name the KRaft controller listener's port in its own
-        properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
+        sasl.username, sasl.password, ssl.ca.location, ...). `controller_port` lets the caller name the
+        KRaft controller listener's port in its own properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
         `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`, the only way to have SCRAM users
         before the broker can serve the AlterUserScramCredentials request that would create them).
         """
@@ -302,10 +302,6 @@ class LocalKafka:
     def bootstrap_servers(self) -> str:
         """The address clients use: the listener on `port`."""
         return f"127.0.0.1:{self.port}"
-
-    def client_settings(self) -> dict[str, str]:
-        """librdkafka settings that reach this broker: `bootstrap_servers` plus `client_config`."""
-        return {**self.client_config, "bootstrap.servers": self.bootstrap_servers}
 
     @property
     def cluster(self) -> KafkaCluster:
@@ -440,15 +436,14 @@ class LocalKafka:
     def _wait_until_ready(self, deadline: float) -> None:
         """Poll until AdminClient.list_topics sees this broker; fail at once if the JVM exits."""
         self._wait_for_port(deadline)
-        admin = AdminClient(
+        admin = AdminClient(self.cluster.client(
             {
-                **self.client_settings(),
                 # librdkafka backs off up to 10 s between reconnects by default; we poll tightly
                 "reconnect.backoff.ms": 50,
                 "reconnect.backoff.max.ms": 200,
                 "logger": logging.getLogger(f"{__name__}.librdkafka"),
             }
-        )
+        ))
         while True:
             self._raise_if_exited()
             try:
@@ -522,7 +517,7 @@ class LocalKafka:
         create_topics(self.cluster, specs, timeout)
 
     def admin(self) -> AdminClient:
-        return AdminClient(self.client_settings())
+        return AdminClient(self.cluster.client())
 
     def __enter__(self) -> LocalKafka:
         return self.start()

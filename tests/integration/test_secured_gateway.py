@@ -12,12 +12,15 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.admin import AclOperation, ResourceType
 from pyspark.sql import SparkSession
 
+from embedded.local_kafka import java_executable
 from sinks.dlq.cli import main as dlq_main
 from sinks.kafka_access import KafkaAccessError, check_access
 from sinks.storage.log_reader import read
@@ -29,6 +32,7 @@ from tests.integration.fault_harness import ResponseWatch, account, mixed_traffi
 from tests.integration.front_door_harness import running_front_door
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all
 from tests.integration.secured_gateway import as_acls, grant_listed, principal_of, secured_config
+from tests.producer_performance import tools_classpath
 from tests.secured_kafka import MTLS_PRINCIPAL, SecuredKafka
 
 pytestmark = pytest.mark.integration
@@ -142,3 +146,28 @@ def test_a_wrong_password_an_untrusted_ca_and_a_missing_acl_each_name_what_to_fi
     assert "refused the gateway's login" in run.stdout + run.stderr
     assert "query_started" not in run.stdout + run.stderr
 
+
+
+@pytest.mark.parametrize("login", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN", "mTLS"])
+def test_kafkas_own_java_tools_connect_with_the_gateways_client_properties(
+        secured_kafka: SecuredKafka, tmp_path: Path, login: str) -> None:
+    """`gateway client-properties` gives Kafka's Java client (here kafka-topics) what the Spark source gets: the
+    JAAS line built from the username and password, the PEM content inline (KIP-651)."""
+    config = secured_config(secured_kafka, tmp_path, mtls=login == "mTLS")
+    if login != "mTLS":
+        config = config.with_overrides(kafka={**config.kafka, "sasl.mechanism": login})
+    topic = f"java-{login.lower()}-{uuid.uuid4().hex[:6]}"
+    secured_kafka.create_topics([(topic, 1, {})])
+    secured_kafka.grant(principal_of(config), [(ResourceType.TOPIC, topic, AclOperation.DESCRIBE)])
+    properties = tmp_path / "gateway.properties"
+    written = subprocess.run([sys.executable, "-m", "streaming", "client-properties", "--config",
+                              str(_write_config(config, tmp_path / "gateway.json")), "--output", str(properties)],
+                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stderr
+    assert properties.stat().st_mode & 0o077 == 0  # it holds the password: the owner's alone
+    listed = subprocess.run(
+        [java_executable(), "-cp", tools_classpath(), "org.apache.kafka.tools.TopicCommand", "--bootstrap-server",
+         config.bootstrap_servers, "--command-config", str(properties), "--list"],
+        capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert topic in listed.stdout.split()  # listed only to the principal granted DESCRIBE on it
