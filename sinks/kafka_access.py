@@ -48,10 +48,9 @@ class RequiredAcl:
 
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
-                 group_prefix: str, creates_topics: bool = True) -> list[RequiredAcl]:
+                 group_prefix: str) -> list[RequiredAcl]:
     """The ACLs of a gateway with these topics (`groups_topic`: None without a front door) and consumer group
-    prefix. `creates_topics`: the gateway creates missing topics at start (CREATE on the cluster); without it
-    an administrator creates them."""
+    prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
     acls = [
         RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
         RequiredAcl("topic", ingress_topic, AclOperation.WRITE, "the front door and `gateway dlq replay` produce"),
@@ -65,9 +64,8 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
     if groups_topic is not None:
         acls += [RequiredAcl("topic", groups_topic, AclOperation.READ, "the front door loads its groups"),
                  RequiredAcl("topic", groups_topic, AclOperation.WRITE, "the front door stores groups and offsets")]
-    if creates_topics:
-        acls.append(RequiredAcl("cluster", "kafka-cluster", AclOperation.CREATE,
-                                "the gateway creates its topics at start (not needed when they exist)"))
+    acls.append(RequiredAcl("cluster", "kafka-cluster", AclOperation.CREATE,
+                            "the gateway creates its topics at start (not needed when they exist)"))
     return acls
 
 
