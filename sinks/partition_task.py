@@ -1,23 +1,25 @@
 """The sink's work for one target partition's decisions of a micro-batch: append, commit, publish, count
 (DESIGN §5, §6).
 
-The stateful stage runs it in its own Python worker, as it decides the partition (`streaming.stage`): the
-decided batches are in that worker's memory, so they never cross Spark again. It appends the partition's
-accepted batches in offset order as they are decided (`PartitionAppend`), then fsyncs and commits them
-exactly once per micro-batch (`partition_log.BatchAppender`), and only then sends the partition's produce responses and dead letters
-— a response never goes out before its batch is durable (DESIGN §4.3) — and waits for their delivery. The
+The foreachBatch sink runs it in the tasks of the stage's own partitions (`run_task`, a `mapInArrow` over the
+decisions: the stateful operator's output is already partitioned by target partition, so one Spark job per
+micro-batch decides, appends and publishes). It appends the partition's accepted batches in offset order
+(`PartitionAppend`), then fsyncs and commits them exactly once per micro-batch id — the `batch_id`
+foreachBatch gives — (`partition_log.BatchAppender`), and only then sends the partition's produce responses
+and dead letters — a response never goes out before its batch is durable (DESIGN §4.3) — and waits for
+their delivery. The
 log's fdatasync runs on a thread of its own while this one encodes the responses and folds the rows into
 metric deltas (`batch_metrics`), work that needs the decisions but not their durability: the fsync of a
 large micro-batch's tail is tens of milliseconds the worker would otherwise spend waiting. The thread
-makes that one call and nothing else, so it never waits for the GIL while it holds the commit up. What reaches the driver is one small `TaskSummary`
-per partition: one Spark job per micro-batch, no persist, no second shuffle, no second Python worker.
+makes that one call and nothing else, so it never waits for the GIL while it holds the commit up. What
+reaches the driver is one small `TaskSummary` per target partition.
 """
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,7 +78,7 @@ class TaskSummary:
 
 class PartitionAppend:
     """A target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
-    original offsets and not stored) appended as the stage decides them (`add`), in offset order, then one
+    original offsets and not stored) appended (`add`), in offset order, then one
     fsync and commit (`finish`), exactly once per micro-batch (`partition_log.BatchAppender`); a batch that
     does not continue the log fails the task. No directory is made for a partition that only rejects, such
     as a hostile topic name's. `seconds` is the time spent in it."""
@@ -194,15 +196,17 @@ def in_background(fn: Callable[[], None]) -> Future[None]:
 
 def run_partition(
     config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
-    clock: Callable[[], float], append: PartitionAppend | None = None,
+    clock: Callable[[], float],
 ) -> TaskSummary:
     """Everything the sink does for one target partition's rows, in the order the guarantees need: its
-    batches appended (by `append`, which the stage fed as it decided, else here), fsynced and committed
-    while the responses, dead letters and metric deltas are built, then the responses and dead letters
-    sent and delivered."""
-    if append is None:
-        append = PartitionAppend(config.segments_root, batch_id, registry, clock)
+    batches appended, fsynced and committed while the responses, dead letters and metric deltas are built,
+    then the responses and dead letters sent and delivered."""
+    append = PartitionAppend(config.segments_root, batch_id, registry, clock)
+    try:
         append.add(rows)
+    except BaseException:
+        append.close()
+        raise
     if not rows:
         try:
             append.finish()
@@ -244,3 +248,16 @@ def run_partition(
         publish_seconds=published - started,
         metric_rows=metrics.rows(),
     )
+
+
+def run_task(
+    config: SinkConfig, batch_id: int, registry: TopicRegistry, decisions: Iterable[DecisionRow],
+    clock: Callable[[], float] = time.perf_counter,
+) -> Iterator[TaskSummary]:
+    """One task's decisions (several target partitions, each one's rows in ingress order, as the stage emitted
+    them): `run_partition` for each target partition in turn, its summary as soon as it is done."""
+    groups: dict[tuple[str | None, int | None], list[DecisionRow]] = {}
+    for row in decisions:
+        groups.setdefault((row.topic, row.partition), []).append(row)
+    for rows in groups.values():
+        yield run_partition(config, batch_id, rows, registry, clock)

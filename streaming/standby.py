@@ -5,9 +5,10 @@ its metrics and health endpoints, and then:
 - `warm_up`: one small Python job over every executor core, so the Python workers are forked, the packed
   environment unpacked and the gateway's modules imported;
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
-  RocksDB state store, the same shuffle — over the last message of each ingress partition, with a scratch
-  checkpoint and no sink work (nothing stored or published), so Spark's generated code (cached per JVM by its text), the
-  Kafka consumer, the state store and the stage's Python path are loaded before takeover.
+  RocksDB state store, the same shuffle, a foreachBatch running the sink's job shape (a `mapInArrow` over
+  the decisions) — over the last message of each ingress partition, with a scratch checkpoint and nothing
+  stored or published, so Spark's generated code (cached per JVM by its text), the Kafka consumer, the
+  state store and the stage's and the sink's Python paths are loaded before takeover.
 Then it waits for the driver lock (`driver_lock.py`). What is left at takeover is what only the active
 may do: the front door (producer ids, groups and the ingress producer read the current state) and the
 query, which resumes from the checkpoint the dead driver left.
@@ -23,13 +24,14 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from sinks.micro_batch import NOOP_SINK, GatewaySink
+from sinks.decisions import arrow_decisions
+from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
-from streaming.stage import apply_stage
+from streaming.stage import apply_stage, prepare_worker
 
 log = logging.getLogger("gateway.standby")
 
@@ -72,15 +74,25 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
         return None
     started = time.monotonic()
     registry = RegistryWatcher(config.path(config.topics_file))
-    # sink None: the stage decides and nothing is stored or published
-    summaries = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry,
-                            None)
+    decisions = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry)
     with tempfile.TemporaryDirectory(prefix="gateway-rehearsal-") as checkpoint:
-        query = (GatewaySink.observe(summaries).writeStream.queryName(f"{config.query_name}_standby_rehearsal")
-                 .option("checkpointLocation", checkpoint).format(NOOP_SINK)
+        query = (decisions.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
+                 .option("checkpointLocation", checkpoint).foreachBatch(_dry_run)
                  .trigger(availableNow=True).start())
         try:
             query.awaitTermination(timeout_s)
         finally:
             query.stop()
     return time.monotonic() - started
+
+
+def _read_decisions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    prepare_worker()
+    for _ in arrow_decisions(batches):  # read as the sink reads them; nothing stored or published
+        pass
+    yield from ()
+
+
+def _dry_run(decisions: DataFrame, _batch_id: int) -> None:
+    """The sink's job over the decisions, without its work."""
+    decisions.mapInArrow(_read_decisions, TASK_SUMMARY_SCHEMA).collect()
