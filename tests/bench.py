@@ -14,6 +14,9 @@ Run: `make bench` (or `.venv/bin/python -m tests.bench [--quick] [--only clients
 scaling fit. `--only secured-backlog`: just the gateway's backlog on a SASL_SSL (SCRAM-SHA-512) broker beside
 the plaintext one, alternating which goes first, with the ratios of records/s and drain time; a smoke run of
 it: `.venv/bin/python -m tests.bench --quick --only secured-backlog --per-trigger 100` (400 batches a drain).
+`--only shape`: the figures the sink's shape is judged by — the backlog beside Spark's floor and the marginal
+cost per batch, then through the front door Java's defaults and one request at a time, each beside the front
+door at a 1 s trigger.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core-only", action="store_true")
     parser.add_argument("--end-to-end-only", action="store_true")
     # "front-door": the earlier name of the clients' rows (they run through the front door), kept
-    parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog"],
+    parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog", "shape"],
                         help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
                              "(clients), the gateway's backlog beside Spark's floor, on SASL_SSL and the scaling fit "
                              "(backlog), or only the backlog on SASL_SSL beside plaintext (secured-backlog)")

@@ -508,6 +508,9 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
             target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
                    g_marginal / f_marginal <= 1.2)
         return
+    if only == "shape":
+        _bench_shape(work, quick, small, now, per_trigger[small.name])
+        return
     if only == "secured-backlog":
         print(f"\n== end to end, the gateway's backlog on SASL_SSL beside plaintext only: local[2], {KAFKA_VERSION} "
               f"brokers on loopback ==")
@@ -579,6 +582,30 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
         (g_fixed, g_marginal), (f_fixed, _) = scaling
         target("fixed cost per micro-batch gateway / Spark floor", ratio(g_fixed, f_fixed), "<= 1.2", g_fixed / f_fixed <= 1.2)
         target("marginal cost per 100-record batch (us)", f"{g_marginal * 1e6:.0f}", "<= 100", g_marginal <= 100e-6)
+
+
+def _bench_shape(work: Path, quick: bool, small: Workload, now: int, per_trigger: int) -> None:
+    """The figures the sink's shape is judged by, in one run: the backlog beside Spark's floor of the same shape,
+    the marginal cost per batch, and through the front door Java's defaults and one request at a time, each
+    beside the front door at a 1 s trigger (`bench_clients.BEFORE_ROWS`)."""
+    from tests.bench_clients import BEFORE_ROWS, SETTINGS, bench_clients
+
+    print(f"\n== end to end, the sink's shape: local[2], {KAFKA_VERSION} broker on loopback ==")
+    with Stack(work) as stack:
+        warm_up(stack, small, now, quick)
+        payloads = small.batches(4 * per_trigger, 4, now)
+        pairs = backlog_pairs(stack, small.name, payloads, per_trigger, 2 if quick else 4)
+        print_table([row for pair in pairs for row in pair])
+        scaling = bench_scaling(stack, small, now, quick)
+        bench_clients(stack, quick, None, [s for s in SETTINGS if s.name in BEFORE_ROWS])
+    to_floor = statistics.median(g.records_per_s / f.records_per_s for g, f in pairs)
+    print("\nratios and targets:")
+    target("backlog throughput gateway / Spark floor, median of the rounds", f"{to_floor:.2f}x", ">= 0.8",
+           to_floor >= 0.8)
+    if scaling:
+        (_, g_marginal), (_, f_marginal) = scaling
+        target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
+               g_marginal / f_marginal <= 1.2)
 
 
 def backlog_pairs(
