@@ -21,6 +21,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
+from front_door.security.principal import ANONYMOUS, KafkaPrincipal
 
 SIZE = struct.Struct(">i")
 API_KEY_AND_VERSION = struct.Struct(">hh")
@@ -60,6 +61,13 @@ class Request:
     size: int  # bytes on the wire, without the size field
     node_id: int  # the front-door node whose listener read it (leadership.py: who leads what)
     client_host: str = ""  # the client's address as Kafka shows it (`InetAddress.toString`: "/127.0.0.1")
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (security/principal.py)
+    listener: str = "PLAINTEXT"  # the name of the listener the connection came in on (security/listeners.py)
+
+    @property
+    def host(self) -> str:
+        """The client's address as ACLs name hosts ("127.0.0.1", no slash)."""
+        return self.client_host.removeprefix("/")
 
 
 def frame_size(prefix: bytes, max_request_bytes: int) -> int:
@@ -72,7 +80,8 @@ def frame_size(prefix: bytes, max_request_bytes: int) -> int:
     return size
 
 
-def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int, client_host: str = "") -> Request:
+def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int, client_host: str = "",
+                  principal: KafkaPrincipal = ANONYMOUS, listener: str = "PLAINTEXT") -> Request:
     """Header and body of one request frame (without its size field), read by node `node_id` from a client
     at `client_host`."""
     api_key, api_version = API_KEY_AND_VERSION.unpack_from(frame)
@@ -91,7 +100,7 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: 
         raise BadRequestError(f"Error reading API key {api_key} version {api_version}: {type(e).__name__}: {e}") from None
     # Bytes after the body are ignored, as Kafka's generated readers ignore them (librdkafka pads some).
     return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame), node_id,
-                   client_host)
+                   client_host, principal, listener)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
