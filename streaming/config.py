@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import logging
@@ -166,6 +167,12 @@ class GatewayConfig:
 
     def with_overrides(self, **overrides: Any) -> GatewayConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """Every `gateway` command's `--config`, one definition."""
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
+                        help="the gateway config, JSON (docs/configuration.md; default %(default)s)")
 
 
 def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> GatewayConfig:
