@@ -33,7 +33,6 @@ from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.topic_config import INTERNAL_TOPICS, ConfigError, TopicConfig, TopicRegistry, topic_config
 
-
 EXIT_ACCEPTED = 0
 EXIT_REJECTED = 1
 EXIT_INVALID = 2
@@ -51,11 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--defaults", default="{}", help="JSON object of gateway-wide defaults named like broker configs")
     d.add_argument("--registry", help="topic registry file (conf/topics.json); overrides --config/--defaults")
     d.add_argument("--now", type=int, required=True, help="the batch clock, epoch ms")
-    d.add_argument("--topic", default="topic")
-    d.add_argument("--partition", type=int, default=0)
+    d.add_argument("--topic", default="topic", help="the target topic (default %(default)s)")
+    d.add_argument("--partition", type=int, default=0, help="the target partition (default %(default)s)")
     d.add_argument("--partitions", type=int, help="partition count of the topic (default: partition + 1)")
-    d.add_argument("--log-start-offset", type=int, default=0)
-    d.add_argument("--log-end-offset", type=int, default=0)
+    d.add_argument("--log-start-offset", type=int, default=0, help="the partition's log start offset (default 0)")
+    d.add_argument("--log-end-offset", type=int, default=0,
+                   help="the partition's log end offset: the accepted batch's base offset (default 0)")
     d.add_argument("--last-append-time", type=int, default=-1, help="the partition's last append time, epoch ms")
     d.add_argument("--producers", default="", help="producer state as producers_to_json prints it")
     d.add_argument("--out", help="write the stored batch bytes to this file when accepted")

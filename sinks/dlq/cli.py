@@ -74,17 +74,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", default=DEFAULT_DLQ_TOPIC, help="the dead-letter topic (default %(default)s)")
     p.add_argument("--ingress-topic", default=None,
                    help="where replays go (default: the dead letter's gw.errors.ingress.topic, else gateway.ingress)")
-    p.add_argument("--format", choices=("table", "jsonl"), default="table")
+    p.add_argument("--format", choices=("table", "jsonl"), default="table",
+                   help="a table, or one JSON object per line (default %(default)s)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds without progress before giving up")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--error", action="append", default=[], metavar="NAME|CODE", help="error name or code (repeatable)")
-    p.add_argument("--target-topic", action="append", default=[], help="target topic of the rejected batch")
-    p.add_argument("--target-partition", action="append", type=int, default=[])
+    p.add_argument("--target-topic", action="append", default=[],
+                   help="target topic of the rejected batch (repeatable)")
+    p.add_argument("--target-partition", action="append", type=int, default=[],
+                   help="target partition of the rejected batch (repeatable)")
     p.add_argument("--since", help=f"rejected at or after this time: {TIME_FORMS}")
     p.add_argument("--until", help="rejected before this time (the same forms)")
-    p.add_argument("--request-id", action="append", default=[])
+    p.add_argument("--request-id", action="append", default=[], help="the batch's request id (repeatable)")
     p.add_argument("--position", action="append", default=[], metavar="P:O", help="DLQ partition:offset (repeatable)")
 
 
