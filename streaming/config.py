@@ -38,8 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 # Settings of earlier versions, ignored with a warning saying what replaced them.
 REMOVED_SETTINGS = {
-    "ingress_max_message_bytes": "the ingress hop's limits now follow front_door_max_request_bytes and the "
-                                 "topics' max.message.bytes (contract/limits.py; README: the front door)",
+    "ingress_max_message_bytes": "the ingress hop's limits follow front_door_max_request_bytes and the "
+                                 "topics' max.message.bytes (contract/limits.py; docs/clients.md: sizes and limits)",
 }
 
 

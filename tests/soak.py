@@ -1,4 +1,4 @@
-"""`make soak`: the gateway for hours under steady load, sampled, with a report of growth per hour (issue 22).
+"""`make soak`: the gateway for hours under steady load, sampled, with a report of growth per hour.
 
 Run: `make soak` (`SOAK_MINUTES=120` by default) or `.venv/bin/python -m tests.soak --minutes 120`.
 
