@@ -304,9 +304,13 @@ def write_client_properties(args: argparse.Namespace) -> int:
     except (OSError, ValueError, TypeError) as e:
         log.error("cannot read the gateway configuration %s: %s", args.config, e)
         return 2
-    fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    try:
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError as e:
+        log.error("cannot write %s: %s", args.output, e.strerror or e)
+        return 2
     log.info("wrote %s: pass it to Kafka's tools as --command-config", args.output)
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -257,7 +258,11 @@ def cluster_for(config: GatewayConfig) -> KafkaCluster:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
+    try:
+        config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
+    except (OSError, ValueError, TypeError) as e:  # one line, as for every command
+        print(f"error: cannot read the gateway configuration {args.config}: {e}", file=sys.stderr)
+        return 2
     url = args.metrics_url or f"http://{config.metrics_address}/metrics"
     status = problem = None
     try:

@@ -45,8 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    config = load_gateway_config(args.config, spark_master=args.master)
-    command = submit_command(config, args.config.resolve())
+    try:
+        config = load_gateway_config(args.config, spark_master=args.master)
+        command = submit_command(config, args.config.resolve())
+    except (OSError, ValueError, TypeError) as e:  # a bad config, or jars `make jars` has not resolved
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(shlex.join(command), flush=True)
     if args.print_only:
         return 0

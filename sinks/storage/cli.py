@@ -112,6 +112,8 @@ def _dump(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    if (args.topic is None) != (args.partition is None):
+        raise ValueError("verify takes ROOT alone, or ROOT TOPIC PARTITION")
     if args.topic is not None:
         targets = [(args.topic, args.partition)]
     else:

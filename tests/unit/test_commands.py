@@ -133,3 +133,19 @@ def test_usage_errors_exit_2_with_one_line(argv: list[str], capsys: pytest.Captu
         gateway(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "Traceback" not in err and err.strip().splitlines()[-1].startswith("gateway")
+
+
+@pytest.mark.parametrize("argv", [
+    ["client-properties", "--output", "/nonexistent/dir/client.properties"],
+    ["status", "--config", "/nonexistent/gateway.json"],
+    ["submit", "--config", "/nonexistent/gateway.json", "--print-only"],
+    ["acls", "--config", "/nonexistent/gateway.json"],
+    ["segments", "verify", "/nonexistent", "t"],
+    ["segments", "dump", "/nonexistent", "t", "0"],
+])
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str],
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    assert gateway(argv) == 2
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + caplog.text
+    assert len((out.err.strip().splitlines() or []) + [r for r in caplog.records if r.levelname == "ERROR"]) >= 1
