@@ -426,7 +426,7 @@ def _drained(stack: Stack, name: str, payloads: list[tuple[str, int, bytes]], pe
 
 
 def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetting]) -> dict[str, Row]:
-    """The `BEFORE_ROWS` through a front door configured as before this issue (`BEFORE_CONFIG`)."""
+    """The `BEFORE_ROWS` through the baseline front door (`BEFORE_CONFIG`)."""
     assert stack.spark is not None
     saved = {k: stack.spark.conf.get(k, None) for k in BEFORE_SESSION}
     rows: dict[str, Row] = {}

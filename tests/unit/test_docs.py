@@ -246,3 +246,31 @@ def test_the_served_api_table_is_the_front_doors() -> None:
 
 def test_the_refused_api_table_is_the_front_doors() -> None:
     assert set(_api_rows("APIs the front door refuses")) == set(REFUSED_APIS)
+
+
+# ------------------------------------------------------------------------------------------------
+# the product, not its history
+
+NARRATION = re.compile(
+    r"\bissues? [0-9]+\b|\b(this|earlier|previous|next|later|first|second|third|fourth|fifth|sixth|seventh|eighth"
+    r"|ninth|tenth|eleventh) sessions?\b|\(was [0-9a-z]|\bused to (be|run|take|have)\b|\bbefore this (change|issue|"
+    r"commit)\b", re.I)
+
+
+def test_no_text_narrates_how_the_product_was_built() -> None:
+    """Docs, docstrings, comments and test names speak of the product; changes go in CHANGELOG.md by version."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=False).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    hits = []
+    for name in tracked:
+        path = REPO / name
+        if path.suffix in (".py", ".md", ".toml", ".json", ".c", ".java", ".properties", ".yml") or \
+                path.name == "Makefile":
+            if path.is_file():
+                for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                    if NARRATION.search(line) and path != Path(__file__):
+                        hits.append(f"{name}:{number}: {line.strip()[:100]}")
+    assert hits == []
