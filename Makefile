@@ -1,5 +1,6 @@
 # The two commands: `make run` (gateway on an embedded local stack) and `make test`.
 # Everything they need is installed here: a Python 3.11 venv in .venv/ and the JVM jars in .jvm/.
+# `make run` needs only those; `make test` also installs the tests' own clients (kcat, kafkajs).
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -16,11 +17,18 @@ SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafk
 
 NODE_CLIENTS := tests/integration/node
 
-.PHONY: setup venv jars tools node run test test-unit bench lint clean pack submit soak
+.PHONY: prerequisites prerequisites-test setup venv jars tools node run test test-unit bench lint clean pack submit soak
 
-setup: venv jars tools node
+# One line per tool the machine must have (JDK 17+ with javac, Maven, Python 3.11), before anything is installed.
+prerequisites:
+	@python3 embedded/prerequisites.py --python $(PYTHON)
+prerequisites-test:
+	@python3 embedded/prerequisites.py --python $(PYTHON) --for test
 
-# kcat: the README's front-door examples and the tests' third Kafka client (Debian's package).
+# Everything the tests and benchmarks use: the running gateway's venv and jars, and the tests' own clients.
+setup: prerequisites-test venv jars tools node
+
+# kcat: the tests' third Kafka client and the docs' front-door examples (Debian's package).
 tools:
 	@command -v kcat >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -q kcat >/dev/null \
 	  || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -q >/dev/null && \
@@ -75,10 +83,10 @@ $(PACKED_ENV): $(VENV)/.installed
 
 # The gateway through spark-submit on the configured master (MASTER=spark://host:7077 overrides it):
 # prints the exact command, then runs it.
-submit: setup pack
+submit: prerequisites venv jars pack
 	$(PY) -m streaming submit $(if $(MASTER),--master $(MASTER))
 
-run: setup
+run: prerequisites venv jars
 	$(PY) -m streaming run --demo
 
 test: setup
@@ -90,7 +98,7 @@ test-unit: venv
 bench: setup
 	$(PY) -m tests.bench
 
-# The long soak (issue 22): steady load through the front door and the ingress topic, sampled; not part of `make test`.
+# The long soak: steady load through the front door and the ingress topic, sampled; not part of `make test`.
 SOAK_MINUTES ?= 120
 soak: setup
 	$(PY) -m tests.soak --minutes $(SOAK_MINUTES)

@@ -1,5 +1,4 @@
-"""How large things may be on their way through the gateway, defined once (issue 19, "Large requests end
-to end").
+"""How large things may be on their way through the gateway, defined once (large requests end to end).
 
 The rule: **the ingress hop, and everything behind it, carries the largest batch that can reach the
 gateway** — a batch inside a request of `front_door_max_request_bytes` (Kafka's `socket.request.max.bytes`,

@@ -145,8 +145,8 @@ class IngressBridge:
             log.warning(
                 "the ingress hop carries batches up to %d bytes only, not the %d the front door accepts (ingress "
                 "topic %s: max.message.bytes=%s, needs %d; brokers: socket.request.max.bytes=%s, needs %d): larger "
-                "batches get MESSAGE_TOO_LARGE at the door and no dead letter. Raise those (README: the front door, "
-                "sizes and limits) or lower front_door_max_request_bytes.",
+                "batches get MESSAGE_TOO_LARGE at the door and no dead letter. Raise those (docs/clients.md: sizes and "
+                "limits) or lower front_door_max_request_bytes.",
                 carried, wanted, self.ingress_topic, hop.topic_max_message_bytes, self._max_message_bytes,
                 hop.broker_request_bytes, self._max_message_bytes + PRODUCE_REQUEST_OVERHEAD_BYTES)
         return carried

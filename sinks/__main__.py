@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from sinks.storage import cli as storage_cli
+from sinks.time_arguments import protect_relative_times
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sinks.dlq.cli import main as dlq_main
 
         return dlq_main(argv[1:])
-    return storage_cli.run(build_parser().parse_args(argv))
+    return storage_cli.run(build_parser().parse_args(protect_relative_times(argv)))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
     gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
     gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
+    gateway --version             the gateway's version
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
 Kafka broker first (the embedded default of `make run`).
@@ -42,7 +43,8 @@ from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
-from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
+from sinks.time_arguments import protect_relative_times
+from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
@@ -55,6 +57,7 @@ from streaming.status import run_status
 from streaming.submit import add_arguments as add_submit_arguments
 from streaming.submit import run_submit
 from streaming.supervisor import Backoff, QuerySupervisor
+from streaming.version import gateway_version
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway")
@@ -301,9 +304,13 @@ def write_client_properties(args: argparse.Namespace) -> int:
     except (OSError, ValueError, TypeError) as e:
         log.error("cannot read the gateway configuration %s: %s", args.config, e)
         return 2
-    fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    try:
+        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+    except OSError as e:
+        log.error("cannot write %s: %s", args.output, e.strerror or e)
+        return 2
     log.info("wrote %s: pass it to Kafka's tools as --command-config", args.output)
     return 0
 
@@ -315,19 +322,18 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
-        from sinks.dlq.cli import main as dlq_main
+EPILOG = "exit status: 0 done; 1 Spark's JVM died; 2 bad arguments or configuration, or a failure a restart cannot fix"
 
-        return dlq_main(argv[1:])
-    configure_logging()
-    parser = argparse.ArgumentParser(prog="gateway")
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `gateway` command's parser (`dlq` is listed here; its options are parsed by `sinks.dlq.cli`)."""
+    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {gateway_version()}")
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (gateway dlq --help)")
     storage_cli.register(sub)
-    r = sub.add_parser("run", help="run the gateway query")
-    r.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    r = sub.add_parser("run", help="run the gateway query", epilog=EPILOG)
+    add_config_argument(r)
     r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
     r.add_argument("--master", help="Spark master (default from config: local[*,4])")
     r.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -340,14 +346,24 @@ def main(argv: list[str] | None = None) -> int:
     st = sub.add_parser("status", help="query state, last progress, ingress lag, outcomes and recent errors")
     add_status_arguments(st)
     ac = sub.add_parser("acls", help="the kafka-acls.sh lines granting the ACLs the gateway needs on its cluster")
-    ac.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the gateway config (default %(default)s)")
+    add_config_argument(ac)
     ac.add_argument("--principal", help="the gateway's principal (default: User:<kafka.sasl.username>, else "
                     "User:gateway; a client certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
     cp = sub.add_parser("client-properties", help="write the config's kafka block as a Java client properties "
                         "file, for Kafka's tools (--command-config) as the gateway's principal")
-    cp.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="the gateway config (default %(default)s)")
+    add_config_argument(cp)
     cp.add_argument("--output", type=Path, required=True, help="the file to write (mode 0600: it holds secrets)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
+        from sinks.dlq.cli import main as dlq_main
+
+        return dlq_main(argv[1:], prog="gateway dlq")
+    configure_logging()
+    args = build_parser().parse_args(protect_relative_times(argv))
     if args.group == "acls":
         return print_acls(args)
     if args.group == "client-properties":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import logging
@@ -37,8 +38,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 # Settings of earlier versions, ignored with a warning saying what replaced them.
 REMOVED_SETTINGS = {
-    "ingress_max_message_bytes": "the ingress hop's limits now follow front_door_max_request_bytes and the "
-                                 "topics' max.message.bytes (contract/limits.py; README: the front door)",
+    "ingress_max_message_bytes": "the ingress hop's limits follow front_door_max_request_bytes and the "
+                                 "topics' max.message.bytes (contract/limits.py; docs/clients.md: sizes and limits)",
 }
 
 
@@ -166,6 +167,12 @@ class GatewayConfig:
 
     def with_overrides(self, **overrides: Any) -> GatewayConfig:
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    """Every `gateway` command's `--config`, one definition."""
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, metavar="FILE",
+                        help="the gateway config, JSON (docs/configuration.md; default %(default)s)")
 
 
 def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> GatewayConfig:

@@ -2,7 +2,7 @@
 
 PySpark's own bridge (`JStreamingQueryListener`) rebuilds each `QueryProgressEvent` from the JVM object
 field by field — every source, state operator and metric a py4j round trip, each a reflective class lookup
-in the JVM. At trigger 0 that was a fifth of the driver JVM's CPU (async-profiler, `make bench`'s round
+in the JVM. At trigger 0 that is a fifth of the driver JVM's CPU (async-profiler, `make bench`'s round
 trip), and its calls share the Python driver with the front door. A `BridgedListener` gets the
 event rebuilt by PySpark's own `fromJson` (Spark Connect's path) from `progress().json()`: one call. One
 that has no use for progress (`progress_events = False`) gets none, and crosses nothing for it.

@@ -97,7 +97,7 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         # The state is one row per target partition (a few KB of producer state): Spark's 8 MB block cache
         # per store only fills, over hours, with blocks of SST files already compacted away, and the
         # store's memory climbs until it is full. 1 MB holds the live state many times over; the store's
-        # memory then settles at the cache plus a ~1 MB memtable within minutes (make soak, README).
+        # memory then settles at the cache plus a ~1 MB memtable within minutes (make soak, docs/performance.md).
         "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "1",
         "spark.sql.streaming.checkpointLocation": str(config.path(config.checkpoint_root)),
         "spark.ui.enabled": str(config.ui_enabled).lower(),

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from sinks.kafka_security import KafkaCluster
 from sinks.text_table import table_lines
-from streaming.config import DEFAULT_CONFIG, GatewayConfig, load_gateway_config
+from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
 
 _TOPIC_COLUMNS = ("topic", "appended", "records", "bytes", "duplicate", "rejected", "errors")
 
@@ -242,7 +242,7 @@ def render(url: str, status: dict[str, Any] | None, problem: str | None, errors:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    add_config_argument(parser)
     parser.add_argument("--metrics-url", help="the gateway's exporter (default: http://<metrics_address>/metrics)")
     parser.add_argument("--bootstrap-servers", help="Kafka cluster holding the response topic "
                         "(default: from config, else the local broker's port)")
@@ -258,7 +258,11 @@ def cluster_for(config: GatewayConfig) -> KafkaCluster:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
+    try:
+        config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
+    except (OSError, ValueError, TypeError) as e:  # one line, as for every command
+        print(f"error: cannot read the gateway configuration {args.config}: {e}", file=sys.stderr)
+        return 2
     url = args.metrics_url or f"http://{config.metrics_address}/metrics"
     status = problem = None
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyspark
 
-from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, load_gateway_config
+from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
 from streaming.session import ENVIRONMENT_DIR, is_local, spark_jars
 
 ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
@@ -39,14 +39,18 @@ def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    add_config_argument(parser)
     parser.add_argument("--master", help="Spark master (default from config)")
     parser.add_argument("--print-only", action="store_true", help="print the command, do not run it")
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    config = load_gateway_config(args.config, spark_master=args.master)
-    command = submit_command(config, args.config.resolve())
+    try:
+        config = load_gateway_config(args.config, spark_master=args.master)
+        command = submit_command(config, args.config.resolve())
+    except (OSError, ValueError, TypeError) as e:  # a bad config, or jars `make jars` has not resolved
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(shlex.join(command), flush=True)
     if args.print_only:
         return 0

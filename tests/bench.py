@@ -77,12 +77,12 @@ def bench_core(min_seconds: float) -> None:
                           f"{reference:>14,.0f} {decision / reference:>5.1f}x {floor_rate:>14,.0f}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.bench")
     parser.add_argument("--quick", action="store_true", help="shorter runs")
-    parser.add_argument("--core-only", action="store_true")
-    parser.add_argument("--end-to-end-only", action="store_true")
-    # "front-door": the earlier name of the clients' rows (they run through the front door), kept
+    parser.add_argument("--core-only", action="store_true", help="only the pure core's micro-benchmarks")
+    parser.add_argument("--end-to-end-only", action="store_true", help="only the end-to-end sections")
+    # "front-door": another name of the clients' rows (they run through the front door)
     parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog"],
                         help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
                              "(clients), the gateway's backlog beside Spark's floor, on SASL_SSL and the scaling fit "
@@ -90,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-trigger", type=int, metavar="N",
                         help="batches per micro-batch of the 100 x 100 B backlog (4 micro-batches are queued; "
                              "default 10000, --quick 1000), e.g. small for a smoke run")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.only == "front-door":
         args.only = "clients"
     if not args.end_to_end_only and not args.only:

@@ -1,9 +1,9 @@
 """The gateway's own backlog with a producer's traffic beside it: how much of the gap to the backlog is the traffic.
 
-Issue 19 compares each throughput row through the front door with the gateway's own backlog (raw batches queued
+The clients section compares each throughput row through the front door with the gateway's own backlog (raw batches queued
 on the ingress topic before the query starts). The backlog has the machine to itself; a front-door row shares it
 with its producer, the broker that takes the producer's requests (the ingress hop) and the front door. For each
-README row the clients section drains the backlog again, alone and while Kafka's `ProducerPerformance`, throttled
+documented row the clients section drains the backlog again, alone and while Kafka's `ProducerPerformance`, throttled
 to that row's records/s, sends to Kafka's anchor topic (`backlog_beside`), and prints the row's ratio to the
 backlog beside the same traffic. (First measured with a scratch script, 2026-11-27: 280 000 and 390 000 records/s
 beside it left the backlog 0.58 and 0.46 of its rate alone; the bench's own pairs later the same day, 0.65-1.21.)

@@ -6,19 +6,19 @@ Workload: one LogAppendTime topic with 4 partitions (`CLIENT_TOPIC` in the gatew
 spreads them), acks=all, one producer at a time.
 
 - The Java client: Kafka's own benchmark, `ProducerPerformance` 4.2.1 (`tests.producer_performance`),
-  with Java's defaults (idempotent, batch.size 16384, linger.ms 5) and with the README's settings.
+  with Java's defaults (idempotent, batch.size 16384, linger.ms 5) and with the documented settings.
 - librdkafka (confluent-kafka): its defaults (acks=all, not idempotent, linger.ms 5), idempotent with
-  linger 5 ms, and the README's settings (`tests.librdkafka_client.produce_records`).
+  linger 5 ms, and the documented settings (`tests.librdkafka_client.produce_records`).
 - One request at a time: librdkafka with linger.ms 0, produce() then wait for the delivery report.
 - Every client runs in a process of its own, as a user's does: the Java tool in its JVM, librdkafka in a
   child interpreter (`tests.librdkafka_client.run_in_own_process`), not in the bench's process, whose
   GIL the front door and the driver need.
-- The README's large-batch settings, Java and librdkafka, on the same topic with max.message.bytes
+- The documented large-batch settings, Java and librdkafka, on the same topic with max.message.bytes
   16 MiB + 12 (`CLIENT_LARGE_TOPIC`, `CLIENT_LARGE_ANCHOR_TOPIC`): a larger window per round trip.
 
-- The gateway's own backlog beside each README row's traffic (`tests.bench_beside`): the backlog row's drain
+- The gateway's own backlog beside each documented row's traffic (`tests.bench_beside`): the backlog row's drain
   again while Java's producer sends that row's records/s to the broker, the ceiling the 2-core machine leaves
-  a front door moving that much; the README rows' ratios to it.
+  a front door moving that much; the documented rows' ratios to it.
 
 The Kafka rows run first, with no gateway query running; then one gateway query (the bench config's
 default trigger) with a front door serves every front-door row in turn, so the rows share its warm JVM
@@ -66,12 +66,12 @@ from tests.producer_performance import PerfRun, run_producer_performance
 RECORD_SIZE = 100  # bytes of value per record, no key
 ACKS_ALL = (("acks", "all"),)  # the workload's; also both clients' default
 
-# The README's producer settings for throughput through the front door (the README's Performance
-# section explains them from these rows). Defined once, here; the rows below use nothing else.
+# The documented producer settings for throughput through the front door (docs/clients.md gives them,
+# docs/performance.md their figures). Defined once, here; the rows below use nothing else.
 # - Java: a partition's batch up to 1 MiB (the topic's max.message.bytes, 1 MiB + 12, bounds it), lingering
 #   50 ms to fill it; a request may carry every partition's batch (max.request.size 16 MiB, under the
 #   front door's 100 MiB request limit); buffer.memory 256 MiB so 5 such requests in flight do not block send().
-JAVA_README_PROPS: tuple[tuple[str, str], ...] = (
+JAVA_DOCUMENTED_PROPS: tuple[tuple[str, str], ...] = (
     ("batch.size", "1048576"),
     ("linger.ms", "50"),
     ("max.request.size", "16777216"),
@@ -89,7 +89,7 @@ JAVA_README_PROPS: tuple[tuple[str, str], ...] = (
 #   linger.ms 1000, at least the round trip: while a partition's one request is in flight and its linger has
 #   passed, librdkafka's broker threads poll without sleeping (measured: 0.44 of a core at 2 000 records/s
 #   with linger 5 ms, 0.04 with 500 ms); a saturated producer's batches fill before the linger ends.
-LIBRDKAFKA_README_CONFIG: tuple[tuple[str, str], ...] = (
+LIBRDKAFKA_DOCUMENTED_CONFIG: tuple[tuple[str, str], ...] = (
     ("enable.idempotence", "true"),
     ("linger.ms", "1000"),
     ("batch.size", "1048576"),
@@ -103,10 +103,10 @@ LIBRDKAFKA_README_CONFIG: tuple[tuple[str, str], ...] = (
 #   sets the wake-up from the batch before the in-flight check, which counts messages against a bound of 5
 #   requests): 0.6-1.1 of a core through the front door (2026-11-27). Linger as Java's; a queue that holds the
 #   5 batches per partition in flight and the ones filling.
-LIBRDKAFKA_README_NOT_IDEMPOTENT_CONFIG: tuple[tuple[str, str], ...] = tuple({
-    **dict(LIBRDKAFKA_README_CONFIG), "enable.idempotence": "false", "linger.ms": "50",
+LIBRDKAFKA_DOCUMENTED_NOT_IDEMPOTENT_CONFIG: tuple[tuple[str, str], ...] = tuple({
+    **dict(LIBRDKAFKA_DOCUMENTED_CONFIG), "enable.idempotence": "false", "linger.ms": "50",
     "queue.buffering.max.messages": "500000"}.items())
-# The README's large-batch settings, on a topic whose max.message.bytes is 16 MiB + 12 (both sides): the
+# The documented large-batch settings, on a topic whose max.message.bytes is 16 MiB + 12 (both sides): the
 # window grows with the batch while the micro-batch's fixed cost stays.
 # - Java: 4 MiB batches, 5 requests in flight to each partition's node: 80 MiB in flight, inside buffer.memory.
 JAVA_LARGE_PROPS: tuple[tuple[str, str], ...] = (
@@ -154,29 +154,29 @@ class ClientSetting:
 
 
 # Records per row (quick, full), from a quick run through the gateway at its 1 s trigger (2026-11-23):
-# Java defaults ~2.6k records/s, Java README ~115k, librdkafka defaults ~85k, idempotent and README ~33k;
+# Java defaults ~2.6k records/s, Java documented ~115k, librdkafka defaults ~85k, idempotent and documented ~33k;
 # one at a time, ~1 request/s (a micro-batch each).
 JAVA_DEFAULTS = ClientSetting("java", "Java ProducerPerformance, defaults", (), 60_000, 150_000)
 SETTINGS: tuple[ClientSetting, ...] = (
     JAVA_DEFAULTS,
-    ClientSetting("java", "Java ProducerPerformance, README settings", JAVA_README_PROPS, 3_000_000, 8_000_000),
+    ClientSetting("java", "Java ProducerPerformance, documented settings", JAVA_DOCUMENTED_PROPS, 3_000_000, 8_000_000),
     ClientSetting("librdkafka", "librdkafka, defaults", (), 2_000_000, 5_000_000),
     ClientSetting("librdkafka", "librdkafka, idempotent, linger 5 ms",
                   (("enable.idempotence", "true"), ("linger.ms", "5")), 1_000_000, 2_000_000),
-    ClientSetting("librdkafka", "librdkafka, README settings", LIBRDKAFKA_README_CONFIG, 1_000_000, 2_000_000),
-    ClientSetting("librdkafka", "librdkafka, README settings, not idempotent", LIBRDKAFKA_README_NOT_IDEMPOTENT_CONFIG,
+    ClientSetting("librdkafka", "librdkafka, documented settings", LIBRDKAFKA_DOCUMENTED_CONFIG, 1_000_000, 2_000_000),
+    ClientSetting("librdkafka", "librdkafka, documented settings, not idempotent", LIBRDKAFKA_DOCUMENTED_NOT_IDEMPOTENT_CONFIG,
                   2_000_000, 5_000_000),
-    ClientSetting("java", "Java, README large-batch settings", JAVA_LARGE_PROPS, 6_000_000, 12_000_000, True),
-    ClientSetting("librdkafka", "librdkafka, README large-batch settings", LIBRDKAFKA_LARGE_CONFIG,
+    ClientSetting("java", "Java, documented large-batch settings", JAVA_LARGE_PROPS, 6_000_000, 12_000_000, True),
+    ClientSetting("librdkafka", "librdkafka, documented large-batch settings", LIBRDKAFKA_LARGE_CONFIG,
                   4_000_000, 6_000_000, True),
     # counts are requests
     ClientSetting("send-and-wait", "librdkafka, one at a time, linger 0 ms", (("linger.ms", "0"),), 30, 200),
 )
 
 
-# "Before" (issue 19), measured again in the same run: the front door as it was — one node leading every
-# partition, a 1 s trigger, two tasks per micro-batch, checkpoint files through Spark's FileContext manager
-# with their `.crc` twins — for the rows its targets name.
+# "Before": a baseline measured in the same run, the front door with Spark's and the gateway's plainer
+# settings — one node leading every partition, a 1 s trigger, two tasks per micro-batch, checkpoint files
+# through Spark's FileContext manager with their `.crc` twins — for the rows whose targets name it.
 BEFORE_CONFIG: dict[str, Any] = {"trigger_interval": "1 second", "front_door_nodes": 1}
 BEFORE_SESSION = {
     "spark.sql.streaming.checkpointFileManagerClass":
@@ -195,11 +195,11 @@ JIT_SETTLED_CORES = 0.1
 WARM_UP_MAX_S = 300.0
 BEFORE_ROWS = ("Java ProducerPerformance, defaults", "librdkafka, idempotent, linger 5 ms",
                "librdkafka, one at a time, linger 0 ms")
-# The rows issue 19 compares with the gateway's own backlog, each also with the backlog drained while their
+# The rows compared with the gateway's own backlog, each also with the backlog drained while their
 # records/s go to Kafka beside it (`tests.bench_beside`): what the machine leaves a front door moving that much.
-BESIDE_ROWS = ("Java ProducerPerformance, README settings", "librdkafka, README settings",
-               "librdkafka, README settings, not idempotent",
-               "Java, README large-batch settings", "librdkafka, README large-batch settings")
+BESIDE_ROWS = ("Java ProducerPerformance, documented settings", "librdkafka, documented settings",
+               "librdkafka, documented settings, not idempotent",
+               "Java, documented large-batch settings", "librdkafka, documented large-batch settings")
 # ... sent by Java's producer with the large-batch settings, the least client CPU per record of the clients
 # measured (0.2-0.3 of a core at 280-390 k records/s), to the anchor topic that takes them.
 BESIDE_TRAFFIC = Traffic(dict(ACKS_ALL + JAVA_LARGE_PROPS), CLIENT_LARGE_ANCHOR_TOPIC, RECORD_SIZE)
@@ -426,7 +426,7 @@ def _drained(stack: Stack, name: str, payloads: list[tuple[str, int, bytes]], pe
 
 
 def _before_rows(stack: Stack, runner: ClientRun, settings: Sequence[ClientSetting]) -> dict[str, Row]:
-    """The `BEFORE_ROWS` through a front door configured as before this issue (`BEFORE_CONFIG`)."""
+    """The `BEFORE_ROWS` through the baseline front door (`BEFORE_CONFIG`)."""
     assert stack.spark is not None
     saved = {k: stack.spark.conf.get(k, None) for k in BEFORE_SESSION}
     rows: dict[str, Row] = {}

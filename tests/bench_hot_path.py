@@ -1,4 +1,4 @@
-"""`make bench`: the per-batch Python work of a micro-batch, phase by phase, outside Spark (issue 21).
+"""`make bench`: the per-batch Python work of a micro-batch, phase by phase, outside Spark.
 
 One target partition's micro-batch of N raw 100 x 100 B batches (LogAppendTime) goes through the same
 functions the query's stateful stage runs, in its one Python worker, timed one phase at a time: reading its

@@ -1,4 +1,4 @@
-"""`make bench`: where a produce's round trip through the front door goes, hop by hop (issue 19).
+"""`make bench`: where a produce's round trip through the front door goes, hop by hop.
 
 One request at a time (the front door's send-and-wait row), so every hop is one batch's own:
 - the front door's hops per batch (`front_door.metrics.ProducePhases`: door -> ingress acknowledged ->

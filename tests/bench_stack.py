@@ -8,7 +8,7 @@ Anchors (same raw batches, same topic configs, same broker, same machine, same r
   counting sink, at the same trigger and load (the fixed cost of Spark itself).
 
 Kafka's clients (`tests.bench_clients`): the Java client (Kafka's ProducerPerformance) and librdkafka, at
-their defaults and at the README's settings, and one request at a time, through the front door of a
+their defaults and at the documented settings, and one request at a time, through the front door of a
 running gateway query beside the same producers against Apache Kafka; send->delivery report latency,
 and the ratios to Kafka and to the gateway's own backlog throughput. Alone:
 `python -m tests.bench --quick --only clients`.
@@ -20,7 +20,7 @@ the ratio SASL_SSL / plaintext of records/s and of drain time. Alone:
 `python -m tests.bench --only secured-backlog` (`--quick --per-trigger 100` for a smoke run).
 
 Reported, never asserted: records/s, MB/s, produce->response p50/p95/p99, micro-batch duration
-p50/p95, the ratios of the targets (issue 9), and the scaling of micro-batch duration with ingress
+p50/p95, the ratios to the targets, and the scaling of micro-batch duration with ingress
 batches per micro-batch and with target partitions touched (fixed and marginal cost).
 """
 
@@ -66,7 +66,7 @@ BENCH_PARTITIONS = 100  # the registry topic; a workload touches the first `part
 CLIENT_TOPIC = "bench-clients"
 CLIENT_ANCHOR_TOPIC = "kafka-clients-anchor"
 CLIENT_PARTITIONS = 4
-# The same topic with room for large batches (the README's large-batch settings): max.message.bytes
+# The same topic with room for large batches (the documented large-batch settings): max.message.bytes
 # 16 MiB + 12, Kafka's default shape (a batch of 16 MiB plus the log overhead), on both sides.
 CLIENT_LARGE_TOPIC = "bench-clients-large"
 CLIENT_LARGE_ANCHOR_TOPIC = "kafka-clients-large-anchor"
@@ -495,7 +495,7 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
             print_cpu([row for pair in pairs for row in pair])
             bench_secured_backlog(stack, small.name, payloads, per_trigger[small.name], secured_rounds)
             scaling = bench_scaling(stack, small, now, quick)
-        print("\nratios and targets (issue 21):")
+        print("\nratios and targets (backlog):")
         print(f"  (gateway / floor by round: {', '.join(ratio(g.records_per_s, f.records_per_s) for g, f in pairs)})")
         to_floor = statistics.median(g.records_per_s / f.records_per_s for g, f in pairs)
         gateway = statistics.median(g.records_per_s for g, _ in pairs)
@@ -556,7 +556,7 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
         scaling = bench_scaling(stack, small, now, quick)
 
     seq, pip, gw, fl = figures[small.name]
-    print("\nratios and targets (issue 9):")
+    print("\nratios and targets:")
     target("throughput gateway / Kafka sequential (100 x 100 B)", ratio(gw.records_per_s, seq.records_per_s), ">= 1.5",
            gw.records_per_s / seq.records_per_s >= 1.5)
     target("throughput gateway / Kafka pipelined", ratio(gw.records_per_s, pip.records_per_s), ">= 0.5",

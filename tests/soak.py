@@ -1,4 +1,4 @@
-"""`make soak`: the gateway for hours under steady load, sampled, with a report of growth per hour (issue 22).
+"""`make soak`: the gateway for hours under steady load, sampled, with a report of growth per hour.
 
 Run: `make soak` (`SOAK_MINUTES=120` by default) or `.venv/bin/python -m tests.soak --minutes 120`.
 
@@ -338,15 +338,19 @@ def _setting(text: str) -> tuple[str, str]:
     return key, value
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tests.soak")
-    parser.add_argument("--minutes", type=float, default=120.0)
+    parser.add_argument("--minutes", type=float, default=120.0, help="how long to run (default %(default)s)")
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between samples")
     parser.add_argument("--door-rate", type=int, default=2000, help="records/s through the front door")
     parser.add_argument("--work", type=Path, help="working directory (default: a new temporary one, kept)")
     parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE", type=_setting,
                         help="a Spark setting for the gateway (the config's spark_conf), repeatable")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="gateway-soak-"))
     work.mkdir(parents=True, exist_ok=True)
     broker = LocalKafka(work / "kafka").start()

@@ -10,9 +10,13 @@ error_code (0 when accepted), error_name (null when accepted), error_message, re
 [{batch_index, message}], base_offset (-1 when rejected), last_offset, log_append_time_ms (-1 for
 CreateTime and when rejected), log_start_offset, max_timestamp, record_count, append_time_ms,
 clock_held, duplicate, future_timestamp_count, window, stored_size and the new partition state.
-Exit status 0 whether the batch was accepted or rejected; 2 for bad arguments or configuration.
+Exit status: 0 accepted, 1 rejected (the decision is printed either way), 2 bad arguments, configuration or
+input (no bytes, a truncated batch: one `error:` line on stderr, no decision).
 
-`dump` prints `batch_dump.dump()` (or `dump_all()` with --all) as JSON.
+`dump` prints `batch_dump.dump()` (or `dump_all()` with --all) as JSON; exit status 0, or 1 when the bytes do
+not decode (one `error:` line).
+
+A batch to try: `gateway dlq show --raw batch.bin PARTITION:OFFSET` writes a dead letter's batch, unchanged.
 """
 
 from __future__ import annotations
@@ -24,28 +28,39 @@ import sys
 from typing import Any
 
 from validators.append_result import Accepted, PartitionState
+from validators.framing import incomplete_input
 from validators.log_validator import validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.topic_config import INTERNAL_TOPICS, ConfigError, TopicConfig, TopicRegistry, topic_config
 
+EXIT_ACCEPTED = 0
+EXIT_REJECTED = 1
+EXIT_INVALID = 2
+DECIDE_EPILOG = ("exit status: 0 accepted; 1 rejected (the decision is printed either way); 2 bad arguments, "
+                 "configuration or input (no bytes, a truncated batch). A batch to try: "
+                 "`gateway dlq show --raw batch.bin PARTITION:OFFSET` writes a dead letter's batch.")
 
-def _parser() -> argparse.ArgumentParser:
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m validators", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("decide", help="validate one produce batch from stdin and print the decision as JSON")
+    d = sub.add_parser("decide", help="validate one produce batch from stdin and print the decision as JSON",
+                       epilog=DECIDE_EPILOG)
     d.add_argument("--config", default="{}", help="JSON object of Kafka topic configs (default: Kafka 4.x defaults)")
     d.add_argument("--defaults", default="{}", help="JSON object of gateway-wide defaults named like broker configs")
     d.add_argument("--registry", help="topic registry file (conf/topics.json); overrides --config/--defaults")
     d.add_argument("--now", type=int, required=True, help="the batch clock, epoch ms")
-    d.add_argument("--topic", default="topic")
-    d.add_argument("--partition", type=int, default=0)
+    d.add_argument("--topic", default="topic", help="the target topic (default %(default)s)")
+    d.add_argument("--partition", type=int, default=0, help="the target partition (default %(default)s)")
     d.add_argument("--partitions", type=int, help="partition count of the topic (default: partition + 1)")
-    d.add_argument("--log-start-offset", type=int, default=0)
-    d.add_argument("--log-end-offset", type=int, default=0)
+    d.add_argument("--log-start-offset", type=int, default=0, help="the partition's log start offset (default 0)")
+    d.add_argument("--log-end-offset", type=int, default=0,
+                   help="the partition's log end offset: the accepted batch's base offset (default 0)")
     d.add_argument("--last-append-time", type=int, default=-1, help="the partition's last append time, epoch ms")
     d.add_argument("--producers", default="", help="producer state as producers_to_json prints it")
     d.add_argument("--out", help="write the stored batch bytes to this file when accepted")
-    u = sub.add_parser("dump", help="print one batch from stdin as JSON (DumpLogSegments field names)")
+    u = sub.add_parser("dump", help="print one batch from stdin as JSON (DumpLogSegments field names)",
+                       epilog="exit status: 0 done; 1 the bytes do not decode (one error: line)")
     u.add_argument("--all", action="store_true", help="dump every back-to-back batch")
     return p
 
@@ -127,17 +142,25 @@ def _decide(args: argparse.Namespace) -> int:
     try:
         config = _topic_config(args)
         producers = producers_from_json(args.producers)
-    except (ConfigError, ValueError) as e:
+    except (ConfigError, ValueError, OSError) as e:  # OSError: --registry FILE unreadable
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID
     state = PartitionState(args.log_start_offset, args.log_end_offset, args.last_append_time, producers)
     batch = sys.stdin.buffer.read()
+    incomplete = incomplete_input(batch)
+    if incomplete is not None:  # the gateway would reject it with Kafka's text; a person needs the cause
+        print(f"error: stdin: {incomplete}", file=sys.stderr)
+        return EXIT_INVALID
     result = validate_and_assign(batch, args.topic, args.partition, config, state, args.now)
     if args.out and isinstance(result, Accepted):
-        with open(args.out, "wb") as f:
-            f.write(result.records)
+        try:
+            with open(args.out, "wb") as f:
+                f.write(result.records)
+        except OSError as e:
+            print(f"error: cannot write {args.out}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_INVALID
     print(json.dumps(decision_json(result)))
-    return 0
+    return EXIT_ACCEPTED if isinstance(result, Accepted) else EXIT_REJECTED
 
 
 def _dump(args: argparse.Namespace) -> int:
@@ -155,7 +178,7 @@ def _dump(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "decide":
         return _decide(args)
     return _dump(args)

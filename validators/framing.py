@@ -43,6 +43,20 @@ def next_batch_size(data: bytes, pos: int) -> tuple[int, int] | Rejected | None:
     return size + LOG_OVERHEAD, magic
 
 
+def incomplete_input(data: bytes) -> str | None:
+    """Why `data` holds no complete batch, for a person reading a file (a cut-off download, a short read),
+    or None when it does. The decision itself answers such bytes as Kafka does (`frame_batch`: INVALID_RECORD,
+    "must have at least one record batch"), which names neither the cause nor the sizes."""
+    if not data:
+        return "no bytes: expected one produce batch (RecordBatch v2 or a legacy message set)"
+    if len(data) < LOG_OVERHEAD:
+        return f"truncated: {len(data)} bytes, fewer than a batch's {LOG_OVERHEAD}-byte offset and size fields"
+    if next_batch_size(data, 0) is not None:
+        return None  # complete, or framing Kafka rejects with its own clear text (size, magic)
+    size = _SIZE_AT_8.unpack_from(data, 8)[0]
+    return f"truncated: the batch's size field says {size + LOG_OVERHEAD} bytes, {len(data)} present"
+
+
 def frame_batch(data: bytes) -> tuple[int, int] | Rejected:
     first = next_batch_size(data, 0)
     if first is None:

@@ -249,6 +249,10 @@ GATEWAY_DEFAULT_KEYS = frozenset(k for s in _SETTINGS.values() for k, _ in s.bro
     DEPRECATED_DIFFERENCE_BROKER_KEY
 }
 
+# The registry file's own keys: its sections, and the fields of each topic (docs/configuration.md)
+REGISTRY_SECTIONS = ("defaults", "topics")
+TOPIC_FIELDS = ("partitions", "configs")
+
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
@@ -391,9 +395,10 @@ class TopicRegistry:
     def from_json(doc: Any) -> TopicRegistry:
         if not isinstance(doc, dict):
             raise ConfigError("Topic registry must be a JSON object with 'defaults' and 'topics'")
-        unknown = set(doc) - {"defaults", "topics"}
+        unknown = set(doc) - set(REGISTRY_SECTIONS)
         if unknown:
-            raise ConfigError(f"Unknown topic registry section(s): {', '.join(sorted(unknown))}; allowed: defaults, topics")
+            raise ConfigError(f"Unknown topic registry section(s): {', '.join(sorted(unknown))}; "
+                              f"allowed: {', '.join(REGISTRY_SECTIONS)}")
         defaults = doc.get("defaults") or {}
         topics_doc = doc.get("topics") or {}
         if not isinstance(defaults, dict) or not isinstance(topics_doc, dict):
@@ -403,9 +408,10 @@ class TopicRegistry:
         for name, spec in topics_doc.items():
             if not isinstance(spec, dict):
                 raise ConfigError(f"Topic {name}: spec must be an object with 'partitions' and 'configs'")
-            extra = set(spec) - {"partitions", "configs"}
+            extra = set(spec) - set(TOPIC_FIELDS)
             if extra:
-                raise ConfigError(f"Topic {name}: unknown field(s) {', '.join(sorted(extra))}; allowed: partitions, configs")
+                raise ConfigError(f"Topic {name}: unknown field(s) {', '.join(sorted(extra))}; "
+                                  f"allowed: {', '.join(TOPIC_FIELDS)}")
             configs = spec.get("configs") or {}
             if not isinstance(configs, dict):
                 raise ConfigError(f"Topic {name}: 'configs' must be an object of Kafka topic configs")

@@ -2,7 +2,7 @@
 
     python -m sinks dlq stats  [filters]
     python -m sinks dlq list   [filters] [--limit N]
-    python -m sinks dlq show   PARTITION:OFFSET | --request-id ID
+    python -m sinks dlq show   PARTITION:OFFSET | --request-id ID [--raw FILE]
     python -m sinks dlq replay [filters] (--position P:O ... | --all) [--to-topic T] [--to-partition N] [--yes]
 
 Common options: `--config` (a gateway config: its `bootstrap_servers` and its `kafka` security block, so
@@ -51,8 +51,9 @@ from sinks.dlq.reader import DlqError, DlqReader, read_dead_letters
 from sinks.dlq.render import _LIST_COLUMNS, _jsonl, _SafeWriter, _write_show, _write_stats, render_table
 from sinks.dlq.replay import ReplayOutcome, ReplayPlan, ReplaySender, plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
-from sinks.dlq.times import parse_position, parse_time
+from sinks.dlq.times import parse_position
 from sinks.kafka_security import KafkaCluster, KafkaSecurityError, load_cluster_file
+from sinks.time_arguments import TIME_FORMS, parse_time, protect_relative_times
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "GATEWAY_BOOTSTRAP_SERVERS"
@@ -66,28 +67,37 @@ EXIT_NOTHING = 3
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=None,
-                   help="the gateway's config file: its bootstrap_servers and kafka security block (TLS, SASL)")
+                   help="the gateway's config file, for its bootstrap_servers and kafka security block (TLS, SASL) "
+                        "(default: none; plaintext to --bootstrap-servers)")
     p.add_argument("--bootstrap-servers", default=None,
                    help=f"the Kafka cluster (default: the config's, else ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
     p.add_argument("--topic", default=DEFAULT_DLQ_TOPIC, help="the dead-letter topic (default %(default)s)")
     p.add_argument("--ingress-topic", default=None,
                    help="where replays go (default: the dead letter's gw.errors.ingress.topic, else gateway.ingress)")
-    p.add_argument("--format", choices=("table", "jsonl"), default="table")
+    p.add_argument("--format", choices=("table", "jsonl"), default="table",
+                   help="a table, or one JSON object per line (default %(default)s)")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds without progress before giving up")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--error", action="append", default=[], metavar="NAME|CODE", help="error name or code (repeatable)")
-    p.add_argument("--target-topic", action="append", default=[], help="target topic of the rejected batch")
-    p.add_argument("--target-partition", action="append", type=int, default=[])
-    p.add_argument("--since", help="rejected at or after (epoch ms, ISO-8601, -2h)")
-    p.add_argument("--until", help="rejected before")
-    p.add_argument("--request-id", action="append", default=[])
+    p.add_argument("--target-topic", action="append", default=[],
+                   help="target topic of the rejected batch (repeatable)")
+    p.add_argument("--target-partition", action="append", type=int, default=[],
+                   help="target partition of the rejected batch (repeatable)")
+    p.add_argument("--since", help=f"rejected at or after this time: {TIME_FORMS}")
+    p.add_argument("--until", help="rejected before this time (the same forms)")
+    p.add_argument("--request-id", action="append", default=[], help="the batch's request id (repeatable)")
     p.add_argument("--position", action="append", default=[], metavar="P:O", help="DLQ partition:offset (repeatable)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sinks dlq", description="Inspect and replay the gateway's dead letters.")
+EPILOG = """exit status: 0 done; 1 a Kafka problem (topic missing, broker unreachable, delivery failed); 2 usage;
+3 nothing to show (`show` found no such dead letter) or some selected dead letters were refused for replay"""
+
+
+def build_parser(prog: str = "python -m sinks dlq") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="Inspect and replay the gateway's dead letters.",
+                                     epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("stats", help="counts by error name, target topic and partition, and the time range")
     _common(p)
@@ -98,8 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, help="stop after N dead letters")
     p = sub.add_parser("show", help="one dead letter in full: headers, error, window, decoded records")
     _common(p)
-    p.add_argument("position", nargs="?", help="DLQ partition:offset")
+    p.add_argument("position", nargs="?", help="the dead letter's PARTITION:OFFSET on the dead-letter topic")
     p.add_argument("--request-id", help="the first dead letter with this request id")
+    p.add_argument("--raw", type=Path, metavar="FILE",
+                   help="also write the rejected batch's bytes, unchanged, to FILE (input for `validators decide`)")
     p = sub.add_parser("replay", help="re-submit dead letters to the ingress topic (dry run without --yes)")
     _common(p)
     _filters(p)
@@ -169,6 +181,16 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if dl is None:
                 err.write(f"{args.topic}: no dead letter at {args.position or 'request id ' + str(args.request_id)}\n")
                 return EXIT_NOTHING
+            if args.raw is not None:
+                if dl.message.value is None:
+                    err.write(f"{dl.position}: the dead letter has no value: nothing written to {args.raw}\n")
+                    return EXIT_NOTHING
+                try:
+                    args.raw.write_bytes(dl.message.value)
+                except OSError as e:
+                    err.write(f"dlq: cannot write {args.raw}: {e.strerror or e}\n")
+                    return EXIT_USAGE
+                err.write(f"wrote the batch's {len(dl.message.value)} bytes to {args.raw}\n")
             view = show_view(dl)
             _jsonl(view, out) if fmt == "jsonl" else _write_show(view, out)
             return EXIT_OK
@@ -274,26 +296,14 @@ def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluste
     return EXIT_OK
 
 
-def _join_relative_times(argv: list[str]) -> list[str]:
-    """`--since -2h` would read as an unknown option to argparse: pass it as `--since=-2h`."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        if argv[i] in ("--since", "--until") and i + 1 < len(argv) and argv[i + 1].startswith("-"):
-            out.append(f"{argv[i]}={argv[i + 1]}")
-            i += 2
-            continue
-        out.append(argv[i])
-        i += 1
-    return out
-
-
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         prog: str = "python -m sinks dlq") -> int:
+    """`prog` is how the command names itself in its help and usage (`gateway dlq` through `gateway`)."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
-    parser = build_parser()
+    parser = build_parser(prog)
     try:
-        args = parser.parse_args(_join_relative_times(list(argv) if argv is not None else sys.argv[1:]))
+        args = parser.parse_args(protect_relative_times(list(argv) if argv is not None else sys.argv[1:]))
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0)
     try:

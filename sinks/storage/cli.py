@@ -3,10 +3,12 @@
     python -m sinks segments dump ROOT TOPIC PARTITION [--deep]          batches and index entries
     python -m sinks segments verify ROOT [TOPIC PARTITION] [--index-interval-bytes N]
     python -m sinks segments read ROOT TOPIC PARTITION [--offset N] [--max N]
-    python -m sinks segments offsets-for-times ROOT TOPIC PARTITION TIMESTAMP|latest|earliest|max-timestamp
-    python -m sinks segments truncate ROOT TOPIC PARTITION --to OFFSET   operator repair (see recovery.py)
+    python -m sinks segments offsets-for-times ROOT TOPIC PARTITION TIME|latest|earliest|max-timestamp
+    python -m sinks segments truncate ROOT TOPIC PARTITION --to OFFSET --yes   operator repair (see recovery.py)
 
-Every command prints a table, or JSON with `--json`. `verify` exits 1 when it finds a problem.
+Every command prints a table, or JSON with `--json`. TIME takes the forms of `dlq --since`
+(`sinks.time_arguments`). Exit status: 0 done; 1 `verify` found a problem; 2 bad arguments, damaged or
+missing files (one `error:` line naming the file), or `truncate` without `--yes`.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ from sinks.storage.log_reader import (
 from sinks.storage.partition_log import PartitionLog
 from sinks.storage.verify import verify_partition
 from sinks.text_table import table_lines
+from sinks.time_arguments import TIME_FORMS, parse_time
 
 _SPECIAL = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
+EPILOG = ("exit status: 0 done; 1 verify found a problem; 2 bad arguments, damaged or missing files, "
+          "or truncate without --yes")
 
 
 def _bytes(value: bytes | None) -> str | None:
@@ -107,6 +112,8 @@ def _dump(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     root = Path(args.root)
+    if (args.topic is None) != (args.partition is None):
+        raise ValueError("verify takes ROOT alone, or ROOT TOPIC PARTITION")
     if args.topic is not None:
         targets = [(args.topic, args.partition)]
     else:
@@ -131,9 +138,13 @@ def _read(args: argparse.Namespace) -> int:
 
 
 def _offsets_for_times(args: argparse.Namespace) -> int:
-    target = _SPECIAL.get(args.timestamp)
+    target = _SPECIAL.get(args.timestamp.strip())
     if target is None:
-        target = int(args.timestamp)
+        try:
+            target = parse_time(args.timestamp)
+        except ValueError:
+            raise ValueError(f"cannot read time {args.timestamp.strip()!r}: use {TIME_FORMS}, "
+                             f"or {', '.join(_SPECIAL)}") from None
     result = offsets_for_times(Path(args.root), args.topic, args.partition, target)
     doc = {"target": target, **asdict(result)}
     _emit(args, doc, [("", [doc])])
@@ -145,6 +156,10 @@ def _truncate(args: argparse.Namespace) -> int:
     if not directory.is_dir():
         print(f"no partition directory {directory}", file=sys.stderr)
         return 2
+    if not args.yes:  # destructive: the dropped batches are gone (their responses were published)
+        print(f"truncate would drop every batch of {args.topic}-{args.partition} at or after offset {args.to} "
+              f"in {args.root}, for good; add --yes to do it", file=sys.stderr)
+        return 2
     with PartitionLog.open(Path(args.root), args.topic, args.partition) as plog:
         commit = plog.truncate_to(args.to)
     doc = {"log_end_offset": commit.log_end_offset, "segments": len(commit.segments), "batch_id": commit.batch_id}
@@ -154,39 +169,44 @@ def _truncate(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `segments` command group to a parser's subcommands."""
-    seg = sub.add_parser("segments", help="inspect, check and repair segment storage")
+    seg = sub.add_parser("segments", help="inspect, check and repair segment storage", epilog=EPILOG)
     cmds = seg.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, partition_required: bool = True) -> None:
-        p.add_argument("root")
+        p.add_argument("root", help="the segments root (segments_root of the gateway config, e.g. var/segments)")
         if partition_required:
-            p.add_argument("topic")
-            p.add_argument("partition", type=int)
+            p.add_argument("topic", help="the target topic")
+            p.add_argument("partition", type=int, help="the target partition")
         p.add_argument("--json", action="store_true", help="JSON instead of a table")
 
-    p = cmds.add_parser("dump", help="batches and index entries of every segment")
+    p = cmds.add_parser("dump", help="batches and index entries of every segment", epilog=EPILOG)
     common(p)
     p.add_argument("--deep", action="store_true", help="also every record (JSON output)")
     p.set_defaults(func=_dump)
-    p = cmds.add_parser("verify", help="check files, indexes and commit record; exit 1 on a problem")
+    p = cmds.add_parser("verify", help="check files, indexes and commit record; exit 1 on a problem", epilog=EPILOG)
     common(p, partition_required=False)
-    p.add_argument("topic", nargs="?")
-    p.add_argument("partition", nargs="?", type=int)
+    p.add_argument("topic", nargs="?", help="only this target topic (with PARTITION; default: every partition)")
+    p.add_argument("partition", nargs="?", type=int, help="only this target partition")
     p.add_argument("--index-interval-bytes", type=int, default=None,
                    help="also check the offset index against the index.interval.bytes rule")
     p.set_defaults(func=_verify)
-    p = cmds.add_parser("read", help="records as a consumer sees them, with create and append time")
+    p = cmds.add_parser("read", help="records as a consumer sees them, with create and append time", epilog=EPILOG)
     common(p)
-    p.add_argument("--offset", type=int, default=0)
-    p.add_argument("--max", type=int, default=20)
+    p.add_argument("--offset", type=int, default=0, help="the first offset to read (default %(default)s)")
+    p.add_argument("--max", type=int, default=20, help="at most this many records (default %(default)s)")
     p.set_defaults(func=_read)
-    p = cmds.add_parser("offsets-for-times", help="ListOffsets for a timestamp (or latest/earliest/max-timestamp)")
+    p = cmds.add_parser("offsets-for-times", help="ListOffsets for a time (or latest/earliest/max-timestamp)",
+                        epilog=EPILOG)
     common(p)
-    p.add_argument("timestamp")
+    p.add_argument("timestamp", metavar="TIME",
+                   help=f"{TIME_FORMS}; or latest, earliest, max-timestamp (Kafka's special ListOffsets targets)")
     p.set_defaults(func=_offsets_for_times)
-    p = cmds.add_parser("truncate", help="drop every batch at or after an offset, and commit")
+    p = cmds.add_parser("truncate", help="drop every batch at or after an offset, and commit (needs --yes)",
+                        epilog=EPILOG)
     common(p)
-    p.add_argument("--to", type=int, required=True)
+    p.add_argument("--to", type=int, required=True, metavar="OFFSET",
+                   help="the new log end offset: batches at or after it are dropped")
+    p.add_argument("--yes", action="store_true", help="really truncate (without it: refuse and say what would go)")
     p.set_defaults(func=_truncate)
 
 

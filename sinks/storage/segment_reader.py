@@ -1,4 +1,4 @@
-"""Opening a committed segment for reading, checked against its commit record (issue 10).
+"""Opening a committed segment for reading, checked against its commit record.
 
 A reader takes no lock and never writes, so it cannot repair files; it must neither crash on them nor
 return wrong answers from them. What it finds, file by file (`SegmentState` holds the committed sizes

@@ -1,4 +1,4 @@
-"""Differential test: the gateway's append decision against a real Apache Kafka 4.2 broker (issue 3).
+"""Differential test: the gateway's append decision against a real Apache Kafka 4.2 broker.
 
 Every batch of a deterministic corpus (`batch_corpus.py`, about 500 raw RecordBatch byte strings:
 valid, too old, too new, -1 and other negative timestamps, mixed valid/invalid records, the

@@ -1,5 +1,5 @@
 """Differential test of segment storage: the same producer batches appended by a real Apache Kafka
-broker and by the gateway, in several micro-batches, must leave the same files (issue 10).
+broker and by the gateway, in several micro-batches, must leave the same files.
 
 Kafka gets each batch in its own Produce request (`tests/kafka_wire.py`, acks=-1) on a CreateTime topic
 with a small `index.interval.bytes` (an index entry every few batches), a small `segment.index.bytes`

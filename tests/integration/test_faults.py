@@ -1,4 +1,4 @@
-"""Fault tests with real processes and real signals (issue 12), on a real Spark standalone cluster
+"""Fault tests with real processes and real signals, on a real Spark standalone cluster
 started here (a master and two workers through `spark-class`, small memory; executors run the packed
 Python environment of `make pack`) with a broker of its own: the gateway's driver started as an
 operator starts it, mixed good and bad traffic, faults injected mid-stream, then the accounting of
@@ -166,7 +166,7 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
 
 def test_standby_driver_takes_over_a_killed_active_one(broker: LocalKafka, cluster: StandaloneCluster,
                                                        packed_env: Path, tmp_path: Path) -> None:
-    """Issue 22: a `--standby` driver with its own application and executors (one core each) takes over."""
+    """A `--standby` driver with its own application and executors (one core each) takes over."""
     config = _config(tmp_path, broker, cluster, packed_env, spark_conf={**EXECUTORS, "spark.cores.max": "1"})
     active, standby = standby_configs(config, tmp_path)
     _report("standby failover (standalone cluster)", **standby_failover(active, standby, tmp_path))

@@ -1,4 +1,4 @@
-"""Large requests end to end (issue 19 item 3), on the real broker, real Spark and real clients.
+"""Large requests end to end, on the real broker, real Spark and real clients.
 
 - Batches of several MB that their topic allows pass the front door and the ingress hop, are appended,
   and read back intact by an assigned consumer (librdkafka here, the Java client in

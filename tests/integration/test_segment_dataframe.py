@@ -182,7 +182,7 @@ def test_segments_deleted_by_retention_after_planning(spark, tmp_path):
 
 
 def test_damaged_files(spark, storage, tmp_path):
-    """Issue 10: a damaged index is rebuilt from the log (same rows); a truncated `.log` fails the read
+    """A damaged index is rebuilt from the log (same rows); a truncated `.log` fails the read
     with an error naming the file."""
     root = tmp_path / "copy"
     shutil.copytree(storage, root)

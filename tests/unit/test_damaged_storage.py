@@ -1,4 +1,4 @@
-"""Readers and commands on damaged segment files (issue 10): every file kind — `.log`, `.index`,
+"""Readers and commands on damaged segment files: every file kind — `.log`, `.index`,
 `.timeindex`, `.appendtimeindex`, the commit record — truncated, zero-filled, over-long or overwritten
 with garbage, and every reader (records, ListOffsets, verify, the consumer client) and every
 `python -m sinks segments` command run on it.

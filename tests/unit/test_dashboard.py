@@ -23,7 +23,7 @@ DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "max", "time", "le", "topic", "outcome", "error",
                 "partition", "reason", "phase", "api", "without", "on", "ignoring", "increase", "avg", "min",
                 "group", "state"}
-# What the operators' dashboard must show (issue 6): a metric family per area.
+# What the operators' dashboard must show: a metric family per area.
 REQUIRED = {
     "throughput (records)": "gateway_records_total",
     "throughput (bytes)": "gateway_appended_bytes_total",

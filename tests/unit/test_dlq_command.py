@@ -16,7 +16,8 @@ from sinks.dlq.format import DlqMessage, parse_dead_letter
 from sinks.dlq.render import render_table
 from sinks.dlq.replay import plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
-from sinks.dlq.times import format_utc, parse_position, parse_time
+from sinks.dlq.times import format_utc, parse_position
+from sinks.time_arguments import parse_time, protect_relative_times
 from tests.decision_rows import decision_row
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import build_record_batch
@@ -239,9 +240,9 @@ def test_usage_errors_exit_2_without_touching_kafka() -> None:
 
 
 def test_relative_times_are_accepted_after_since_and_until() -> None:
-    from sinks.dlq.cli import _join_relative_times, build_parser
+    from sinks.dlq.cli import build_parser
 
-    argv = _join_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "X"])
+    argv = protect_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "X"])
     args = build_parser().parse_args(argv)
     assert (args.since, args.until, args.error) == ("-2h", "-5m", ["X"])
 
@@ -265,3 +266,38 @@ def test_a_rejected_replay_carries_replay_of_and_is_never_replayed_again() -> No
     assert dl.is_replay
     refused = plan_replay(dl, "gateway.dlq").refused
     assert refused is not None and "already a replay" in refused
+
+
+def test_show_raw_writes_the_batch_bytes_unchanged(tmp_path, monkeypatch) -> None:
+    """`dlq show --raw FILE`: the dead letter's value, byte for byte, is what `validators decide` reads."""
+    import sinks.dlq.cli as cli
+
+    dl = parse_dead_letter(as_dlq_message(row(), partition=0, offset=7))
+
+    class Reader:
+        is_empty = False
+
+        def __init__(self, *_args) -> None:
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_exc) -> None:
+            return None
+
+    monkeypatch.setattr(cli, "DlqReader", Reader)
+    monkeypatch.setattr(cli, "read_dead_letters", lambda _reader, flt: iter([dl] if (0, 7) in flt.positions else []))
+    out, err = io.StringIO(), io.StringIO()
+    raw = tmp_path / "batch.bin"
+    assert main(["show", "0:7", "--raw", str(raw), "--bootstrap-servers", "127.0.0.1:1"], out, err) == 0
+    assert raw.read_bytes() == dl.message.value
+    assert f"wrote the batch's {len(dl.message.value)} bytes to {raw}" in err.getvalue()
+    assert "INVALID_TIMESTAMP" in out.getvalue()  # the view is printed as without --raw
+    assert main(["show", "0:8", "--raw", str(tmp_path / "none.bin"), "--bootstrap-servers", "127.0.0.1:1"],
+                io.StringIO(), io.StringIO()) == 3
+    assert not (tmp_path / "none.bin").exists()
+    err = io.StringIO()
+    assert main(["show", "0:7", "--raw", str(tmp_path / "no-dir" / "b.bin"), "--bootstrap-servers", "127.0.0.1:1"],
+                io.StringIO(), err) == EXIT_USAGE
+    assert err.getvalue().startswith("dlq: cannot write")

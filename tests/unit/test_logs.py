@@ -1,4 +1,4 @@
-"""Logs an operator can live with (issue 10): one format in every process, and the KIP-937 warning
+"""Logs an operator can live with: one format in every process, and the KIP-937 warning
 about records far ahead of the clock throttled per topic-partition."""
 
 from __future__ import annotations

@@ -172,7 +172,8 @@ def test_truncate_command_reconciles(tmp_path):
 
     fill(tmp_path, 20, batch_id=3)
     assert len(segment_bases(log_files(tmp_path))) > 2
-    assert main(["segments", "truncate", str(tmp_path), "t", "0", "--to", "4"]) == 0
+    assert main(["segments", "truncate", str(tmp_path), "t", "0", "--to", "4"]) == 2  # refused without --yes
+    assert main(["segments", "truncate", str(tmp_path), "t", "0", "--to", "4", "--yes"]) == 0
     assert read_commit(log_files(tmp_path)).log_end_offset == 4
     assert segment_bases(log_files(tmp_path)) == [0]
     assert fill(tmp_path, 2, batch_id=4, start=4).log_end_offset == 6

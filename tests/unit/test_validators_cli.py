@@ -31,8 +31,10 @@ def run(args: list[str], data: bytes) -> subprocess.CompletedProcess[bytes]:
 
 def decide(data: bytes, *args: str) -> dict:
     p = run(["decide", "--now", str(NOW), *args], data)
-    assert p.returncode == 0, p.stderr.decode()
-    return json.loads(p.stdout.decode().strip().splitlines()[-1])
+    assert p.returncode in (0, 1), p.stderr.decode()
+    out = json.loads(p.stdout.decode().strip().splitlines()[-1])
+    assert p.returncode == (0 if out["error_code"] == 0 else 1)  # 0 accepted, 1 rejected
+    return out
 
 
 def test_accepted_create_time() -> None:
@@ -131,3 +133,29 @@ def test_dump() -> None:
     assert p.returncode == 0 and len(json.loads(p.stdout.decode())) == 2
     p = run(["dump"], b"\x00" * 5)
     assert p.returncode == 1 and p.stderr.decode().startswith("error:")
+
+
+def test_exit_status_accepted_rejected_invalid() -> None:
+    assert run(["decide", "--now", str(NOW)], batch([NOW])).returncode == 0
+    rejected = run(["decide", "--now", str(NOW), "--config", '{"message.timestamp.after.max.ms": "0"}'],
+                   batch([NOW + 5]))
+    assert rejected.returncode == 1 and json.loads(rejected.stdout)["error_name"] == "INVALID_TIMESTAMP"
+    assert run(["decide", "--now", str(NOW), "--config", "{"], batch([NOW])).returncode == 2
+    assert "exit status: 0 accepted; 1 rejected" in " ".join(run(["decide", "--help"], b"").stdout.decode().split())
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "error: stdin: no bytes: expected one produce batch (RecordBatch v2 or a legacy message set)"),
+        (b"\x00" * 5, "error: stdin: truncated: 5 bytes, fewer than a batch's 12-byte offset and size fields"),
+        (batch([NOW])[:-1], "error: stdin: truncated: the batch's size field says {n} bytes, {m} present"),
+    ],
+)
+def test_a_truncated_batch_is_named_truncated(data: bytes, message: str) -> None:
+    """The decision keeps Kafka's INVALID_RECORD text (tests/unit/test_log_validator.py); the command says why."""
+    full = len(batch([NOW]))
+    p = run(["decide", "--now", str(NOW)], data)
+    assert p.returncode == 2 and p.stdout == b""
+    assert p.stderr.decode().strip() == message.format(n=full, m=full - 1)
+    assert "Traceback" not in p.stderr.decode()
