@@ -6,9 +6,12 @@ DEFAULT_INGRESS_TOPIC = "gateway.ingress"
 DEFAULT_RESPONSE_TOPIC = "gateway.responses"
 DEFAULT_DLQ_TOPIC = "gateway.dlq"
 DEFAULT_GROUPS_TOPIC = "gateway.consumer_offsets"  # the front door's groups and offsets
+DEFAULT_SECURITY_TOPIC = "gateway.security"  # the front door's users (SCRAM credentials) and ACLs
 
 # Kafka's `__consumer_offsets` settings that matter for a compacted store (`offsets.topic.segment.bytes`)
 GROUPS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
 # One partition: a gateway's groups are few next to a Kafka cluster's, and one partition loads in one read.
 # Kafka uses 50 (`offsets.topic.num.partitions`); a topic made with more partitions is used as it is.
 GROUPS_TOPIC_PARTITIONS = 1
+# One partition: one order of user and ACL changes for every door (the security store reads it whole).
+SECURITY_TOPIC_PARTITIONS = 1

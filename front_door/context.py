@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
 from front_door.groups.coordinator import GroupCoordinator
@@ -17,6 +18,7 @@ from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.scram_credentials import ScramCredentials
 from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
 
@@ -71,6 +73,7 @@ class Context:
     appended: AppendSignal = field(default_factory=AppendSignal)
     max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES  # what DescribeConfigs says of socket.request.max.bytes
     registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
+    credentials: ScramCredentials | None = None  # the users (None: the security topic is not readable)
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
 
     def leader(self, topic: str, partition: int) -> int:
@@ -80,6 +83,10 @@ class Context:
     def coordinator(self, group_id: str) -> int:
         """The node id coordinating a group (`groups/placement.py`)."""
         return coordinator(group_id, len(self.nodes))
+
+    def cluster_denied(self, request: Any, operation: str) -> str | None:
+        """Kafka's message when the request's principal may not do `operation` on the CLUSTER; None when it may."""
+        return None
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - FIRST_NODE_ID]

@@ -47,6 +47,11 @@ class FrontDoorMetrics:
                                  registry=r)
         self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted, by "
                                             "front-door node.", ["node"], registry=r)
+        self.authentications = Counter(f"{P}authentications_total", "Client authentications, by mechanism (a "
+                                       "SASL mechanism, SSL for a client certificate) and result (success, failure).",
+                                       ["mechanism", "result"], registry=r)
+        self.authorization_denials = Counter(f"{P}authorization_denials_total", "Requests (or parts of them) the "
+                                             "ACLs refused, by API.", ["api"], registry=r)
         self.requests = Counter(f"{P}requests_total", "Requests answered (or refused), by API and the Kafka "
                                 "error of the whole request (NONE when served; per-partition errors are in the "
                                 "gateway's batch metrics).", ["api", "error"], registry=r)
@@ -67,6 +72,13 @@ class FrontDoorMetrics:
         r.register(self.groups)
         self.group_commits = Counter(f"{P}group_offset_commits_total", "Partition offsets committed, by consumer "
                                      "group.", ["group"], registry=r)
+
+    def authenticated(self, mechanism: str, ok: bool) -> None:
+        """A client authentication: `mechanism` a SASL mechanism, "SSL" (a client certificate) or "unsupported"."""
+        self.authentications.labels(mechanism, "success" if ok else "failure").inc()
+
+    def denied(self, api: str) -> None:
+        self.authorization_denials.labels(api).inc()
 
     def rebalanced(self, group: str) -> None:
         self.group_rebalances.labels(group).inc()

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,13 +34,16 @@ from kio.index import schema_name_map
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
-from contract.topics import DEFAULT_GROUPS_TOPIC
+from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door import (
+    alter_user_scram_credentials,
     api_versions,
     delete_groups,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -52,6 +57,8 @@ from front_door import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     topic_admin,
     unsupported,
@@ -66,6 +73,19 @@ from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.config import FrontDoorSecurity
+from front_door.security.kafka_store import KafkaSecurityStore
+from front_door.security.listeners import Listener, plaintext_listener
+from front_door.security.principal import ANONYMOUS, KafkaPrincipal, user
+from front_door.security.sasl_server import (
+    IllegalSaslState,
+    SaslAuthenticationFailed,
+    SaslConnection,
+    SaslState,
+)
+from front_door.security.scram_credentials import ScramCredentials
+from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
+from front_door.security.store import SecurityStoreError
 from front_door.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
@@ -77,7 +97,7 @@ from front_door.wire import (
     frame_size,
     parse_request,
 )
-from sinks.kafka_security import KafkaCluster
+from sinks.kafka_security import KafkaCluster, SecurityProtocol
 from sinks.metrics.server import parse_address
 from validators.topic_config import TopicRegistry
 
@@ -108,7 +128,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_TOPICS: topic_admin.create_topics,
     ApiKey.DELETE_TOPICS: topic_admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: topic_admin.create_partitions,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
 }
+# Read on a SASL listener before the connection is authenticated (SaslServerAuthenticator); anything else
+# closes the connection unanswered.
+BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 def _kio_versions(name: str) -> tuple[int, int]:
@@ -124,6 +152,8 @@ READABLE: dict[int, tuple[int, int]] = {
 # Requests a connection may have in flight before the front door stops reading from it; their bytes are
 # bounded too, by max_request_bytes per connection (front_door/in_flight.py).
 MAX_IN_FLIGHT_PER_CONNECTION = 100
+# Kafka's sasl.server.max.receive.size: the largest frame read before a connection is authenticated
+SASL_MAX_RECEIVE_BYTES = 524288
 
 
 def api_name(api_key: int) -> str:
@@ -151,6 +181,8 @@ class FrontDoorSettings:
     groups_topic: str = DEFAULT_GROUPS_TOPIC  # where committed offsets and groups last (groups/store.py)
     groups: GroupSettings = GroupSettings()
     registry_file: str = "the topic registry"  # named in the refusal of topic admin requests
+    security: FrontDoorSecurity = FrontDoorSecurity()  # listeners, TLS, SASL, ACLs (security/config.py)
+    security_topic: str | None = DEFAULT_SECURITY_TOPIC  # where users and ACLs last; None: no users
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -158,21 +190,32 @@ class FrontDoorSettings:
         if self.ports and len(self.ports) != self.nodes:
             raise ValueError(f"{len(self.ports)} ports for {self.nodes} front-door nodes")
 
-    def listen_addresses(self) -> list[tuple[str, int]]:
-        """(host, port) of each node's listener, node 1 first."""
-        host, port = parse_address(self.listen, "front_door_address")
-        if self.ports:
+    def listeners(self) -> tuple[Listener, ...]:
+        """The listeners, the bootstrap one first: `security.listeners`, or PLAINTEXT on `listen`."""
+        if self.security.listeners:
+            return self.security.listeners
+        parse_address(self.listen, "front_door_address")
+        if self.advertised:
+            parse_address(self.advertised, "front_door_advertised_address")
+        return (plaintext_listener(self.listen, self.advertised),)
+
+    def listen_addresses(self, listener: Listener | None = None) -> list[tuple[str, int]]:
+        """(host, port) of each node on `listener` (default the first), node 1 first."""
+        first = self.listeners()[0]
+        listener = listener or first
+        host, port = listener.host, listener.port
+        if self.ports and listener == first:
             return [(host, p) for p in self.ports]
         if port and port + self.nodes - 1 > 65535:
-            raise ValueError(f"front_door_address {self.listen}: {self.nodes} nodes need ports up to "
-                             f"{port + self.nodes - 1}")
+            raise ValueError(f"listener {listener}: {self.nodes} nodes need ports up to {port + self.nodes - 1}")
         return [(host, port + i if port else 0) for i in range(self.nodes)]
 
-    def advertised_nodes(self, bound: Sequence[BrokerAddress]) -> tuple[Node, ...]:
-        """What Metadata says of each node: `advertised` with consecutive ports, or the bound address
-        (a wildcard host replaced by this host's name)."""
-        if self.advertised:
-            host, port = parse_address(self.advertised, "front_door_advertised_address")
+    def advertised_nodes(self, bound: Sequence[BrokerAddress], listener: Listener | None = None) -> tuple[Node, ...]:
+        """What Metadata says of each node to clients of `listener` (default the first): its advertised
+        address with consecutive ports, or the bound address (a wildcard host replaced by this host's name)."""
+        listener = listener or self.listeners()[0]
+        if listener.advertised_host is not None and listener.advertised_port is not None:
+            host, port = listener.advertised_host, listener.advertised_port
             return tuple(Node(n, host, port + i) for i, n in enumerate(node_ids(self.nodes)))
         return tuple(Node(n, b.host if b.host not in _WILDCARDS else socket.getfqdn(), b.port)
                      for n, b in zip(node_ids(self.nodes), bound, strict=True))
@@ -194,43 +237,77 @@ class FrontDoor:
         self.context: Context | None = None
         self._bridge: IngressBridge | None = None
         self._group_store: KafkaGroupStore | None = None
+        self._security_store: KafkaSecurityStore | None = None
+        self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
-        self.bound: tuple[BrokerAddress, ...] = ()  # each node's listener, node 1 first
+        self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
+        self.listener_addresses: dict[str, tuple[BrokerAddress, ...]] = {}  # each listener's, node 1 first
 
     def start(self) -> BrokerAddress:
         """Binds every node's listener and returns node 1's bound address."""
-        addresses = self.settings.listen_addresses()
         self._thread.start()
         try:
-            return asyncio.run_coroutine_threadsafe(self._start(addresses), self._loop).result(timeout=120)
+            return asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=120)
         except BaseException:
             self.stop()
             raise
 
-    async def _start(self, addresses: list[tuple[str, int]]) -> BrokerAddress:
+    async def _start(self) -> BrokerAddress:
         s = self.settings
+        listeners = s.listeners()
         appended = AppendSignal()
         self._bridge = bridge = IngressBridge(
             s.cluster, s.ingress_topic, s.response_topic, publish_timeout_ms=s.publish_timeout_ms,
             max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify,
             on_phases=self.metrics.produce_phases)
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
-        for node_id, (host, port) in zip(node_ids(s.nodes), addresses, strict=True):
-            self._servers.append(await self._bind(node_id, host, port))
+        bound: dict[str, list[asyncio.base_events.Server]] = {}
+        for listener in listeners:
+            tls = s.security.tls.server_context() if listener.protocol.tls and s.security.tls else None
+            for node_id, (host, port) in zip(node_ids(s.nodes), s.listen_addresses(listener), strict=True):
+                server = await self._bind(listener, tls, node_id, host, port)
+                bound.setdefault(listener.name, []).append(server)
+                self._servers.append(server)
         await asyncio.to_thread(bridge.start, self._loop)
         groups = await self._start_groups()
-        self.bound = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in self._servers)
-        nodes = s.advertised_nodes(self.bound)
+        credentials = await self._start_security()
+        base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
+                       groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
+                       credentials=credentials)
+        for listener in listeners:
+            addresses = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in bound[listener.name])
+            self.listener_addresses[listener.name] = addresses
+            self._contexts[listener.name] = dataclasses.replace(base, nodes=s.advertised_nodes(addresses, listener))
+        self.bound = self.listener_addresses[listeners[0].name]
+        self.context = self._contexts[listeners[0].name]
+        nodes = self.context.nodes
         self.address = BrokerAddress(nodes[0].host, nodes[0].port)
-        self.context = Context(nodes, self._registry, bridge, s.segments_root,
-                               ProducerIdManager(s.segments_root), self.metrics, groups, appended,
-                               max_request_bytes=s.max_request_bytes, registry_file=s.registry_file)
         for node in nodes:  # every node's series exists from the start, at 0
             self.metrics.connections.labels(str(node.node_id))
             self.metrics.connections_accepted.labels(str(node.node_id))
         for server in self._servers:
             await server.start_serving()
         return self.bound[0]
+
+    async def _start_security(self) -> ScramCredentials | None:
+        """The users from the security topic, followed for changes through other doors. A door with a SASL
+        listener cannot start without them; one without serves on and says why user APIs fail."""
+        s = self.settings
+        if s.security_topic is None:
+            return None
+        store = KafkaSecurityStore(s.cluster, s.security_topic)
+        try:
+            await asyncio.to_thread(store.load)
+        except SecurityStoreError as e:
+            if s.security.sasl:
+                raise
+            log.warning("front door: no users or ACLs: %s", e)
+            return None
+        store.start(self._loop)
+        self._security_store = store
+        credentials = ScramCredentials(store)
+        log.info("front door users: %d loaded from %s", len(credentials.users()), s.security_topic)
+        return credentials
 
     async def _start_groups(self) -> GroupCoordinator:
         """The group coordinator with what the groups topic holds: loaded before any request is served,
@@ -253,15 +330,17 @@ class FrontDoor:
         self.metrics.groups.attach(groups.snapshot, self._loop, s.segments_root)
         return groups
 
-    async def _bind(self, node_id: int, host: str, port: int) -> asyncio.base_events.Server:
-        serve = functools.partial(self._serve, node_id)
+    async def _bind(self, listener: Listener, tls: ssl.SSLContext | None, node_id: int, host: str,
+                    port: int) -> asyncio.base_events.Server:
+        serve = functools.partial(self._serve, listener, node_id)
         try:
-            return await asyncio.start_server(serve, host, port, reuse_address=True, start_serving=False)
+            return await asyncio.start_server(serve, host, port, reuse_address=True, start_serving=False, ssl=tls)
         except OSError as e:
             if not self.settings.free_port_fallback or port == 0:
                 raise
-            log.warning("front door node %d: %s:%d unavailable (%s); using a free port", node_id, host, port, e)
-            return await asyncio.start_server(serve, host, 0, reuse_address=True, start_serving=False)
+            log.warning("front door node %d (%s): %s:%d unavailable (%s); using a free port", node_id, listener.name,
+                        host, port, e)
+            return await asyncio.start_server(serve, host, 0, reuse_address=True, start_serving=False, ssl=tls)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -283,12 +362,15 @@ class FrontDoor:
         self.metrics.groups.detach()
         if self._group_store is not None:
             await asyncio.to_thread(self._group_store.close)
+        if self._security_store is not None:
+            await asyncio.to_thread(self._security_store.close)
         if self._bridge is not None:
             await asyncio.to_thread(self._bridge.stop)
 
     # ------------------------------------------------------------------ connections
 
-    async def _serve(self, node_id: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, listener: Listener, node_id: int, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -300,8 +382,10 @@ class FrontDoor:
         responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
         sender = asyncio.create_task(self._send_in_order(responses, writer, peer))
         try:
-            await self._read_requests(node_id, reader, responses, peer)
-        except (ConnectionError, asyncio.IncompleteReadError):
+            connection = self._connection(listener, node_id, peer, writer)
+            if connection is not None:
+                await self._read_requests(connection, reader, responses)
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass  # the client went away, possibly mid-frame
         except asyncio.CancelledError:
             sender.cancel()
@@ -318,41 +402,163 @@ class FrontDoor:
             self._connections.discard(task)
             self._writers.discard(writer)
 
-    async def _read_requests(self, node_id: int, reader: asyncio.StreamReader,
-                             responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None], peer: Any) -> None:
-        assert self.context is not None
-        in_flight = InFlightBytes(self.settings.max_request_bytes)
+    def _connection(self, listener: Listener, node_id: int, peer: Any, writer: asyncio.StreamWriter) -> _Connection | None:
+        """What a new connection knows of itself; None when it must close (a certificate no mapping rule takes)."""
+        context = self._contexts[listener.name]
+        principal = ANONYMOUS
+        if listener.protocol is SecurityProtocol.SSL:  # SASL_SSL: the principal is SASL's, as in Kafka
+            tls = writer.get_extra_info("ssl_object")
+            der = tls.getpeercert(binary_form=True) if tls is not None else None
+            if der:
+                try:
+                    principal = user(principal_name(distinguished_name(der), self.settings.security.principal_rules))
+                except (PrincipalMappingError, ValueError) as e:
+                    self.metrics.authenticated("SSL", ok=False)
+                    log.info("closing connection from %s on %s: %s", peer, listener.name, e)
+                    return None
+                self.metrics.authenticated("SSL", ok=True)
+        sasl = None
+        if listener.protocol.sasl:
+            assert context.credentials is not None, "a SASL listener starts only with its users"
+            sasl = SaslConnection(self.settings.security.sasl_mechanisms, context.credentials)
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+        return _Connection(listener, node_id, context, peer, client_host, principal, sasl)
+
+    async def _read_requests(self, conn: _Connection, reader: asyncio.StreamReader,
+                             responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> None:
+        in_flight = InFlightBytes(self.settings.max_request_bytes)
+        peer = conn.peer
         while True:
             prefix = await reader.readexactly(SIZE.size)
+            if conn.sasl is not None and conn.principal is ANONYMOUS:
+                if not await self._authenticate(conn, prefix, reader, responses):
+                    return
+                continue
             try:
                 size = frame_size(prefix, self.settings.max_request_bytes)
                 await in_flight.acquire(size)
                 # the frame is dropped once parsed: kio copies out what the request holds
-                request = parse_request(await reader.readexactly(size), READABLE, node_id, client_host)
+                request = parse_request(await reader.readexactly(size), READABLE, conn.node_id, conn.client_host,
+                                        conn.principal, conn.listener.name)
             except UnsupportedApiError as e:
                 in_flight.release(size)
-                self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
-                if e.api_key == ApiKey.API_VERSIONS:  # KIP-511: answer in v0 so the client can downgrade
-                    body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
-                    await responses.put(_done(encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)))
-                    continue
-                log.info("closing connection from %s: %s", peer, e)
-                return
+                if not await self._unsupported(e, peer, responses):
+                    return
+                continue
             except BadRequestError as e:
                 self.metrics.request("unknown", "INVALID_REQUEST")
                 log.info("closing connection from %s: %s", peer, e)
                 return
             # Started now: a produce hands its batches to the ingress topic before the next request is read.
-            task = asyncio.create_task(self._handle(request))
+            task = asyncio.create_task(self._handle(conn.context, request))
             in_flight.release_when_done(task, size)
             await asyncio.sleep(0)
             await responses.put(task)
 
-    async def _handle(self, request: Request) -> bytes | CloseConnection | None:
-        assert self.context is not None
+    async def _unsupported(self, e: UnsupportedApiError, peer: Any,
+                           responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> bool:
+        """An API or version the door does not read: ApiVersions is answered in v0 (KIP-511), anything else
+        closes the connection (False)."""
+        self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
+        if e.api_key == ApiKey.API_VERSIONS:
+            body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
+            await responses.put(_done(encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)))
+            return True
+        log.info("closing connection from %s: %s", peer, e)
+        return False
+
+    async def _authenticate(self, conn: _Connection, prefix: bytes, reader: asyncio.StreamReader,
+                            responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> bool:
+        """One frame of a SASL listener's connection before authentication (`security/sasl_server.py`);
+        False when the connection closes."""
+        sasl = conn.sasl
+        assert sasl is not None
+        (size,) = SIZE.unpack(prefix)
+        if not 0 <= size <= SASL_MAX_RECEIVE_BYTES:  # Kafka's sasl.server.max.receive.size
+            log.info("closing connection from %s on %s: SASL receive of %d bytes (at most %d before "
+                     "authentication)", conn.peer, conn.listener.name, size, SASL_MAX_RECEIVE_BYTES)
+            return False
+        frame = await reader.readexactly(size)
+        if sasl.raw_tokens:  # after a v0 handshake: the bare token, answered bare
+            answer = await self._sasl_token(conn, frame, None)
+            if answer is None:
+                return False
+            await responses.put(_done(SIZE.pack(len(answer)) + answer))
+            return True
+        try:
+            request = parse_request(frame, READABLE, conn.node_id, conn.client_host, ANONYMOUS, conn.listener.name)
+        except UnsupportedApiError as e:
+            return await self._unsupported(e, conn.peer, responses)
+        except BadRequestError as e:
+            self.metrics.request("unknown", "INVALID_REQUEST")
+            log.info("closing connection from %s: %s", conn.peer, e)
+            return False
         name = api_name(request.api_key)
-        body = await HANDLERS[request.api_key](self.context, request)
+        if request.api_key not in BEFORE_AUTHENTICATION or (
+                request.api_key == ApiKey.SASL_AUTHENTICATE and sasl.state is not SaslState.AUTHENTICATE):
+            log.info("closing connection from %s on %s: Unexpected Kafka request of type %s during SASL handshake",
+                     conn.peer, conn.listener.name, name)
+            self.metrics.request(name, "ILLEGAL_SASL_STATE")
+            return False
+
+        def answer(body: Any) -> asyncio.Task[bytes | CloseConnection | None]:
+            code = getattr(body, "error_code", 0)
+            self.metrics.request(name, _error_name(int(code)))
+            return _done(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+
+        if request.api_key == ApiKey.API_VERSIONS:
+            await responses.put(answer(await api_versions.handle(conn.context, request)))
+            return True
+        enabled = [m.value for m in sasl.enabled]
+        if request.api_key == ApiKey.SASL_HANDSHAKE:
+            try:
+                chosen = sasl.handshake(request.body.mechanism, request.api_version)
+            except IllegalSaslState as e:
+                log.info("closing connection from %s: %s", conn.peer, e)
+                return False
+            if chosen is None:  # UnsupportedSaslMechanismException: answered, then closed
+                await responses.put(answer(sasl_handshake.handshake_body(
+                    request.api_version, ErrorCode.unsupported_sasl_mechanism, enabled)))
+                self.metrics.authenticated("unsupported", ok=False)  # a label per client-chosen name would grow
+                log.info("closing connection from %s on %s: unsupported SASL mechanism %r (enabled: %s)", conn.peer,
+                         conn.listener.name, request.body.mechanism, ", ".join(enabled))
+                await responses.put(_done(CloseConnection("unsupported SASL mechanism")))
+                return False
+            await responses.put(answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)))
+            return True
+        token = await self._sasl_token(conn, request.body.auth_bytes, request)
+        if token is None:
+            await responses.put(answer(sasl_authenticate.authenticate_body(
+                request.api_version, ErrorCode.sasl_authentication_failed, sasl.failure)))
+            await responses.put(_done(CloseConnection("authentication failed")))
+            return False
+        await responses.put(answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token)))
+        return True
+
+    async def _sasl_token(self, conn: _Connection, token: bytes, request: Request | None) -> bytes | None:
+        """The server's answer to one client token; None after a failed login, once Kafka's
+        connection.failed.authentication.delay.ms has passed (a flood of bad logins is slowed, not answered
+        at once)."""
+        sasl = conn.sasl
+        assert sasl is not None and sasl.mechanism is not None
+        mechanism = sasl.mechanism.value
+        try:
+            answer = sasl.authenticate(token)
+        except (SaslAuthenticationFailed, IllegalSaslState) as e:
+            sasl.failure = str(e)
+            self.metrics.authenticated(mechanism, ok=False)
+            log.info("failed authentication from %s on %s (%s): %s", conn.peer, conn.listener.name, mechanism, e)
+            await asyncio.sleep(self.settings.security.failed_authentication_delay_ms / 1000)
+            return None
+        if sasl.principal is not None:
+            conn.principal = sasl.principal
+            self.metrics.authenticated(mechanism, ok=True)
+            log.debug("%s authenticated as %s with %s", conn.peer, conn.principal, mechanism)
+        return answer
+
+    async def _handle(self, context: Context, request: Request) -> bytes | CloseConnection | None:
+        name = api_name(request.api_key)
+        body = await HANDLERS[request.api_key](context, request)
         if body is None or isinstance(body, CloseConnection):  # acks=0 produce: Kafka sends nothing
             self.metrics.request(name)
             return body
@@ -380,8 +586,22 @@ class FrontDoor:
                 await writer.drain()
 
 
-def _done(data: bytes) -> asyncio.Task[bytes | CloseConnection | None]:
-    async def ready() -> bytes | CloseConnection | None:
+@dataclass
+class _Connection:
+    """One client connection: where it came in, and who it is once authenticated (a SASL listener's
+    connection is ANONYMOUS until `sasl` completes)."""
+
+    listener: Listener
+    node_id: int
+    context: Context  # its listener's (Metadata gives that listener's addresses)
+    peer: Any
+    client_host: str  # as Kafka shows it: "/127.0.0.1"
+    principal: KafkaPrincipal
+    sasl: SaslConnection | None
+
+
+def _done(data: bytes | CloseConnection) -> asyncio.Task[bytes | CloseConnection | None]:
+    async def ready() -> bytes | CloseConnection | None:  # noqa: RUF029 - a finished task, for the queue
         return data
 
     return asyncio.ensure_future(ready())

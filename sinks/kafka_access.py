@@ -48,9 +48,9 @@ class RequiredAcl:
 
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
-                 group_prefix: str) -> list[RequiredAcl]:
-    """The ACLs of a gateway with these topics (`groups_topic`: None without a front door) and consumer group
-    prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
+                 group_prefix: str, security_topic: str | None = None) -> list[RequiredAcl]:
+    """The ACLs of a gateway with these topics (`groups_topic`, `security_topic`: None without a front door)
+    and consumer group prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
     acls = [
         RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
         RequiredAcl("topic", ingress_topic, AclOperation.WRITE, "the front door and `gateway dlq replay` produce"),
@@ -64,6 +64,9 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
     if groups_topic is not None:
         acls += [RequiredAcl("topic", groups_topic, AclOperation.READ, "the front door loads its groups"),
                  RequiredAcl("topic", groups_topic, AclOperation.WRITE, "the front door stores groups and offsets")]
+    if security_topic is not None:
+        acls += [RequiredAcl("topic", security_topic, AclOperation.READ, "the front door loads its users and ACLs"),
+                 RequiredAcl("topic", security_topic, AclOperation.WRITE, "the front door stores users and ACLs")]
     acls.append(RequiredAcl("cluster", "kafka-cluster", AclOperation.CREATE,
                             "the gateway creates its topics at start (not needed when they exist)"))
     return acls

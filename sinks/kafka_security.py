@@ -309,16 +309,28 @@ def literal_secrets(block: Mapping[str, Any] | None) -> list[str]:
     return [k for k in _SECRET_KEYS if isinstance((block or {}).get(k), str) and not _VARIABLE.match(block[k])]
 
 
-def _resolve(key: str, raw: str, base_dir: Path | None, environ: Mapping[str, str]) -> str:
+def _resolve(key: str, raw: str, base_dir: Path | None, environ: Mapping[str, str], block: str = "kafka") -> str:
     match = _VARIABLE.match(raw.strip())
     if match is None:
         return raw
     provider, where = match.groups()
     if provider == "env":
         if where not in environ:
-            raise KafkaSecurityError(f"kafka.{key}: environment variable {where} is not set")
+            raise KafkaSecurityError(f"{block}.{key}: environment variable {where} is not set")
         return environ[where]
-    return _read(key, _path(where, base_dir)).rstrip("\r\n")
+    return _read(key, _path(where, base_dir), block).rstrip("\r\n")
+
+
+def resolve_setting(block: str, key: str, raw: str, base_dir: Path | None,
+                    environ: Mapping[str, str] | None = None) -> str:
+    """A setting's value with Kafka's `${file:PATH}` / `${env:NAME}` resolved (relative paths from
+    `base_dir`); KafkaSecurityError naming `block.key` when the file or variable is missing."""
+    return _resolve(key, raw, base_dir, os.environ if environ is None else environ, block)
+
+
+def setting_path(location: str, base_dir: Path | None) -> Path:
+    """A file setting's path (relative ones from `base_dir`)."""
+    return _path(location, base_dir)
 
 
 def _path(location: str, base_dir: Path | None) -> Path:
@@ -326,15 +338,15 @@ def _path(location: str, base_dir: Path | None) -> Path:
     return p if p.is_absolute() or base_dir is None else base_dir / p
 
 
-def _read(key: str, path: Path) -> str:
+def _read(key: str, path: Path, block: str = "kafka") -> str:
     try:
         return path.read_text()
     except FileNotFoundError:
-        raise KafkaSecurityError(f"kafka.{key}: file {path} does not exist") from None
+        raise KafkaSecurityError(f"{block}.{key}: file {path} does not exist") from None
     except OSError as e:
-        raise KafkaSecurityError(f"kafka.{key}: cannot read {path}: {e.strerror}") from None
+        raise KafkaSecurityError(f"{block}.{key}: cannot read {path}: {e.strerror}") from None
     except UnicodeDecodeError:
-        raise KafkaSecurityError(f"kafka.{key}: {path} is not text (a PEM file or a secret is; DER is not "
+        raise KafkaSecurityError(f"{block}.{key}: {path} is not text (a PEM file or a secret is; DER is not "
                                  "supported: convert it with `openssl x509 -inform der -out cert.pem`)") from None
 
 

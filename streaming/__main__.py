@@ -33,9 +33,11 @@ from pyspark.sql import SparkSession
 
 from embedded.local_kafka import LocalKafka, free_port
 from front_door.metrics import FrontDoorMetrics
+from front_door.security.store import SecurityStoreError
 from front_door.server import FrontDoor
 from sinks.kafka_access import KafkaAccessError, check_access
 from sinks.kafka_admin import create_topics
+from sinks.kafka_security import KafkaSecurityError
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
 from sinks.metrics.observer import MetricsObserver
@@ -205,6 +207,12 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot read the gateway configuration %s: %s", args.config, e)
         return 2
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
+    exposed = config.exposed_listeners()
+    if exposed and not config.front_door_allow_unauthenticated:
+        log.error("the front door would let anyone in: %s listens beyond loopback with neither TLS nor SASL. Give it "
+                  "SASL_SSL/SSL/SASL_PLAINTEXT listeners in front_door_security (docs/security.md), bind it to "
+                  "127.0.0.1, or set front_door_allow_unauthenticated to true", ", ".join(exposed))
+        return 2
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:
         log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
@@ -256,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
         if args.demo:
             background = _start_demo(config, started)
         return supervisor.run()
-    except SharedStorageError as e:
+    except (SharedStorageError, SecurityStoreError, KafkaSecurityError) as e:
         log.error("%s", e)
         return 2
     except Py4JError as e:

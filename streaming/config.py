@@ -16,6 +16,7 @@ from contract.topics import (
     DEFAULT_GROUPS_TOPIC,
     DEFAULT_INGRESS_TOPIC,
     DEFAULT_RESPONSE_TOPIC,
+    DEFAULT_SECURITY_TOPIC,
 )
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_access import RequiredAcl, gateway_acls
@@ -30,6 +31,7 @@ from sinks.kafka_security import (
 from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
+    from front_door.security.config import FrontDoorSecurity
     from front_door.server import FrontDoorSettings
 
 log = logging.getLogger("gateway.config")
@@ -60,6 +62,8 @@ class GatewayConfig:
     dlq_topic: str = DEFAULT_DLQ_TOPIC
     # the front door's consumer groups and committed offsets (a compacted topic, as Kafka's __consumer_offsets)
     groups_topic: str = DEFAULT_GROUPS_TOPIC
+    # the front door's users (SCRAM credentials) and ACLs, shared by every door (a compacted topic)
+    security_topic: str = DEFAULT_SECURITY_TOPIC
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
@@ -114,6 +118,12 @@ class GatewayConfig:
     # keep arriving, up to their rebalance timeout) before its first generation, so consumers that start
     # together get one rebalance, not one each.
     group_initial_rebalance_delay_ms: int = 3000
+    # The front door's listeners, TLS, SASL and ACLs in Kafka's broker property names (`listeners`,
+    # `ssl.keystore.location`, `sasl.enabled.mechanisms`, `authorizer.class.name`, `super.users`, ...;
+    # docs/security.md). Empty: one PLAINTEXT listener on front_door_address.
+    front_door_security: dict[str, Any] = field(default_factory=dict)
+    # A listener beyond loopback with neither TLS nor SASL lets anyone in: refused at start unless true.
+    front_door_allow_unauthenticated: bool = False
 
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
@@ -136,7 +146,26 @@ class GatewayConfig:
             max_request_bytes=self.front_door_max_request_bytes, nodes=self.front_door_nodes,
             free_port_fallback=True, groups_topic=self.groups_topic, registry_file=str(self.path(self.topics_file)),
             groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
+            security=self.door_security, security_topic=self.security_topic,
         )
+
+    @functools.cached_property
+    def door_security(self) -> FrontDoorSecurity:
+        """The resolved `front_door_security` block; KafkaSecurityError (a ValueError) naming a wrong setting."""
+        from front_door.security.config import load_front_door_security
+
+        return load_front_door_security(self.front_door_security, REPO_ROOT)
+
+    def exposed_listeners(self) -> list[str]:
+        """The door's listeners that let anyone beyond this host in (no TLS, no SASL, not on loopback)."""
+        from front_door.security.config import exposed_unauthenticated
+        from front_door.security.listeners import plaintext_listener
+
+        if not self.front_door_address:
+            return []
+        listeners = self.door_security.listeners or (
+            plaintext_listener(self.front_door_address, self.front_door_advertised_address),)
+        return [str(li) for li in exposed_unauthenticated(listeners)]
 
     @functools.cached_property
     def kafka_security(self) -> KafkaSecurity:
@@ -154,7 +183,8 @@ class GatewayConfig:
     def required_acls(self) -> list[RequiredAcl]:
         """The ACLs the gateway's principal needs on its cluster (docs/security.md; `gateway acls`)."""
         return gateway_acls(self.ingress_topic, self.response_topic, self.dlq_topic,
-                            self.groups_topic if self.front_door_address else None, self.consumer_group_prefix)
+                            self.groups_topic if self.front_door_address else None, self.consumer_group_prefix,
+                            self.security_topic if self.front_door_address else None)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""
@@ -186,6 +216,10 @@ def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> 
         raise ValueError(f"Unknown gateway settings in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
     config = GatewayConfig(**doc).with_overrides(**overrides)
     _ = config.kafka_security  # a wrong `kafka` block fails here, naming the setting
+    _ = config.door_security  # and a wrong `front_door_security` block
     for key in literal_secrets(config.kafka):
         log.warning("%s: kafka.%s is written in the file; give it as ${file:PATH} or ${env:NAME} instead", path, key)
+    for key in literal_secrets(config.front_door_security):
+        log.warning("%s: front_door_security.%s is written in the file; give it as ${file:PATH} or ${env:NAME} "
+                    "instead", path, key)
     return config

@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from contract.limits import IngressLimits
-from contract.topics import GROUPS_TOPIC_CONFIGS, GROUPS_TOPIC_PARTITIONS
+from contract.topics import GROUPS_TOPIC_CONFIGS, GROUPS_TOPIC_PARTITIONS, SECURITY_TOPIC_PARTITIONS
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.micro_batch import NOOP_SINK, GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
@@ -75,7 +75,7 @@ def start_gateway(
 def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> list[tuple[str, int, dict[str, str]]]:
     """The gateway's own Kafka topics, each as large as it must be (`contract.limits`): ingress carries
     the largest batch that can pass the front door; dead letters that batch and their headers; responses
-    as many record errors as dead letters; the front door's groups topic is compacted. `create_topics` raises a smaller max.message.bytes of a topic
+    as many record errors as dead letters; the front door's groups and security topics are compacted. `create_topics` raises a smaller max.message.bytes of a topic
     that already exists."""
     limits = limits or config.ingress_limits()
     letters = {"max.message.bytes": str(limits.dead_letter_message_bytes)}
@@ -84,6 +84,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
         (config.response_topic, config.ingress_partitions, letters),
         (config.dlq_topic, 1, letters),
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
+        (config.security_topic, SECURITY_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
     ]
 
 

@@ -124,6 +124,7 @@ def test_the_registry_and_the_front_door_setting_define_every_hop(tmp_path: Path
         big.response_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
         big.dlq_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
         big.groups_topic: GROUPS_TOPIC_CONFIGS,  # offsets and groups: small records, Kafka's compacted layout
+        big.security_topic: GROUPS_TOPIC_CONFIGS,  # users and ACLs: small records, compacted
     }
     assert sink_config(big).max_message_bytes == limits.dead_letter_message_bytes
     assert big.front_door_settings().ingress_max_message_bytes == limits.ingress_message_bytes

@@ -1,0 +1,33 @@
+"""SaslAuthenticate (key 36, v0-v2, KIP-152, KIP-368): one SASL token each way, wrapped in Kafka's framing.
+
+The exchange runs per connection before authentication (`security/sasl_server.py`, driven by `server.py`);
+what reaches this handler is a SaslAuthenticate Kafka answers from `KafkaApis`: on a listener without SASL or
+after a successful authentication — ILLEGAL_SASL_STATE. `session_lifetime_ms` (v1+) is 0: the door does not
+ask for re-authentication (Kafka's `connections.max.reauth.ms` default).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i64Timedelta
+
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import build, response_module
+from front_door.wire import Request
+
+NO_SESSION_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
+
+
+def authenticate_body(version: int, code: ErrorCode, message: str | None, auth_bytes: bytes = b"") -> Any:
+    module = response_module(ApiKey.SASL_AUTHENTICATE, version)
+    return build(module.SaslAuthenticateResponse, error_code=code, error_message=message, auth_bytes=auth_bytes,
+                 session_lifetime=NO_SESSION_LIFETIME)
+
+
+async def handle(_ctx: Context, request: Request) -> Any:
+    return authenticate_body(request.api_version, ErrorCode.illegal_sasl_state,
+                             "SaslAuthenticate request received after successful authentication")
