@@ -1,6 +1,7 @@
 """What every API handler of the front door reads: the nodes of its cluster, the topic registry, the
-ingress bridge, the segment storage, the producer-id allocation, the group coordinator and the metrics. One context serves
-every node's listener; which node a request came to is the request's (`wire.Request.node_id`)."""
+ingress bridge, the segment storage, the producer-id allocation, the group coordinator, the metrics and the
+authorizer. One context serves every node's listener; which node a request came to is the request's
+(`wire.Request.node_id`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.authorizer import AclAuthorizer
 from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
 
@@ -72,6 +74,9 @@ class Context:
     max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES  # what DescribeConfigs says of socket.request.max.bytes
     registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
+    # Kafka's ACLs (`access.py`); None: no authorizer is configured and every request is allowed, as a
+    # broker without `authorizer.class.name`
+    authorizer: AclAuthorizer | None = None
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading a partition (`leadership.py`)."""
