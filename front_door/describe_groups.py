@@ -31,6 +31,10 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str) -> Any:
         # KafkaApis.handleDescribeGroupsRequest: DescribeGroupsResponse.groupError
         return build(module.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
                      error_message=access.GROUP_AUTHORIZATION_FAILED, group_state="", **empty)
+    # KafkaApis.handleDescribeGroupsRequest: the authorized operations of every group answered without error
+    operations = AUTHORIZED_OPERATIONS_OMITTED
+    if ctx.authorizer is not None and getattr(request.body, "include_authorized_operations", False):
+        operations = access.authorized_operations(ctx, request, ResourceType.GROUP, group_id)
     if ctx.coordinator(group_id) != node_id:
         return build(module.DescribedGroup, error_code=ErrorCode.not_coordinator, error_message=None,
                      group_state="", **empty)
@@ -40,13 +44,10 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str) -> Any:
             return build(module.DescribedGroup, error_code=ErrorCode.group_id_not_found,
                          error_message=f"Group {group_id} not found.", group_state=GroupState.DEAD.value, **empty)
         return build(module.DescribedGroup, error_code=ErrorCode.none, error_message=None,
-                     group_state=GroupState.DEAD.value, **empty)
+                     group_state=GroupState.DEAD.value, **{**empty, "authorized_operations": operations})
     members = tuple(build(module.DescribedGroupMember, member_id=m.member_id, group_instance_id=m.group_instance_id,
                           client_id=m.client_id, client_host=m.client_host, member_metadata=m.metadata,
                           member_assignment=m.assignment) for m in d.members)
-    operations = AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.authorizer is not None and getattr(request.body, "include_authorized_operations", False):
-        operations = access.authorized_operations(ctx, request, ResourceType.GROUP, group_id)
     return build(module.DescribedGroup, error_code=ErrorCode.none, error_message=None, group_id=group_id,
                  group_state=d.state.value, protocol_type=d.protocol_type, protocol_data=d.protocol, members=members,
                  authorized_operations=operations)
