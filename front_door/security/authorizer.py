@@ -41,7 +41,7 @@ from front_door.security.acls import (
     ResourceType,
 )
 from front_door.security.audit import DenialAudit
-from front_door.security.principal import KafkaPrincipal
+from front_door.security.principal import KafkaPrincipal, parse_principal
 from front_door.security.store import ACL_KIND, SecurityStore, SecurityStoreError
 
 log = logging.getLogger("gateway.front_door.authorizer")
@@ -65,6 +65,12 @@ class DeleteResult:
 
     error: AclError | None
     deleted: tuple[AclBinding, ...] = ()
+
+
+def parse_super_users(value: str | None) -> frozenset[KafkaPrincipal]:
+    """Kafka's `super.users`: principals separated by semicolons (`User:admin;User:CN=ops,O=acme`), as
+    `StandardAuthorizer.getConfiguredSuperUsers` reads it; ValueError for one that does not parse."""
+    return frozenset(parse_principal(v.strip()) for v in (value or "").split(";") if v.strip())
 
 
 def validate_new_acl(binding: AclBinding) -> AclError | None:

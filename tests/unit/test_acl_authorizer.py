@@ -27,7 +27,7 @@ from front_door.security.acls import (
     ResourceType,
 )
 from front_door.security.audit import DenialAudit
-from front_door.security.authorizer import AclAuthorizer
+from front_door.security.authorizer import AclAuthorizer, parse_super_users
 from front_door.security.principal import user
 from front_door.security.store import ACL_KIND
 from tests.memory_security_store import MemorySecurityStore
@@ -116,6 +116,13 @@ def test_super_users_are_allowed_everything_even_against_a_deny() -> None:
     assert a.authorize(user("admin"), HOST, Op.ALTER, CLUSTER, CLUSTER_NAME)
     assert a.authorize(user("admin"), HOST, Op.WRITE, TOPIC, "anything")
     assert not a.authorize(ALICE, HOST, Op.WRITE, TOPIC, "anything")
+
+
+def test_super_users_are_read_as_kafkas_semicolon_separated_list() -> None:
+    assert parse_super_users("User:admin; User:CN=ops,O=acme ;;") == frozenset({user("admin"), user("CN=ops,O=acme")})
+    assert parse_super_users(None) == parse_super_users("") == frozenset()
+    with pytest.raises(ValueError, match="User:<name>"):
+        parse_super_users("admin")
 
 
 @pytest.mark.parametrize("allow_everyone", [False, True])
