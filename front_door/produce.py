@@ -12,11 +12,11 @@ gateway's response in Kafka's ProduceResponse fields (reference §6.1).
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
   the gateway still decides its batch exactly once (an idempotent client's retry is then acknowledged
   as a duplicate with the original offsets).
-- Refused at the door, as a broker refuses before any append: a transactional produce
-  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door has no transaction coordinator), an unknown
-  topic id in v13 (UNKNOWN_TOPIC_ID), a topic the principal may not WRITE (TOPIC_AUTHORIZATION_FAILED,
-  `KafkaApis.handleProduceRequest`; nothing of it reaches the ingress topic; an idempotent batch needs
-  nothing more since KIP-679), acks outside {-1, 0, 1} (INVALID_REQUIRED_ACKS), and a registry
+- Refused at the door, as a broker refuses before any append: a topic the principal may not WRITE
+  (TOPIC_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`; nothing of it reaches the ingress topic;
+  an idempotent batch needs nothing more since KIP-679), acks outside {-1, 0, 1}
+  (INVALID_REQUIRED_ACKS), a transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door
+  has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
   partition this node does not lead (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
   room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
   there. A topic or partition the registry lacks still goes to the gateway, which answers
@@ -63,31 +63,31 @@ async def handle(ctx: Context, request: Request) -> Any:
     """The ProduceResponse; for acks=0 None, or CloseConnection when a partition was refused."""
     body, version = request.body, request.api_version
     started = time.monotonic()
-    # the whole request: a transactional id first (KafkaApis checks it before any topic), then, for the
-    # partitions it may write, invalid acks (ReplicaManager.appendRecords)
-    transactional = _refused(ErrorCode.transactional_id_authorization_failed, TRANSACTIONS_REFUSED) \
-        if body.transactional_id is not None else None
-    invalid_acks = _refused(ErrorCode.invalid_required_acks) if body.acks not in (-1, 0, 1) else None
+    refusal = None
+    if body.acks not in (-1, 0, 1):
+        refusal = _refused(ErrorCode.invalid_required_acks)
+    elif body.transactional_id is not None:
+        refusal = _refused(ErrorCode.transactional_id_authorization_failed, TRANSACTIONS_REFUSED)
     # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
     topic_ids = ctx.topic_ids() if version >= 13 else {}
     registry = ctx.registry()
     names = [topic_ids.get(td.topic_id) if version >= 13 else td.name for td in body.topic_data]
-    writable = set() if transactional is not None else access.authorized_names(
-        ctx, request, AclOperation.WRITE, ResourceType.TOPIC, (n for n in names if n is not None))
+    # WRITE on each topic (KafkaApis.handleProduceRequest), after the transactional id and before the acks
+    # (ReplicaManager.appendRecords checks them on the authorized partitions only)
+    transactional = body.transactional_id is not None
+    writable = access.authorized_names(ctx, request, AclOperation.WRITE, ResourceType.TOPIC,
+                                       () if transactional else (n for n in names if n is not None))
     for td, name in zip(body.topic_data, names, strict=True):
         key = td.topic_id if version >= 13 else td.name
         config = registry.get(name) if name is not None else None
         for pd in td.partition_data:
-            if transactional is not None or name is None:
-                answers[(key, pd.index)] = transactional or _refused(ErrorCode.unknown_topic_id)
-                continue
-            if name not in writable:
+            if name is not None and not transactional and name not in writable:
                 answers[(key, pd.index)] = _refused(ErrorCode.topic_authorization_failed)
                 continue
-            if invalid_acks is not None:
-                answers[(key, pd.index)] = invalid_acks
+            if refusal is not None or name is None:
+                answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
                 continue
             known = config is not None and 0 <= pd.index < config.partitions
             if known and (leader := ctx.leader(name, pd.index)) != request.node_id:
