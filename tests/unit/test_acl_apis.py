@@ -106,6 +106,14 @@ def test_the_acl_apis_are_exposed_with_kafka_4s_versions() -> None:
     assert ACL_HANDLERS == {29: describe_acls.handle, 30: create_acls.handle, 31: delete_acls.handle}
 
 
+def test_the_acl_apis_merge_into_the_servers_tables_without_a_clash() -> None:
+    from front_door.api_versions import ADVERTISED
+    from front_door.server import HANDLERS
+
+    assert not set(ACL_HANDLERS) & (set(HANDLERS) | set(ADVERTISED) | set(READABLE))
+    assert set(ACL_HANDLERS) == set(ACL_VERSIONS)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_without_an_authorizer_every_acl_api_is_security_disabled(tmp_path: Path, version: int) -> None:
     ctx = _context(tmp_path, None)

@@ -30,6 +30,7 @@ from front_door import (
     heartbeat,
     init_producer_id,
     join_group,
+    leave_group,
     list_groups,
     list_offsets,
     metadata,
@@ -37,6 +38,7 @@ from front_door import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sync_group,
     topic_admin,
 )
 from front_door.context import Context, Node
@@ -268,6 +270,13 @@ def test_the_group_apis_need_their_group_permission(tmp_path: Path) -> None:
     beat = door.answer(heartbeat.handle, 12, 4, req(12, 4).HeartbeatRequest(
         group_id=GROUP_ID, generation_id=1, member_id="m", group_instance_id=None))
     assert beat.error_code == ErrorCode.group_authorization_failed
+    synced = door.answer(sync_group.handle, 14, 5, req(14, 5).SyncGroupRequest(
+        group_id=GROUP_ID, generation_id=1, member_id="m", group_instance_id=None, protocol_type="consumer",
+        protocol_name="range", assignments=()))
+    assert synced.error_code == ErrorCode.group_authorization_failed
+    left = door.answer(leave_group.handle, 13, 5, req(13, 5).LeaveGroupRequest(group_id=GROUP_ID, members=(
+        req(13, 5).MemberIdentity(member_id="m", group_instance_id=None, reason=None),)))
+    assert (left.error_code, left.members) == (ErrorCode.group_authorization_failed, ())
     found = door.answer(find_coordinator.handle, 10, 4, req(10, 4).FindCoordinatorRequest(
         key_type=0, coordinator_keys=(GROUP_ID, "other")))
     assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [
@@ -280,8 +289,8 @@ def test_the_group_apis_need_their_group_permission(tmp_path: Path) -> None:
     deleted = door.answer(delete_groups.handle, 42, 2, req(42, 2).DeleteGroupsRequest(groups_names=(GROUP_ID, "other")))
     assert [(r.group_id, r.error_code) for r in deleted.results] == [
         (GROUP_ID, ErrorCode.group_authorization_failed), ("other", ErrorCode.group_authorization_failed)]
-    assert door.denials == ["join_group", "heartbeat", "find_coordinator", "describe_groups", "delete_groups",
-                            "delete_groups"]
+    assert door.denials == ["join_group", "heartbeat", "sync_group", "leave_group", "find_coordinator",
+                            "describe_groups", "delete_groups", "delete_groups"]
 
 
 def test_list_groups_shows_only_describable_groups_without_cluster_describe(tmp_path: Path) -> None:
