@@ -17,10 +17,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.describe_user_scram_credentials import UNAVAILABLE
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation
 from front_door.security.scram_credentials import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -68,9 +70,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     def response(results: list[Any]) -> Any:
         return build(module.AlterUserScramCredentialsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
 
-    denied = ctx.cluster_denied(request, "ALTER")
-    if denied is not None:
-        return response([result(u, ErrorCode.cluster_authorization_failed, denied) for u in users])
+    if not authorize_cluster(ctx, request, AclOperation.ALTER):
+        return response([result(u, ErrorCode.cluster_authorization_failed, CLUSTER_AUTHORIZATION_FAILED) for u in users])
     if ctx.credentials is None:
         return response([result(u, ErrorCode.kafka_storage_error, UNAVAILABLE) for u in users])
     credentials = ctx.credentials

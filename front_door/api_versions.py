@@ -13,6 +13,7 @@ from typing import Any
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.security.acl_apis import ACL_VERSIONS
 from front_door.wire import Request
 
 # api key -> (min, max) version served
@@ -44,6 +45,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    **ACL_VERSIONS,
 }
 
 

@@ -1,6 +1,7 @@
 """What every API handler of the front door reads: the nodes of its cluster, the topic registry, the
-ingress bridge, the segment storage, the producer-id allocation, the group coordinator and the metrics. One context serves
-every node's listener; which node a request came to is the request's (`wire.Request.node_id`)."""
+ingress bridge, the segment storage, the producer-id allocation, the group coordinator, the metrics and the
+authorizer. One context serves every node's listener; which node a request came to is the request's
+(`wire.Request.node_id`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
 from front_door.groups.coordinator import GroupCoordinator
@@ -18,6 +18,7 @@ from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
@@ -75,6 +76,9 @@ class Context:
     registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
     credentials: ScramCredentials | None = None  # the users (None: the security topic is not readable)
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
+    # Kafka's ACLs (`access.py`); None: no authorizer is configured and every request is allowed, as a
+    # broker without `authorizer.class.name`
+    authorizer: AclAuthorizer | None = None
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading a partition (`leadership.py`)."""
@@ -83,10 +87,6 @@ class Context:
     def coordinator(self, group_id: str) -> int:
         """The node id coordinating a group (`groups/placement.py`)."""
         return coordinator(group_id, len(self.nodes))
-
-    def cluster_denied(self, request: Any, operation: str) -> str | None:
-        """Kafka's message when the request's principal may not do `operation` on the CLUSTER; None when it may."""
-        return None
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - FIRST_NODE_ID]

@@ -1,6 +1,7 @@
 """DeleteGroups (key 42, v0-v2): an empty group and its committed offsets go (tombstones on the groups
 topic); a group with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND
 (`groups/coordinator.py` `delete`). Asked of a node that does not coordinate a group: NOT_COORDINATOR.
+Without DELETE on a group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 
@@ -19,7 +22,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.DELETE_GROUPS, request.api_version)
     results = []
     for group_id in request.body.groups_names:
-        if ctx.coordinator(group_id) != request.node_id:
+        if not access.authorize(ctx, request, AclOperation.DELETE, ResourceType.GROUP, group_id):
+            error = ErrorCode.group_authorization_failed  # KafkaApis.handleDeleteGroupsRequest
+        elif ctx.coordinator(group_id) != request.node_id:
             error = ErrorCode.not_coordinator
         else:
             error = await ctx.groups.delete(group_id)

@@ -8,17 +8,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation
 from front_door.wire import Request
 
 
 async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.DESCRIBE_CLIENT_QUOTAS, request.api_version)
-    denied = ctx.cluster_denied(request, "DESCRIBE_CONFIGS")
-    if denied is not None:
+    if not authorize_cluster(ctx, request, AclOperation.DESCRIBE_CONFIGS):
         return build(module.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.cluster_authorization_failed, error_message=denied, entries=None)
+                     error_code=ErrorCode.cluster_authorization_failed, error_message=CLUSTER_AUTHORIZATION_FAILED, entries=None)
     return build(module.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  error_message=None, entries=())

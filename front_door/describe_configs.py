@@ -7,7 +7,9 @@ A BROKER resource (this node's id, or "" for the cluster default) gets the regis
 front door's own broker settings. Every config is read-only here: the registry file is where they change.
 
 Errors as `KafkaApis.handleDescribeConfigsRequest`/`ConfigHelper` answer: a topic the registry lacks
-UNKNOWN_TOPIC_OR_PARTITION, another broker's id INVALID_REQUEST, an unknown resource type INVALID_REQUEST.
+UNKNOWN_TOPIC_OR_PARTITION, another broker's id INVALID_REQUEST, an unknown resource type INVALID_REQUEST;
+without DESCRIBE_CONFIGS on the topic TOPIC_AUTHORIZATION_FAILED, on the cluster (a broker resource)
+CLUSTER_AUTHORIZATION_FAILED, before anything else.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import CLUSTER_NAME, AclOperation
+from front_door.security.acls import ResourceType as AclResourceType
 from front_door.wire import Request
 from validators.codec.record_batch import TimestampType
 from validators.topic_config import TOPIC_CONFIG_SETTINGS, TopicConfig, TopicRegistry
@@ -135,6 +140,31 @@ def _describe(ctx: Context, registry: TopicRegistry, node_id: int, resource_type
     return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}", []
 
 
+# `ConfigResource.Type` -> the ACL resource DESCRIBE_CONFIGS is asked on, and the error when it is denied
+# (`KafkaApis.handleDescribeConfigsRequest`): BROKER, BROKER_LOGGER (8) and CLIENT_METRICS (16) on the
+# cluster, TOPIC on the topic, GROUP (32) on the group
+_AUTHORIZED_ON: dict[int, tuple[AclResourceType, ErrorCode, str]] = {
+    ResourceType.TOPIC: (AclResourceType.TOPIC, ErrorCode.topic_authorization_failed, access.TOPIC_AUTHORIZATION_FAILED),
+    ResourceType.BROKER: (AclResourceType.CLUSTER, ErrorCode.cluster_authorization_failed,
+                          access.CLUSTER_AUTHORIZATION_FAILED),
+    8: (AclResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, access.CLUSTER_AUTHORIZATION_FAILED),
+    16: (AclResourceType.CLUSTER, ErrorCode.cluster_authorization_failed, access.CLUSTER_AUTHORIZATION_FAILED),
+    32: (AclResourceType.GROUP, ErrorCode.group_authorization_failed, access.GROUP_AUTHORIZATION_FAILED),
+}
+
+
+def _denied(ctx: Context, request: Request, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+    """The error of a resource the principal may not DESCRIBE_CONFIGS, or None."""
+    on = _AUTHORIZED_ON.get(resource_type)
+    if on is None:  # a type Kafka refuses anyway (INVALID_REQUEST below)
+        return None
+    acl_type, code, message = on
+    resource = CLUSTER_NAME if acl_type == AclResourceType.CLUSTER else name
+    if access.authorize(ctx, request, AclOperation.DESCRIBE_CONFIGS, acl_type, resource):
+        return None
+    return code, message
+
+
 def _filtered(entries: Iterable[ConfigEntry], keys: Iterable[str] | None) -> list[ConfigEntry]:
     if keys is None:
         return list(entries)
@@ -148,6 +178,11 @@ async def handle(ctx: Context, request: Request) -> Any:
     registry = ctx.registry()
     results = []
     for r in body.resources:
+        denied = _denied(ctx, request, r.resource_type, r.resource_name)
+        if denied is not None:
+            results.append(build(module.DescribeConfigsResult, error_code=denied[0], error_message=denied[1],
+                                 resource_type=r.resource_type, resource_name=r.resource_name, configs=()))
+            continue
         code, message, entries = _describe(ctx, registry, request.node_id, r.resource_type, r.resource_name)
         configs = tuple(
             build(module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=True,

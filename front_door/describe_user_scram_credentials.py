@@ -11,9 +11,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation
 from front_door.security.scram_credentials import MECHANISM_TYPES
 from front_door.wire import Request
 
@@ -27,9 +29,8 @@ async def handle(ctx: Context, request: Request) -> Any:
         return build(module.DescribeUserScramCredentialsResponse, throttle_time=NO_THROTTLE, error_code=code,
                      error_message=message, results=results)
 
-    denied = ctx.cluster_denied(request, "DESCRIBE")
-    if denied is not None:
-        return response(ErrorCode.cluster_authorization_failed, denied)
+    if not authorize_cluster(ctx, request, AclOperation.DESCRIBE):
+        return response(ErrorCode.cluster_authorization_failed, CLUSTER_AUTHORIZATION_FAILED)
     if ctx.credentials is None:
         return response(ErrorCode.kafka_storage_error, UNAVAILABLE)
     users = ctx.credentials.users()

@@ -11,7 +11,8 @@ finds fewer than `min_bytes` waits up to `max_wait_ms` for the gateway to append
 A `current_leader_epoch` (v9+) other than the gateway's gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
 (`leader_epoch.py`). A registry partition another node leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker
 answers a consumer (`replica_id` -1) that fetches from a non-leader, with the leader where the version
-has room for it (KIP-951, `leader_hints.py`).
+has room for it (KIP-951, `leader_hints.py`). A topic the principal may not READ gets
+TOPIC_AUTHORIZATION_FAILED (an unknown topic id stays UNKNOWN_TOPIC_ID).
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.leader_hints import current_leader, node_endpoints
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import OffsetOutOfRangeError, PartitionReader
@@ -69,18 +72,25 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
 Topics = list[tuple[Any, list[tuple[int, PartitionData]]]]
 
 
-async def _read(ctx: Context, body: Any, version: int, node_id: int) -> tuple[Topics, int]:
-    registry = ctx.registry()
+def _names(ctx: Context, body: Any, version: int) -> list[str | None]:
+    """Each requested topic's name (None: an unknown topic id)."""
     topic_ids = ctx.topic_ids() if version >= 13 else {}
+    return [topic_ids.get(ft.topic_id) if version >= 13 else ft.topic for ft in body.topics]
+
+
+async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: set[str]) -> tuple[Topics, int]:
+    registry = ctx.registry()
     remaining = body.max_bytes
     total = 0
     out = []
-    for ft in body.topics:
+    for ft, name in zip(body.topics, _names(ctx, body, version), strict=True):
         key = ft.topic_id if version >= 13 else ft.topic
-        name = topic_ids.get(ft.topic_id) if version >= 13 else ft.topic
         config = registry.get(name)
         parts = []
         for fp in ft.partitions:
+            if name is not None and name not in readable:
+                parts.append((fp.partition, PartitionData(ErrorCode.topic_authorization_failed)))
+                continue
             if config is None or not 0 <= fp.partition < config.partitions:
                 missing = ErrorCode.unknown_topic_id if version >= 13 and name is None else ErrorCode.unknown_topic_or_partition
                 parts.append((fp.partition, PartitionData(missing)))
@@ -122,8 +132,11 @@ def _response(ctx: Context, version: int, body: Any, topics: Topics) -> Any:
 async def handle(ctx: Context, request: Request) -> Any:
     body, version = request.body, request.api_version
     deadline = time.monotonic() + millis(body.max_wait) / 1000
+    # KafkaApis.handleFetchRequest: a consumer needs READ on each topic it fetches
+    readable = access.authorized_names(ctx, request, AclOperation.READ, ResourceType.TOPIC,
+                                       (n for n in _names(ctx, body, version) if n is not None))
     while True:
-        topics, total = await _read(ctx, body, version, request.node_id)
+        topics, total = await _read(ctx, body, version, request.node_id, readable)
         left = deadline - time.monotonic()
         errors = any(d.error != ErrorCode.none for _, parts in topics for _, d in parts)
         if total >= body.min_bytes or left <= 0 or errors:

@@ -2,6 +2,8 @@
 `groups/placement.py` names — the same on every node, so a client asking any of them goes to one place.
 Transaction coordinators (key type 1) are refused: the front door has no transactions (DESIGN §4.7).
 Without its groups topic (unreadable at start) every group gets COORDINATOR_NOT_AVAILABLE, with the reason.
+A group the principal may not DESCRIBE gets GROUP_AUTHORIZATION_FAILED (a transactional id
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before anything else.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 TRANSACTIONS_REFUSED = "The gateway's front door has no transactions: produce without a transactional.id."
@@ -27,8 +31,14 @@ class KeyType(IntEnum):
     SHARE = 2
 
 
-def _find(ctx: Context, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-    """(error, message, node id, host, port) of one key."""
+def _find(ctx: Context, request: Request, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) of one key; authorization first (`KafkaApis.getCoordinator`)."""
+    if key_type == KeyType.GROUP and not access.authorize(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed, access.GROUP_AUTHORIZATION_FAILED, -1, "", -1
+    if key_type == KeyType.TRANSACTION and not access.authorize(ctx, request, AclOperation.DESCRIBE,
+                                                                ResourceType.TRANSACTIONAL_ID, key):
+        return (ErrorCode.transactional_id_authorization_failed, access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                -1, "", -1)
     if key_type == KeyType.TRANSACTION:
         return ErrorCode.unsupported_version, TRANSACTIONS_REFUSED, -1, "", -1
     if key_type != KeyType.GROUP:
@@ -48,10 +58,10 @@ async def handle(ctx: Context, request: Request) -> Any:
     if version >= 4:
         coordinators = []
         for key in body.coordinator_keys:
-            code, message, node_id, host, port = _find(ctx, key, key_type)
+            code, message, node_id, host, port = _find(ctx, request, key, key_type)
             coordinators.append(build(module.Coordinator, key=key, node_id=node_id, host=host, port=port,
                                       error_code=code, error_message=message))
         return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))
-    code, message, node_id, host, port = _find(ctx, body.key, key_type)
+    code, message, node_id, host, port = _find(ctx, request, body.key, key_type)
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
                  error_message=message, node_id=node_id, host=host, port=port)

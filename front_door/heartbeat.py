@@ -1,5 +1,6 @@
 """Heartbeat (key 12, v0-v4): keeps a member's session; REBALANCE_IN_PROGRESS tells it to rejoin
 (`groups/coordinator.py` `heartbeat`). Asked of a node that does not coordinate the group: NOT_COORDINATOR.
+Without READ on the group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -8,15 +9,19 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 
 async def handle(ctx: Context, request: Request) -> Any:
     body = request.body
-    if ctx.coordinator(body.group_id) != request.node_id:
+    if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        error = ErrorCode.group_authorization_failed  # KafkaApis.handleHeartbeatRequest
+    elif ctx.coordinator(body.group_id) != request.node_id:
         error = ErrorCode.not_coordinator
     else:
         error = ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id,

@@ -1,6 +1,7 @@
 """JoinGroup (key 11, v0-v9): a consumer joins a classic group (`groups/coordinator.py` has the rules:
 KIP-394's MEMBER_ID_REQUIRED, KIP-345's static members, protocol selection). The answer waits for the
-rebalance to complete. Asked of a node that does not coordinate the group: NOT_COORDINATOR.
+rebalance to complete. Asked of a node that does not coordinate the group: NOT_COORDINATOR. Without READ
+on the group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.groups.classic_group import Protocol
 from front_door.groups.coordinator import JoinRequest, JoinResult
 from front_door.messages import NO_THROTTLE, build, millis, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 # v4+: a member without an id is given one first (KIP-394)
@@ -34,6 +37,9 @@ def _response(module: Any, version: int, r: JoinResult) -> Any:
 async def handle(ctx: Context, request: Request) -> Any:
     body, version = request.body, request.api_version
     module = response_module(ApiKey.JOIN_GROUP, version)
+    # KafkaApis.handleJoinGroupRequest: READ on the group (JoinGroupRequest.getErrorResponse: no member id)
+    if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return _response(module, version, JoinResult(ErrorCode.group_authorization_failed, ""))
     if ctx.coordinator(body.group_id) != request.node_id:
         return _response(module, version, JoinResult(ErrorCode.not_coordinator, body.member_id))
     session_ms = millis(body.session_timeout)

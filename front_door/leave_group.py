@@ -1,6 +1,7 @@
 """LeaveGroup (key 13, v0-v5; several members at once from v3, KIP-345): members leave and the group
 rebalances (`groups/coordinator.py` `leave`). Before v3 the one member's error is the answer's.
-Asked of a node that does not coordinate the group: NOT_COORDINATOR.
+Asked of a node that does not coordinate the group: NOT_COORDINATOR. Without READ on the group:
+GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.groups.coordinator import LeavingMember
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 BATCHED_VERSION = 3
@@ -25,6 +28,10 @@ async def handle(ctx: Context, request: Request) -> Any:
         leaving = [LeavingMember(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [LeavingMember(body.member_id, None)]
+    if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        # KafkaApis.handleLeaveGroupRequest (LeaveGroupRequest.getErrorResponse: no members)
+        return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.group_authorization_failed, members=())
     if ctx.coordinator(body.group_id) != request.node_id:
         error, results = ErrorCode.not_coordinator, []
     else:

@@ -3,7 +3,8 @@ KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetBy
 §5.5). Not found is timestamp -1 / offset -1, as Kafka answers. A registry partition another node
 leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer's ListOffsets
 (`replica_id` -1) for a partition it does not lead; the response has no field to name the leader. A
-`current_leader_epoch` (v4+) other than the gateway's is checked as Kafka does (`leader_epoch.py`).
+`current_leader_epoch` (v4+) other than the gateway's is checked as Kafka does (`leader_epoch.py`). A topic
+the principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader
@@ -54,12 +57,17 @@ def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
 async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     registry = ctx.registry()
+    # KafkaApis.handleListOffsetRequest: DESCRIBE on each topic
+    describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                          (lt.name for lt in request.body.topics))
     topics = []
     for lt in request.body.topics:
         config = registry.get(lt.name)
         partitions = []
         for lp in lt.partitions:
-            if config is None or not 0 <= lp.partition_index < config.partitions:
+            if lt.name not in describable:
+                found = Found(ErrorCode.topic_authorization_failed)
+            elif config is None or not 0 <= lp.partition_index < config.partitions:
                 found = Found(ErrorCode.unknown_topic_or_partition)
             elif ctx.leader(lt.name, lp.partition_index) != request.node_id:
                 found = Found(ErrorCode.not_leader_or_follower)

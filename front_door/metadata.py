@@ -4,6 +4,10 @@ and every partition of every topic in the registry (its reloads included) is led
 broker does. A topic the registry lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
 illegal name INVALID_TOPIC_EXCEPTION, an unknown id UNKNOWN_TOPIC_ID; topics are never auto-created
 (`allow_auto_topic_creation` is ignored, as on a broker with `auto.create.topics.enable=false`).
+
+With an authorizer (`access.py`): the list of every topic holds only those the principal may DESCRIBE; a
+named one it may not gets TOPIC_AUTHORIZATION_FAILED (whether it exists or not). Authorized operations are
+given where asked (v8+: topics; v8-v10: the cluster); without an authorizer they stay "not requested".
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import CLUSTER_ID, CONTROLLER_ID, Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from front_door.topic_ids import topic_id
 from front_door.wire import Request
 from validators.append_result import GATEWAY_LEADER_EPOCH
@@ -35,7 +41,8 @@ def _requested(body: Any, version: int, registry: TopicRegistry) -> list[tuple[s
     return [(t.name, getattr(t, "topic_id", None)) for t in topics]
 
 
-def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None, tid: uuid.UUID | None) -> Any:
+def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None, tid: uuid.UUID | None,
+           operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> Any:
     if name is None:  # asked by id (v10+)
         name = ctx.topic_ids().get(tid) if tid is not None else None
         if name is None:
@@ -55,16 +62,51 @@ def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None,
     )
     return build(module.MetadataResponseTopic, error_code=code, name=name,
                  topic_id=topic_id(name) if config is not None else _ZERO_UUID, is_internal=False,
-                 partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                 partitions=partitions, topic_authorized_operations=operations)
+
+
+def _unauthorized(module: Any, name: str | None, tid: uuid.UUID | None) -> Any:
+    """A topic the principal may not DESCRIBE: no partitions, and neither its id (asked by name) nor its
+    name (asked by id) given away."""
+    return build(module.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name,
+                 topic_id=tid if name is None and tid is not None else _ZERO_UUID, is_internal=False, partitions=(),
+                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def _cluster_operations(ctx: Context, request: Request) -> int:
+    """v8-v10's cluster authorized operations when asked (later versions ask DescribeCluster, KIP-700): the
+    bit field with DESCRIBE on the cluster, 0 without it."""
+    if ctx.authorizer is None or not getattr(request.body, "include_cluster_authorized_operations", False):
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not access.authorize_cluster(ctx, request, AclOperation.DESCRIBE):
+        return 0
+    return access.authorized_operations(ctx, request, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 async def handle(ctx: Context, request: Request) -> Any:
-    module = response_module(ApiKey.METADATA, request.api_version)
+    body, version = request.body, request.api_version
+    module = response_module(ApiKey.METADATA, version)
     registry = ctx.registry()
     brokers = tuple(build(module.MetadataResponseBroker, node_id=n.node_id, host=n.host, port=n.port, rack=None)
                     for n in ctx.nodes)
-    topics = tuple(_topic(module, ctx, registry, name, tid)
-                   for name, tid in _requested(request.body, request.api_version, registry))
+    asked = _requested(body, version, registry)
+    every_topic = body.topics is None or (version == 0 and not body.topics)
+    ids = ctx.topic_ids()
+    names = [name if name is not None else ids.get(tid) if tid is not None else None for name, tid in asked]
+    # KafkaApis.handleTopicMetadataRequest: DESCRIBE on each topic; listing every topic leaves out (without a
+    # log line) those the principal may not describe, naming one answers TOPIC_AUTHORIZATION_FAILED for it
+    describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                          (n for n in names if n is not None), log_if_denied=not every_topic)
+    with_operations = ctx.authorizer is not None and getattr(body, "include_topic_authorized_operations", False)
+    topics = []
+    for (name, tid), resolved in zip(asked, names, strict=True):
+        if resolved is not None and resolved not in describable:
+            if not every_topic:
+                topics.append(_unauthorized(module, name, tid))
+            continue
+        operations = access.authorized_operations(ctx, request, ResourceType.TOPIC, resolved) \
+            if with_operations and resolved is not None else AUTHORIZED_OPERATIONS_OMITTED
+        topics.append(_topic(module, ctx, registry, name, tid, operations))
     return build(module.MetadataResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, brokers=brokers,
-                 cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID, topics=topics,
-                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                 cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID, topics=tuple(topics),
+                 cluster_authorized_operations=_cluster_operations(ctx, request))

@@ -2,7 +2,8 @@
 groups topic before the answer (`groups/coordinator.py` `commit`). The commit timestamp is the
 coordinator's clock (v2+ carry none); v2-v4's retention time is ignored, as Kafka 4 ignores it.
 A partition the registry lacks: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id). Asked of a node
-that does not coordinate the group: NOT_COORDINATOR for every partition.
+that does not coordinate the group: NOT_COORDINATOR for every partition. Without READ on the group every
+partition gets GROUP_AUTHORIZATION_FAILED; a topic without READ TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from contract.group_records import OffsetAndMetadata
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 TOPIC_ID_VERSION = 10
@@ -30,15 +33,24 @@ async def handle(ctx: Context, request: Request) -> Any:
     registry = ctx.registry()
     now_ms = int(time.time() * 1000)
     coordinated = ctx.coordinator(body.group_id) == request.node_id
+    # KafkaApis.handleOffsetCommitRequest: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED),
+    # then READ on each topic
+    group_denied = not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id)
+    resolved = [names.get(t.topic_id) if by_id else t.name for t in body.topics]
+    readable = set() if group_denied else access.authorized_names(
+        ctx, request, AclOperation.READ, ResourceType.TOPIC, (n for n in resolved if n is not None))
     errors: dict[tuple[Any, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     keys: dict[tuple[str, int], tuple[Any, int]] = {}
-    for t in body.topics:
+    for t, name in zip(body.topics, resolved, strict=True):
         key = t.topic_id if by_id else t.name
-        name = names.get(t.topic_id) if by_id else t.name
         config = registry.get(name) if name is not None else None
         for p in t.partitions:
-            if not coordinated:
+            if group_denied:
+                errors[key, p.partition_index] = ErrorCode.group_authorization_failed
+            elif name is not None and name not in readable:
+                errors[key, p.partition_index] = ErrorCode.topic_authorization_failed
+            elif not coordinated:
                 errors[key, p.partition_index] = ErrorCode.not_coordinator
             elif config is None or not 0 <= p.partition_index < config.partitions:
                 errors[key, p.partition_index] = (ErrorCode.unknown_topic_id if by_id and name is None

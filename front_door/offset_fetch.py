@@ -1,7 +1,9 @@
 """OffsetFetch (key 9, v1-v10; several groups from v8, KIP-709; topics by id from v10): what a group
 committed (`groups/coordinator.py` `fetch_offsets`): -1 with no error where nothing is committed, every
 committed partition when no topics are named (v2+). Asked of a node that does not coordinate the group:
-NOT_COORDINATOR for the group (per partition in v1, which has no group error).
+NOT_COORDINATOR for the group (per partition in v1, which has no group error). Without DESCRIBE on the
+group: GROUP_AUTHORIZATION_FAILED; a topic without DESCRIBE is left out of a listing of every committed
+partition, and named, answered TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.topic_ids import topic_id
 from front_door.wire import Request
 
@@ -21,18 +25,37 @@ BATCHED_VERSION = 8
 TOPIC_ID_VERSION = 10
 
 
-def _group(ctx: Context, module: Any, version: int, node_id: int, group_id: str, topics: Any,
+def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: Any,
            partition_entity: Any, topic_entity: Any) -> tuple[ErrorCode, tuple[Any, ...]]:
     """(group error, topics) for one group."""
+    version = request.api_version
     by_id = version >= TOPIC_ID_VERSION
-    error = ErrorCode.none if ctx.coordinator(group_id) == node_id else ErrorCode.not_coordinator
+    # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group (OffsetFetchRequest.getErrorResponse: from v2
+    # no topics, v1 the error on each partition asked for), then DESCRIBE on each topic
+    if not access.authorize(ctx, request, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error = ErrorCode.group_authorization_failed
+        if version >= GROUP_ERROR_VERSION:
+            return error, ()
+    elif ctx.coordinator(group_id) != request.node_id:
+        error = ErrorCode.not_coordinator
+    else:
+        error = ErrorCode.none
     if topics is None:
         wanted = None
     else:
         names = ctx.topic_ids() if by_id else {}
         wanted = [((names.get(t.topic_id) if by_id else t.name), p) for t in topics for p in t.partition_indexes]
+    # offsets of topics the principal may not describe are not shown: left out of a listing, each asked
+    # one's partitions TOPIC_AUTHORIZATION_FAILED
+    asked_names = {n for n, _ in wanted if n is not None} if wanted is not None else set()
+    describable = asked_names if error != ErrorCode.none else access.authorized_names(
+        ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, asked_names)
     fetched = {} if error != ErrorCode.none else ctx.groups.fetch_offsets(
-        group_id, None if wanted is None else [(n, p) for n, p in wanted if n is not None])
+        group_id, None if wanted is None else [(n, p) for n, p in wanted if n is not None and n in describable])
+    if wanted is None and ctx.authorizer is not None:
+        listed = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         (n for n, _ in fetched), log_if_denied=False)
+        fetched = {tp: o for tp, o in fetched.items() if tp[0] in listed}
     partition_error = error if version < GROUP_ERROR_VERSION else ErrorCode.none
     by_topic: dict[Any, list[Any]] = {}
     if wanted is None:
@@ -47,10 +70,13 @@ def _group(ctx: Context, module: Any, version: int, node_id: int, group_id: str,
             for p in t.partition_indexes:
                 o = fetched.get((name, p)) if name is not None else None
                 unknown = by_id and name is None and error == ErrorCode.none
+                denied = name is not None and name not in describable and error == ErrorCode.none
+                code = (ErrorCode.unknown_topic_id if unknown else ErrorCode.topic_authorization_failed if denied
+                        else partition_error)
                 by_topic.setdefault(key, []).append(build(
                     partition_entity, partition_index=p, committed_offset=o.offset if o else -1,
                     committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "",
-                    error_code=ErrorCode.unknown_topic_id if unknown else partition_error))
+                    error_code=code))
     out = tuple(build(topic_entity, name=None if by_id else key, topic_id=key if by_id else None,
                       partitions=tuple(parts)) for key, parts in by_topic.items())
     return error, out
@@ -62,10 +88,10 @@ async def handle(ctx: Context, request: Request) -> Any:
     if version >= BATCHED_VERSION:
         groups = []
         for g in body.groups:
-            error, topics = _group(ctx, module, version, request.node_id, g.group_id, g.topics,
+            error, topics = _group(ctx, request, module, g.group_id, g.topics,
                                    module.OffsetFetchResponsePartitions, module.OffsetFetchResponseTopics)
             groups.append(build(module.OffsetFetchResponseGroup, group_id=g.group_id, topics=topics, error_code=error))
         return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))
-    error, topics = _group(ctx, module, version, request.node_id, body.group_id, body.topics,
+    error, topics = _group(ctx, request, module, body.group_id, body.topics,
                            module.OffsetFetchResponsePartition, module.OffsetFetchResponseTopic)
     return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)

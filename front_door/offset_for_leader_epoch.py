@@ -3,7 +3,8 @@ consumer asks to validate its position after a leader change (`LeaderEpochFileCa
 gateway appends every batch in its one epoch (`GATEWAY_LEADER_EPOCH`): that epoch ends at the log end
 offset; an earlier or later one, or any on an empty partition, is unknown (epoch -1, offset -1), as
 Kafka answers an epoch its cache does not hold. `current_leader_epoch` is checked (`leader_epoch.py`); a
-partition another node leads gets NOT_LEADER_OR_FOLLOWER.
+partition another node leads gets NOT_LEADER_OR_FOLLOWER; a topic the principal may not DESCRIBE (without
+CLUSTER_ACTION) TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import log_end_offset
@@ -42,13 +45,22 @@ def end_offset_for(root: Path, topic: str, partition: int, epoch: int) -> tuple[
 async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
     registry = ctx.registry()
+    # KafkaApis.handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower, not logged when
+    # denied), else DESCRIBE on each topic (a consumer, KIP-320)
+    if access.authorize_cluster(ctx, request, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        describable = {t.topic for t in request.body.topics}
+    else:
+        describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                              (t.topic for t in request.body.topics))
     topics = []
     for t in request.body.topics:
         config = registry.get(t.topic)
         partitions = []
         for p in t.partitions:
             result: tuple[ErrorCode, int, int]
-            if config is None or not 0 <= p.partition < config.partitions:
+            if t.topic not in describable:
+                result = (ErrorCode.topic_authorization_failed, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            elif config is None or not 0 <= p.partition < config.partitions:
                 result = (ErrorCode.unknown_topic_or_partition, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
             elif ctx.leader(t.topic, p.partition) != request.node_id:
                 result = (ErrorCode.not_leader_or_follower, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)

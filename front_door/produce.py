@@ -12,7 +12,9 @@ gateway's response in Kafka's ProduceResponse fields (reference §6.1).
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
   the gateway still decides its batch exactly once (an idempotent client's retry is then acknowledged
   as a duplicate with the original offsets).
-- Refused at the door, as a broker refuses before any append: acks outside {-1, 0, 1}
+- Refused at the door, as a broker refuses before any append: a topic the principal may not WRITE
+  (TOPIC_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`; nothing of it reaches the ingress topic;
+  an idempotent batch needs nothing more since KIP-679), acks outside {-1, 0, 1}
   (INVALID_REQUIRED_ACKS), a transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door
   has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
   partition this node does not lead (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
@@ -30,10 +32,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_hints import current_leader, node_endpoints
 from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import CloseConnection, Request
 
 TRANSACTIONS_REFUSED = "The gateway's front door does not support transactions; produce without a transactional.id."
@@ -69,11 +73,19 @@ async def handle(ctx: Context, request: Request) -> Any:
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
     topic_ids = ctx.topic_ids() if version >= 13 else {}
     registry = ctx.registry()
-    for td in body.topic_data:
+    names = [topic_ids.get(td.topic_id) if version >= 13 else td.name for td in body.topic_data]
+    # WRITE on each topic (KafkaApis.handleProduceRequest), after the transactional id and before the acks
+    # (ReplicaManager.appendRecords checks them on the authorized partitions only)
+    transactional = body.transactional_id is not None
+    writable = access.authorized_names(ctx, request, AclOperation.WRITE, ResourceType.TOPIC,
+                                       () if transactional else (n for n in names if n is not None))
+    for td, name in zip(body.topic_data, names, strict=True):
         key = td.topic_id if version >= 13 else td.name
-        name = topic_ids.get(td.topic_id) if version >= 13 else td.name
         config = registry.get(name) if name is not None else None
         for pd in td.partition_data:
+            if name is not None and not transactional and name not in writable:
+                answers[(key, pd.index)] = _refused(ErrorCode.topic_authorization_failed)
+                continue
             if refusal is not None or name is None:
                 answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
                 continue

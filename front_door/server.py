@@ -73,6 +73,8 @@ from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.acl_apis import ACL_HANDLERS
+from front_door.security.authorizer import AclAuthorizer
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.kafka_store import KafkaSecurityStore
 from front_door.security.listeners import Listener, plaintext_listener
@@ -133,6 +135,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
+    **ACL_HANDLERS,
 }
 # Read on a SASL listener before the connection is authenticated (SaslServerAuthenticator); anything else
 # closes the connection unanswered.
@@ -270,10 +273,10 @@ class FrontDoor:
                 self._servers.append(server)
         await asyncio.to_thread(bridge.start, self._loop)
         groups = await self._start_groups()
-        credentials = await self._start_security()
+        credentials, authorizer = await self._start_security()
         base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
-                       credentials=credentials)
+                       credentials=credentials, authorizer=authorizer)
         for listener in listeners:
             addresses = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in bound[listener.name])
             self.listener_addresses[listener.name] = addresses
@@ -289,25 +292,34 @@ class FrontDoor:
             await server.start_serving()
         return self.bound[0]
 
-    async def _start_security(self) -> ScramCredentials | None:
-        """The users from the security topic, followed for changes through other doors. A door with a SASL
-        listener cannot start without them; one without serves on and says why user APIs fail."""
+    async def _start_security(self) -> tuple[ScramCredentials | None, AclAuthorizer | None]:
+        """The users and ACLs from the security topic, followed for changes through other doors. A door with a
+        SASL listener or an authorizer cannot start without them; one with neither serves on and says why the
+        user and ACL APIs fail."""
         s = self.settings
+        needed = s.security.sasl or s.security.authorizer
         if s.security_topic is None:
-            return None
+            if needed:
+                raise SecurityStoreError("SASL listeners and ACLs need a security_topic")
+            return None, None
         store = KafkaSecurityStore(s.cluster, s.security_topic)
         try:
             await asyncio.to_thread(store.load)
         except SecurityStoreError as e:
-            if s.security.sasl:
+            if needed:
                 raise
             log.warning("front door: no users or ACLs: %s", e)
-            return None
+            return None, None
         store.start(self._loop)
         self._security_store = store
         credentials = ScramCredentials(store)
-        log.info("front door users: %d loaded from %s", len(credentials.users()), s.security_topic)
-        return credentials
+        authorizer = None
+        if s.security.authorizer:
+            authorizer = AclAuthorizer(store, s.security.super_users, s.security.allow_everyone_if_no_acl_found,
+                                       on_denied=self.metrics.denied)
+        log.info("front door security: %d users from %s; ACLs %s", len(credentials.users()), s.security_topic,
+                 "enforced" if authorizer is not None else "off (no authorizer.class.name)")
+        return credentials, authorizer
 
     async def _start_groups(self) -> GroupCoordinator:
         """The group coordinator with what the groups topic holds: loaded before any request is served,
@@ -338,8 +350,8 @@ class FrontDoor:
         except OSError as e:
             if not self.settings.free_port_fallback or port == 0:
                 raise
-            log.warning("front door node %d (%s): %s:%d unavailable (%s); using a free port", node_id, listener.name,
-                        host, port, e)
+            log.warning("front door node %d: %s:%d unavailable (%s); using a free port (listener %s)", node_id, host,
+                        port, e, listener.name)
             return await asyncio.start_server(serve, host, 0, reuse_address=True, start_serving=False, ssl=tls)
 
     def stop(self) -> None:

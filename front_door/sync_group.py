@@ -1,5 +1,6 @@
 """SyncGroup (key 14, v0-v5): the leader hands in the assignment it computed, every member gets its
 own (`groups/coordinator.py` `sync`). Asked of a node that does not coordinate the group: NOT_COORDINATOR.
+Without READ on the group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -8,17 +9,21 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.groups.coordinator import SyncResult
 from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
 
 async def handle(ctx: Context, request: Request) -> Any:
     body = request.body
     module = response_module(ApiKey.SYNC_GROUP, request.api_version)
-    if ctx.coordinator(body.group_id) != request.node_id:
+    if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        result = SyncResult(ErrorCode.group_authorization_failed)  # KafkaApis.handleSyncGroupRequest
+    elif ctx.coordinator(body.group_id) != request.node_id:
         result = SyncResult(ErrorCode.not_coordinator)
     else:
         result = await ctx.groups.sync(

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
-from front_door.security.principal import KafkaPrincipal, parse_principal
+from front_door.security.principal import KafkaPrincipal
 from front_door.security.ssl_principal import DEFAULT_RULES, MappingRule, PrincipalMappingError, parse_rules
 from front_door.security.tls import BLOCK, ClientAuth, TlsSettings
 from sinks.kafka_security import KafkaSecurityError, SaslMechanism, Secret, resolve_setting, setting_path
@@ -119,7 +120,7 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
         raise KafkaSecurityError(f"{BLOCK}.authorizer.class.name: the door's ACLs follow {STANDARD_AUTHORIZER}; "
                                  f"got {authorizer!r}")
     try:
-        super_users = frozenset(parse_principal(p.strip()) for p in (value("super.users") or "").split(";") if p.strip())
+        super_users = parse_super_users(value("super.users"))
     except ValueError as e:
         raise KafkaSecurityError(f"{BLOCK}.super.users: {e} (separate several with ';')") from None
     delay = value("connection.failed.authentication.delay.ms")
