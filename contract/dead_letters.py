@@ -23,6 +23,7 @@ class DeadLetterField(StrEnum):
     INGRESS_OFFSET = "ingress.offset"
     REQUEST_ID = "request.id"
     CLIENT_ID = "client.id"
+    PRINCIPAL = "principal"  # who produced the batch through the front door (`User:alice`)
     REPLAY_OF = "replay.of"  # a rejected replay: `dlq replay` refuses to send it again
     WINDOW = "window"  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
 

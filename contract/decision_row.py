@@ -38,3 +38,4 @@ class DecisionRow(NamedTuple):
     window: str | None  # INVALID_TIMESTAMP: the accepted [now-before, now+after]
     batch_time_ms: int  # the micro-batch clock (`now`)
     batch: bytes  # stored bytes if accepted (b"" for an idempotent duplicate), original bytes if rejected
+    principal: str | None = None  # gw.principal: who produced it through the front door

@@ -3,7 +3,9 @@
 - `gw.topic`, `gw.partition` (required): the target topic-partition, UTF-8 text;
 - `gw.request.id` (optional, default `<ingress partition>:<ingress offset>`): the key of the response;
 - `gw.client.id`, `gw.acks` (optional, acks default -1; 0 means no response);
-- `gw.replay.of` (set by `python -m sinks dlq replay`): the dead letter it re-submits, `<dlq>:<p>:<o>`.
+- `gw.replay.of` (set by `gateway dlq replay`): the dead letter it re-submits, `<dlq>:<p>:<o>`;
+- `gw.principal` (set by the front door): who produced it, Kafka's `User:<name>` (`User:ANONYMOUS` on a
+  listener without authentication); kept on the batch's dead letter.
 
 The message key is `<topic>/<partition>`, so one target partition's batches stay in order within one
 ingress partition.
@@ -17,6 +19,7 @@ HEADER_REQUEST_ID = "gw.request.id"
 HEADER_CLIENT_ID = "gw.client.id"
 HEADER_ACKS = "gw.acks"
 HEADER_REPLAY_OF = "gw.replay.of"
+HEADER_PRINCIPAL = "gw.principal"
 
 
 def ingress_key(topic: str, partition: int | None) -> bytes:
@@ -25,7 +28,7 @@ def ingress_key(topic: str, partition: int | None) -> bytes:
 
 def ingress_headers(
     topic: str, partition: int | None, request_id: str, *, client_id: str | None = None, acks: int | None = None,
-    replay_of: str | None = None,
+    replay_of: str | None = None, principal: str | None = None,
 ) -> list[tuple[str, bytes]]:
     """The headers of one ingress message, in the order producers write them."""
     headers = [
@@ -39,4 +42,6 @@ def ingress_headers(
         headers.append((HEADER_ACKS, str(acks).encode()))
     if replay_of is not None:
         headers.append((HEADER_REPLAY_OF, replay_of.encode()))
+    if principal is not None:
+        headers.append((HEADER_PRINCIPAL, principal.encode()))
     return headers

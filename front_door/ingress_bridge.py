@@ -165,7 +165,7 @@ class IngressBridge:
         return f"{self._prefix.decode()}{next(self._ids)}"
 
     def send(
-        self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int,
+        self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int, principal: str,
     ) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
         """Hand one partition batch to the ingress topic: its request id and a future of the gateway's
         response (None for acks=0). Call on the loop's thread."""
@@ -189,7 +189,8 @@ class IngressBridge:
         try:
             self._producer.produce(
                 self.ingress_topic, key=ingress_key(topic, partition), value=records, on_delivery=delivered,
-                headers=ingress_headers(topic, partition, request_id, client_id=client_id, acks=acks),
+                headers=ingress_headers(topic, partition, request_id, client_id=client_id, acks=acks,
+                                        principal=principal),
             )
         except KafkaException as e:  # refused by librdkafka itself: too large for its message.max.bytes
             log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, e)

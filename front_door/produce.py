@@ -98,7 +98,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             if too_large is not None:
                 answers[(key, pd.index)] = too_large
                 continue
-            request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks)
+            request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks,
+                                                 principal=str(request.principal))
             if waiter is not None:
                 pending[waiter] = (request_id, (key, pd.index))
     if body.acks == 0:

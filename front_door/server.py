@@ -559,7 +559,8 @@ class FrontDoor:
         except (SaslAuthenticationFailed, IllegalSaslState) as e:
             sasl.failure = str(e)
             self.metrics.authenticated(mechanism, ok=False)
-            log.info("failed authentication from %s on %s (%s): %s", conn.peer, conn.listener.name, mechanism, e)
+            cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
+            log.info("failed authentication from %s on %s (%s): %s%s", conn.peer, conn.listener.name, mechanism, e, cause)
             await asyncio.sleep(self.settings.security.failed_authentication_delay_ms / 1000)
             return None
         if sasl.principal is not None:

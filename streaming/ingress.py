@@ -9,6 +9,7 @@ from contract.ingress import (
     HEADER_ACKS,
     HEADER_CLIENT_ID,
     HEADER_PARTITION,
+    HEADER_PRINCIPAL,
     HEADER_REPLAY_OF,
     HEADER_REQUEST_ID,
     HEADER_TOPIC,
@@ -74,5 +75,6 @@ def decode_ingress(raw: DataFrame) -> DataFrame:
         _header(HEADER_CLIENT_ID).alias("client_id"),
         F.coalesce(_header_int(HEADER_ACKS), F.lit(-1)).alias("acks"),
         _header(HEADER_REPLAY_OF).alias("replay_of"),
+        _header(HEADER_PRINCIPAL).alias("principal"),
     )
 

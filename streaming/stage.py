@@ -74,6 +74,7 @@ class IngressBatch(NamedTuple):
     acks: int
     partition_header: str | None
     replay_of: str | None = None
+    principal: str | None = None
 
 
 def target_decider(
@@ -155,7 +156,7 @@ def _output_row(
             result.base_offset, result.last_offset, result.log_append_time_ms, result.append_time_ms,
             result.max_timestamp, result.producer_max_timestamp, state.log_start_offset, result.record_count,
             result.clock_held, result.duplicate, result.future_timestamp_count,
-            None, now_ms, result.records,  # window, batch_time_ms, batch
+            None, now_ms, result.records, item.principal,  # window, batch_time_ms, batch, principal
         )
     # bounded here, where they become a column: a batch of millions of bad records must not make a decision
     # row, a response or a dead letter larger than Arrow, the response topic or the dead-letter topic take
@@ -167,7 +168,7 @@ def _output_row(
         producer_max_timestamp=-1, log_start_offset=result.log_start_offset, record_count=0, clock_held=False,
         duplicate=False, future_timestamps=0,
         window=None if result.window is None else f"[{result.window[0]}, {result.window[1]}]",
-        batch_time_ms=now_ms, batch=item.batch,
+        batch_time_ms=now_ms, batch=item.batch, principal=item.principal,
     )
 
 
@@ -177,13 +178,13 @@ def _ingress_batches(frame: pd.DataFrame) -> Iterator[IngressBatch]:
     columns = [
         frame[name].tolist()
         for name in ("ingress_partition", "ingress_offset", "ingress_timestamp_ms", "batch", "request_id",
-                     "client_id", "acks", "partition_header", "replay_of")
+                     "client_id", "acks", "partition_header", "replay_of", "principal")
     ]
-    for ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, replay_of in zip(
+    for ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, replay_of, principal in zip(
         *columns, strict=True
     ):
         yield IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
-                           _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of))
+                           _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of), _opt_str(principal))
 
 
 def _opt_str(value: Any) -> str | None:

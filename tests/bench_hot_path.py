@@ -52,7 +52,7 @@ def _ingress_frame(batches: int, now_ms: int) -> pd.DataFrame:
         "ingress_partition": [0] * batches, "ingress_offset": list(range(batches)),
         "ingress_timestamp_ms": [now_ms - 50] * batches, "batch": [batch] * batches,
         "request_id": [f"req-{i}" for i in range(batches)], "client_id": ["bench"] * batches,
-        "acks": [-1] * batches, "partition_header": ["0"] * batches, "replay_of": [None] * batches,
+        "acks": [-1] * batches, "partition_header": ["0"] * batches, "replay_of": [None] * batches, "principal": [None] * batches,
     })
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import enum
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,15 @@ class SaslConnection:
             return self._plain(token)
         return self._scram_step(token)
 
+    def _accept_suffix_nonce(self, client_final: str) -> None:
+        """Kafka's `ScramSaslServer` accepts a client-final nonce that *ends with* the server-first nonce (some
+        librdkafka versions repeat the client nonce before it); the proof is over the message as sent, so
+        scramp is told that nonce is the one to expect."""
+        sent = str(self._scram.nonce)
+        nonce = _client_final_nonce(client_final)
+        if nonce is not None and nonce != sent and nonce.endswith(sent):
+            self._scram.nonce = type(self._scram.nonce)(nonce)
+
     def _complete(self, username: str) -> None:
         self.principal, self.state = user(username), SaslState.COMPLETE
 
@@ -112,9 +122,10 @@ class SaslConnection:
                         raise ScramException("Invalid user credentials")
                     return found.salt, found.stored_key, found.server_key, found.iterations
 
-                self._scram = ScramMechanism(mechanism.value).make_server(credential)
+                self._scram = ScramMechanism(mechanism.value).make_server(credential, s_nonce=server_nonce())
                 self._scram.set_client_first(message)
                 return str(self._scram.get_server_first()).encode()
+            self._accept_suffix_nonce(message)
             self._scram.set_client_final(message)  # verifies the client's proof
             final = str(self._scram.get_server_final()).encode()
         except (ScramException, UnicodeDecodeError, ValueError) as e:
@@ -122,6 +133,25 @@ class SaslConnection:
         assert self._scram_user is not None
         self._complete(self._scram_user)
         return final
+
+
+def _client_final_nonce(message: str) -> str | None:
+    return next((attr[2:] for attr in message.split(",") if attr.startswith("r=")), None)
+
+
+def server_nonce() -> str:
+    """Kafka's `ScramFormatter.secureRandomString`: 130 random bits in base 36 (digits and lowercase letters
+    only; some SCRAM clients mishandle a nonce with `+` or `/`)."""
+    return _base36(secrets.randbits(130))
+
+
+def _base36(value: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while value:
+        value, remainder = divmod(value, 36)
+        out = digits[remainder] + out
+    return out or "0"
 
 
 def _sasl_name(username: str) -> str:

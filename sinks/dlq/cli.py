@@ -89,6 +89,8 @@ def _filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", help="rejected before this time (the same forms)")
     p.add_argument("--request-id", action="append", default=[], help="the batch's request id (repeatable)")
     p.add_argument("--position", action="append", default=[], metavar="P:O", help="DLQ partition:offset (repeatable)")
+    p.add_argument("--principal", action="append", default=[], metavar="User:NAME",
+                   help="who produced the batch through the front door (repeatable)")
 
 
 EPILOG = """exit status: 0 done; 1 a Kafka problem (topic missing, broker unreachable, delivery failed); 2 usage;
@@ -132,6 +134,7 @@ def _filter_from(args: argparse.Namespace) -> Filter:
         until_ms=parse_time(args.until, now) if args.until else None,
         request_ids=frozenset(args.request_id),
         positions=frozenset(parse_position(p) for p in args.position),
+        principals=frozenset(args.principal),
     )
 
 

@@ -24,6 +24,8 @@ def dead_letter(row: DecisionRow, ingress_topic: str) -> OutgoingMessage:
         F.REQUEST_ID: row.request_id,
         F.CLIENT_ID: row.client_id or "",
     }
+    if row.principal:
+        headers[F.PRINCIPAL] = row.principal
     if row.replay_of:  # a rejected replay: `dlq replay` refuses to send it again
         headers[F.REPLAY_OF] = row.replay_of
     if row.window:  # the validator's [now-before, now+after] of an INVALID_TIMESTAMP rejection

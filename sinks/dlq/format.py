@@ -59,6 +59,7 @@ class DeadLetter:
     ingress_offset: int | None
     request_id: str | None
     client_id: str | None
+    principal: str | None  # who produced the batch through the front door
     window: tuple[int, int] | None
     window_text: str | None
     replay_of: str | None  # the dead letter is the rejection of a replay of this DLQ position
@@ -189,6 +190,7 @@ def parse_dead_letter(message: DlqMessage) -> DeadLetter:
         ingress_offset=ingress_offset,
         request_id=request_id,
         client_id=opt(F.CLIENT_ID),
+        principal=opt(F.PRINCIPAL),
         window=window,
         window_text=window_text,
         replay_of=replay_of,

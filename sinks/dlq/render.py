@@ -60,7 +60,7 @@ def _write_stats(stats: DlqStats, topic: str, fmt: str, out: TextIO) -> None:
 
 
 _LIST_COLUMNS = ("position", "rejected_at", "error_name", "target", "records", "bytes", "request_id", "client_id",
-                 "message")
+                 "principal", "message")
 
 
 def _write_show(view: dict[str, Any], out: TextIO) -> None:
@@ -77,6 +77,8 @@ def _write_show(view: dict[str, Any], out: TextIO) -> None:
         ing = view["ingress"]
         w(f"  ingress       {ing['topic']} {ing['partition']}:{ing['offset']}\n")
         w(f"  request id    {view['request_id']}\n  client id     {view['client_id']}\n")
+        if view["principal"]:
+            w(f"  principal     {view['principal']}\n")
         if view["replay_of"]:
             w(f"  replay of     {view['replay_of']}\n")
         if view["window"]:

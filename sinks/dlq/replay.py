@@ -30,7 +30,7 @@ class ReplayPlan:
         dl = self.dead_letter
         return ingress_headers(
             self.target_topic or "", self.target_partition, self.request_id or "", client_id=dl.client_id,
-            replay_of=f"{dlq_topic}:{dl.message.partition}:{dl.message.offset}",
+            replay_of=f"{dlq_topic}:{dl.message.partition}:{dl.message.offset}", principal=dl.principal,
         )
 
 

@@ -26,10 +26,11 @@ class Filter:
     until_ms: int | None = None
     request_ids: frozenset[str] = frozenset()
     positions: frozenset[tuple[int, int]] = frozenset()
+    principals: frozenset[str] = frozenset()
 
     @property
     def needs_gateway_headers(self) -> bool:
-        return bool(self.error_names or self.topics or self.partitions or self.request_ids)
+        return bool(self.error_names or self.topics or self.partitions or self.request_ids or self.principals)
 
     def matches(self, dl: DeadLetter) -> bool:
         msg = dl.message
@@ -46,6 +47,8 @@ class Filter:
         if self.partitions and dl.partition not in self.partitions:
             return False
         if self.request_ids and dl.request_id not in self.request_ids:
+            return False
+        if self.principals and dl.principal not in self.principals:
             return False
         return True
 
@@ -164,6 +167,7 @@ def list_row(dl: DeadLetter) -> dict[str, Any]:
         "target": dl.target,
         "request_id": dl.request_id,
         "client_id": dl.client_id,
+        "principal": dl.principal,
         "records": count,
         "bytes": len(dl.message.value or b""),
         "replay_of": dl.replay_of,
@@ -211,6 +215,7 @@ def show_view(dl: DeadLetter) -> dict[str, Any]:
         "ingress": {"topic": dl.ingress_topic, "partition": dl.ingress_partition, "offset": dl.ingress_offset},
         "request_id": dl.request_id,
         "client_id": dl.client_id,
+        "principal": dl.principal,
         "replay_of": dl.replay_of,
         "window": None,
         "value_bytes": None if msg.value is None else len(msg.value),

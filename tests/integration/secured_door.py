@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import trustme
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 

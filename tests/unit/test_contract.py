@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from contract.ingress import HEADER_ACKS, HEADER_CLIENT_ID, HEADER_REPLAY_OF, ingress_headers, ingress_key
+from contract.ingress import (
+    HEADER_ACKS,
+    HEADER_CLIENT_ID,
+    HEADER_PRINCIPAL,
+    HEADER_REPLAY_OF,
+    ingress_headers,
+    ingress_key,
+)
 
 
 def test_required_headers_only_when_nothing_optional_is_given() -> None:
@@ -11,7 +18,9 @@ def test_required_headers_only_when_nothing_optional_is_given() -> None:
 
 
 def test_optional_headers_and_key() -> None:
-    headers = dict(ingress_headers("t", 0, "r", client_id="c", acks=0, replay_of="gateway.dlq:1:7"))
+    headers = dict(ingress_headers("t", 0, "r", client_id="c", acks=0, replay_of="gateway.dlq:1:7",
+                                   principal="User:alice"))
+    assert headers[HEADER_PRINCIPAL] == b"User:alice"
     assert headers[HEADER_CLIENT_ID] == b"c" and headers[HEADER_ACKS] == b"0"
     assert headers[HEADER_REPLAY_OF] == b"gateway.dlq:1:7"
     assert ingress_key("t", 0) == b"t/0"

@@ -31,7 +31,7 @@ def row(**overrides):
         error_message="One or more records have been rejected due to invalid timestamp",
         record_errors=json.dumps([{"batch_index": 1, "message": "Timestamp 1 of message with offset 1 is out of range."}]),
         topic="ct", partition=0, partition_header="0", ingress_partition=1, ingress_offset=42,
-        request_id="req-1", client_id="client-a", batch_time_ms=NOW, replay_of=None,
+        request_id="req-1", client_id="client-a", batch_time_ms=NOW, replay_of=None, principal="User:alice",
         window=f"[{NOW - 86_400_000}, {NOW + 3_600_000}]",
         batch=build_record_batch([(NOW, b"k0", b"v0"), (1, b"\xff\x00", b"v1", [("h", b"x")])]),
     )
@@ -54,7 +54,7 @@ def test_reads_the_sinks_dead_letter_headers() -> None:
     assert [(e.batch_index, e.message) for e in dl.record_errors] == [(1, "Timestamp 1 of message with offset 1 is out of range.")]
     assert (dl.topic, dl.partition, dl.target) == ("ct", 0, "ct-0")
     assert (dl.ingress_topic, dl.ingress_partition, dl.ingress_offset) == ("gateway.ingress", 1, 42)
-    assert (dl.request_id, dl.client_id) == ("req-1", "client-a")
+    assert (dl.request_id, dl.client_id, dl.principal) == ("req-1", "client-a", "User:alice")
     assert dl.window == (NOW - 86_400_000, NOW + 3_600_000)
     assert dl.rejected_at_ms == NOW and dl.position == "0:7" and not dl.is_replay
 
@@ -105,6 +105,8 @@ def test_filter_by_error_topic_partition_time_request_id_and_position() -> None:
     assert sel(until_ms=NOW + 1000) == ["0:1", "0:9"]  # until is exclusive
     assert sel(request_ids=frozenset({"req-2"})) == ["1:5"]
     assert sel(positions=frozenset({(0, 9)})) == ["0:9"]
+    assert sel(principals=frozenset({"User:alice"})) == ["0:1", "1:5"]
+    assert sel(principals=frozenset({"User:bob"})) == []
 
 
 def test_stats_count_by_error_topic_partition_and_time_range() -> None:
@@ -178,7 +180,8 @@ def test_replay_plan_keeps_value_retargets_and_tags() -> None:
     assert plan.request_id == "replay:gateway.dlq:0:7:req-1"
     headers = dict(plan.headers("gateway.dlq"))
     assert headers == {"gw.topic": b"ct", "gw.partition": b"0", "gw.request.id": b"replay:gateway.dlq:0:7:req-1",
-                       HEADER_REPLAY_OF: b"gateway.dlq:0:7", "gw.client.id": b"client-a"}
+                       HEADER_REPLAY_OF: b"gateway.dlq:0:7", "gw.client.id": b"client-a",
+                       "gw.principal": b"User:alice"}  # who produced it originally
     moved = plan_replay(dl, "gateway.dlq", ingress_topic="other.ingress", to_topic="ct", to_partition=1)
     assert (moved.ingress_topic, moved.target_partition, moved.key) == ("other.ingress", 1, b"ct/1")
 

@@ -37,7 +37,7 @@ def _frame(offsets: list[int]) -> pd.DataFrame:
         "batch": [build_record_batch([(NOW - 10, b"k", b"v" * (o % 7))] * 2) for o in offsets],
         # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
         "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
-        "partition_header": ["0"] * n, "replay_of": [None] * n,
+        "partition_header": ["0"] * n, "replay_of": [None] * n, "principal": [None] * n,
     })
 
 
@@ -124,7 +124,7 @@ def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> 
     (row,), _ = decide_group("orders", 0, [item], registry, state, NOW)
     assert row._asdict() == {
         "ingress_partition": 0, "ingress_offset": 9, "ingress_timestamp_ms": NOW, "request_id": "r9", "client_id": None,
-        "acks": 0, "topic": "orders", "partition": 0, "partition_header": "0", "replay_of": None,
+        "acks": 0, "topic": "orders", "partition": 0, "partition_header": "0", "replay_of": None, "principal": None,
         "error_code": 0, "error_name": None, "error_message": None, "record_errors": "[]", "record_error_count": 0,
         "base_offset": 40, "last_offset": 41, "log_append_time_ms": -1, "append_time_ms": NOW + 5,
         "max_timestamp": NOW - 10, "producer_max_timestamp": NOW - 10, "log_start_offset": 3, "record_count": 2,
