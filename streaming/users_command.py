@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 @dataclass(frozen=True)
-class _Addition:
+class Addition:
+    """A credential to store, its arguments checked."""
+
     name: str
     mechanism: SaslMechanism
     iterations: int
@@ -119,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise UsersError(f"--timeout: a positive number of seconds, got {args.timeout}")
     if args.users_command == "add":
-        addition = _Addition(_user(args.name), parse_mechanism(args.mechanism), check_iterations(args.iterations),
+        addition = Addition(_user(args.name), parse_mechanism(args.mechanism), check_iterations(args.iterations),
                              read_password(args.password_file, args.password_env))
         return add_user(_config(args.config), addition, args.timeout)
     if args.users_command == "delete":
@@ -244,7 +246,7 @@ def _write(store: KafkaSecurityStore, change: str, user: str, credential: ScramC
         store.close()
 
 
-def add_user(config: GatewayConfig, addition: _Addition, timeout_s: float) -> int:
+def add_user(config: GatewayConfig, addition: Addition, timeout_s: float) -> int:
     _access(config, timeout_s, create=True)
     store = _load(config, timeout_s)
     replaced = ScramCredentials(store).get(addition.name, addition.mechanism) is not None
@@ -270,7 +272,7 @@ def delete_user(config: GatewayConfig, user: str, mechanism: SaslMechanism, yes:
 
 def list_users(config: GatewayConfig, as_json: bool, timeout_s: float) -> int:
     """Kafka's `kafka-configs.sh --describe --entity-type users`: each user's mechanisms and iterations."""
-    users = {}
+    users: dict[str, tuple[ScramCredential, ...]] = {}
     if _access(config, timeout_s, create=False):
         store = _load(config, timeout_s)
         users = ScramCredentials(store).users()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, ResourcePatternType, ResourceType
 
 from contract.topics import SECURITY_TOPIC_PARTITIONS
 from embedded.local_kafka import free_port
@@ -26,8 +27,9 @@ from sinks.kafka_admin import create_topics
 from sinks.kafka_security import KafkaCluster, load_kafka_security
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT, GatewayConfig
-from streaming.query import topic_specs
+from streaming.query import security_topic_spec, topic_specs
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS
+from tests.secured_kafka import GATEWAY, SecuredKafka
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +64,10 @@ def password_file(tmp_path: Path) -> Path:
     return path
 
 
-def gateway_users(config_file: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def gateway_users(config_file: Path, *argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The installed command's code path, in a process of its own: exit status, stdout and stderr."""
     return subprocess.run([sys.executable, "-m", "streaming", "users", *argv, "--config", str(config_file)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})})
 
 
 @contextmanager
@@ -166,3 +168,36 @@ def test_an_unreachable_cluster_is_one_error_line_from_the_real_command(tmp_path
     assert done.returncode == 2
     assert done.stderr.startswith("error: no answer from the Kafka cluster at 127.0.0.1:")
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_on_a_secured_cluster_it_logs_in_as_the_gateway_and_names_the_acls_it_lacks(
+        secured_kafka: SecuredKafka, tmp_path: Path, password_file: Path) -> None:
+    """The command is a client of the gateway's cluster like `gateway run`: the config's `kafka` block (SASL_SSL,
+    SCRAM-SHA-512 as `gateway`), and the ACLs it needs named when they are missing. Here an administrator
+    made the topic: the gateway's principal has no CREATE."""
+    run = uuid.uuid4().hex[:8]
+    topic, prefix = f"security-{run}", f"users-{run}-"
+    secured_kafka.create_topics([security_topic_spec(GatewayConfig(security_topic=topic))])
+    kafka = {k: v for k, v in secured_kafka.sasl_client(GATEWAY).items() if k != "bootstrap.servers"}
+    path = tmp_path / "gateway.json"
+    path.write_text(json.dumps({"bootstrap_servers": secured_kafka.bootstrap_servers, "security_topic": topic,
+                                "consumer_group_prefix": prefix,
+                                "kafka": {**kafka, "sasl.password": "${env:GW_USERS_TEST_PASSWORD}"}}))
+    env = {"GW_USERS_TEST_PASSWORD": secured_kafka.passwords[GATEWAY]}
+
+    refused = gateway_users(path, "list", env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"error: the gateway's principal User:{GATEWAY} lacks 3 ACL(s)")
+    assert f"READ on topic {topic}, WRITE on topic {topic}, READ on group {prefix}*" in refused.stderr
+
+    secured_kafka.grant(f"User:{GATEWAY}", [(ResourceType.TOPIC, topic, AclOperation.READ),
+                                            (ResourceType.TOPIC, topic, AclOperation.WRITE)])
+    secured_kafka.grant(f"User:{GATEWAY}", [(ResourceType.GROUP, prefix, AclOperation.READ)],
+                        pattern_type=ResourcePatternType.PREFIXED)
+    added = gateway_users(path, "add", "alice", "--mechanism", "SCRAM-SHA-512", "--password-file",
+                          str(password_file), env=env)
+    assert added.returncode == 0, added.stderr
+    listed = gateway_users(path, "list", "--json", env=env)
+    assert [json.loads(line) for line in listed.stdout.splitlines()] == [
+        {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
+    assert secured_kafka.passwords[GATEWAY] not in added.stdout + added.stderr + listed.stdout + listed.stderr
