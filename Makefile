@@ -45,7 +45,7 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
 
 go: $(GO_SCRAM_CLIENT)
 $(GO_SCRAM_CLIENT): $(GO_SCRAM_CLIENT_DIR)/main.go $(GO_SCRAM_CLIENT_DIR)/go.mod $(GO_SCRAM_CLIENT_DIR)/go.sum
-	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -o $(CURDIR)/$@ .
+	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c
