@@ -16,8 +16,11 @@ GATEWAY_JAVA := $(shell find jvm -name '*.java')
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
 
 NODE_CLIENTS := tests/integration/node
+# franz-go: the tests' Kafka client in Go (SASL/SCRAM over TLS against the front door); modules from Go's proxy.
+GO_SCRAM_CLIENT_DIR := tests/integration/go/scram_client
+GO_SCRAM_CLIENT := tests/integration/go/bin/scram_client
 
-.PHONY: prerequisites prerequisites-test setup venv jars tools node run test test-unit bench lint clean pack submit soak
+.PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak
 
 # One line per tool the machine must have (JDK 17+ with javac, Maven, Python 3.11), before anything is installed.
 prerequisites:
@@ -26,7 +29,7 @@ prerequisites-test:
 	@python3 embedded/prerequisites.py --python $(PYTHON) --for test
 
 # Everything the tests and benchmarks use: the running gateway's venv and jars, and the tests' own clients.
-setup: prerequisites-test venv jars tools node
+setup: prerequisites-test venv jars tools node go
 
 # kcat: the tests' third Kafka client and the docs' front-door examples (Debian's package).
 tools:
@@ -39,6 +42,10 @@ node: $(NODE_CLIENTS)/node_modules/.installed
 $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
 	npm ci --prefix $(NODE_CLIENTS) --no-audit --no-fund --loglevel=error
 	touch $@
+
+go: $(GO_SCRAM_CLIENT)
+$(GO_SCRAM_CLIENT): $(GO_SCRAM_CLIENT_DIR)/main.go $(GO_SCRAM_CLIENT_DIR)/go.mod $(GO_SCRAM_CLIENT_DIR)/go.sum
+	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c

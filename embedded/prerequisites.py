@@ -4,8 +4,8 @@ tool, saying what to install when it is missing.
     python3 embedded/prerequisites.py [--python python3.11] [--for run|test]
 
 Required for both: a JDK 17 or later with `javac` (Spark, the local Kafka broker, the gateway's JVM classes),
-Maven (`mvn`, resolves the jars) and Python 3.11 (the venv). For `test` also Node.js with npm (a Kafka client
-in a second language). kcat is optional: the docs' examples use it, `make test` installs it.
+Maven (`mvn`, resolves the jars) and Python 3.11 (the venv). For `test` also Node.js with npm and Go (Kafka
+clients in other languages: kafkajs, franz-go). kcat is optional: the docs' examples use it, `make test` installs it.
 Exit status 0 when everything required is there, 1 otherwise. Standard library only: it runs before the venv
 exists, with any Python 3.
 """
@@ -93,6 +93,8 @@ def check_all(purpose: str = "run", python: str = "python3.11", run: Runner = ru
         for tool in ("node", "npm"):
             checks.append(Check(tool, which(tool) is not None, "found" if which(tool) else
                                 "not on PATH; install Node.js with npm (the tests' kafkajs client)"))
+        checks.append(Check("go", which("go") is not None, "found" if which("go") else
+                            "not on PATH; install Go (the tests' franz-go client; e.g. Debian: apt-get install golang)"))
     checks.append(Check("kcat", which("kcat") is not None, "found" if which("kcat") else
                         "not on PATH; the docs' examples use it (`make test` installs Debian's package)",
                         required=False))
@@ -103,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="prerequisites", description=__doc__.split("\n\n")[0])
     parser.add_argument("--python", default="python3.11", help="the interpreter the venv is made from")
     parser.add_argument("--for", dest="purpose", choices=("run", "test"), default="run",
-                        help="what the machine is for (test adds Node.js and npm; default %(default)s)")
+                        help="what the machine is for (test adds Node.js, npm and Go; default %(default)s)")
     args = parser.parse_args(argv)
     checks = check_all(args.purpose, args.python)
     for c in checks:

@@ -8,6 +8,7 @@
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
     gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
     gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
+    gateway users ...             the front door's users on the security topic (streaming/users_command.py)
     gateway --version             the gateway's version
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
@@ -46,6 +47,7 @@ from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
 from sinks.time_arguments import protect_relative_times
+from streaming import users_command
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
@@ -361,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "file, for Kafka's tools (--command-config) as the gateway's principal")
     add_config_argument(cp)
     cp.add_argument("--output", type=Path, required=True, help="the file to write (mode 0600: it holds secrets)")
+    users_command.register(sub)
     return parser
 
 
@@ -382,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_submit(args)
     if args.group == "segments":
         return storage_cli.run(args)
+    if args.group == "users":
+        return users_command.run(args)
     return run(args)
 
 

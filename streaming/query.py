@@ -84,8 +84,14 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
         (config.response_topic, config.ingress_partitions, letters),
         (config.dlq_topic, 1, letters),
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
-        (config.security_topic, SECURITY_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
+        security_topic_spec(config),
     ]
+
+
+def security_topic_spec(config: GatewayConfig) -> tuple[str, int, dict[str, str]]:
+    """The front door's users and ACLs (`front_door/security/store.py`): compacted like the groups topic, one
+    partition for one order of changes; `gateway users` creates it alone, before any door runs."""
+    return config.security_topic, SECURITY_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS
 
 
 def stop_gracefully(query: StreamingQuery, timeout_s: float = 60.0) -> None:

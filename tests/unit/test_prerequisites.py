@@ -26,7 +26,7 @@ def machine(tools: dict[str, str], python: str = "3.11"):
 
 
 COMPLETE = {"java": JAVA_17, "javac": "javac 17.0.9", "mvn": "Apache Maven 3.8.7", "python3.11": "",
-            "node": "v20", "npm": "10", "kcat": "kcat 1.7"}
+            "node": "v20", "npm": "10", "go": "go version go1.26.0 linux/amd64", "kcat": "kcat 1.7"}
 
 
 @pytest.mark.parametrize(("text", "major"), [
@@ -39,11 +39,11 @@ def test_a_complete_machine_passes() -> None:
     which, run = machine(COMPLETE)
     checks = check_all("test", run=run, which=which)
     assert all(c.ok for c in checks) and [c.name for c in checks] == [
-        "java", "javac", "mvn", "python3.11", "node", "npm", "kcat"]
+        "java", "javac", "mvn", "python3.11", "node", "npm", "go", "kcat"]
 
 
 def test_run_needs_no_node_and_kcat_is_optional() -> None:
-    which, run = machine({k: v for k, v in COMPLETE.items() if k not in ("node", "npm", "kcat")})
+    which, run = machine({k: v for k, v in COMPLETE.items() if k not in ("node", "npm", "go", "kcat")})
     checks = check_all("run", run=run, which=which)
     assert [c.name for c in checks] == ["java", "javac", "mvn", "python3.11", "kcat"]
     assert all(c.ok for c in checks if c.required)
@@ -52,7 +52,7 @@ def test_run_needs_no_node_and_kcat_is_optional() -> None:
 
 def test_each_missing_tool_gets_one_line_saying_what_to_install() -> None:
     tools = {**COMPLETE, "java": 'openjdk version "11.0.2"', "javac": "javac 11.0.2"}
-    del tools["mvn"], tools["npm"]
+    del tools["mvn"], tools["npm"], tools["go"]
     which, run = machine(tools, python="3.12")
     lines = {c.name: c.line() for c in check_all("test", run=run, which=which)}
     assert lines["java"] == ("MISSING            java: version 11, needs 17 or later; install a JDK 17 or later "
@@ -62,6 +62,7 @@ def test_each_missing_tool_gets_one_line_saying_what_to_install() -> None:
     assert lines["python3.11"].startswith("MISSING            python3.11: 3.12; install Python 3.11")
     assert lines["npm"].startswith("MISSING            npm: not on PATH")
     assert lines["node"].startswith("ok")
+    assert lines["go"].startswith("MISSING            go: not on PATH; install Go")
 
 
 def test_a_jre_without_javac_is_named() -> None:
