@@ -14,7 +14,7 @@ door's log warnings are counted and printed, never asserted. The rows and their 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -56,6 +56,7 @@ def collected_warnings() -> Iterator[list[str]]:
 
 @contextmanager
 def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
+                            on_start: Callable[[FrontDoor], None] | None = None,
                             **overrides: Any) -> Iterator[tuple[str, Any]]:
     """A gateway query on a fresh config of the stack (its defaults, `overrides` applied), with a front door
     on a free port of loopback: (bootstrap address, query). `probe` records the front door's hops and the
@@ -71,6 +72,8 @@ def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
         try:
             door.start()
             assert door.address is not None
+            if on_start is not None:  # what a section needs of the door itself (its listeners' addresses)
+                on_start(door)
             yield f"{door.address.host}:{door.address.port}", query
         finally:
             door.stop()

@@ -516,6 +516,14 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
             bench_secured_backlog(stack, small.name, small.batches(4 * per_trigger[small.name], 4, now),
                                   per_trigger[small.name], secured_rounds)
         return
+    if only == "secured-door":
+        from tests.bench_secured_door import bench_secured_door
+
+        print(f"\n== end to end, the secured front door only: local[2], {KAFKA_VERSION} broker on loopback ==")
+        with Stack(work) as stack:
+            stack.drain("gateway", small.batches(2000, 4, now), 500)  # warm-up, not reported
+            bench_secured_door(stack, quick)
+        return
     if only == "clients":
         print(f"\n== end to end, Kafka clients only: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:

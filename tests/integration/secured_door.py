@@ -23,6 +23,9 @@ from confluent_kafka.admin import (
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from front_door.metrics import FrontDoorMetrics
+from front_door.server import FrontDoor
+from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 
 ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
@@ -159,6 +162,29 @@ class WireConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class Door:
+    """A front door without a query (what authentication needs), its config and its listeners' addresses."""
+
+    config: GatewayConfig
+    door: FrontDoor
+
+    def address(self, listener: str) -> tuple[str, int]:
+        bound = self.door.listener_addresses[listener][0]
+        return bound.host, bound.port
+
+    def bootstrap(self, listener: str) -> str:
+        host, port = self.address(listener)
+        return f"{host}:{port}"
+
+
+def start_door(config: GatewayConfig) -> Door:
+    registry = RegistryWatcher(config.path(config.topics_file))
+    door = FrontDoor(config.front_door_settings(), registry.current, FrontDoorMetrics())
+    door.start()
+    return Door(config, door)
 
 
 def request_body(api_key: int, version: int, **values: Any) -> Any:

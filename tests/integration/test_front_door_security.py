@@ -8,7 +8,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,6 @@ from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredenti
 from kio.schema.errors import ErrorCode
 
 from embedded.local_kafka import java_executable, kafka_classpath
-from front_door.metrics import FrontDoorMetrics
-from front_door.server import FrontDoor
-from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.gateway_io import create_gateway_topics
@@ -27,12 +23,14 @@ from tests.integration.secured_door import (
     ADMIN,
     ADMIN_PASSWORD,
     Certificates,
+    Door,
     WireConnection,
     add_user,
     client_settings,
     make_certificates,
     request_body,
     secured_door_config,
+    start_door,
 )
 from tests.producer_performance import tools_classpath
 
@@ -42,29 +40,6 @@ SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
 @pytest.fixture(scope="module")
 def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
     return make_certificates(tmp_path_factory.mktemp("certificates"), clients=("writer", "stranger"))
-
-
-@dataclass
-class Door:
-    """A front door without a query (what authentication needs), its config and its listeners' addresses."""
-
-    config: GatewayConfig
-    door: FrontDoor
-
-    def address(self, listener: str) -> tuple[str, int]:
-        bound = self.door.listener_addresses[listener][0]
-        return bound.host, bound.port
-
-    def bootstrap(self, listener: str) -> str:
-        host, port = self.address(listener)
-        return f"{host}:{port}"
-
-
-def start_door(config: GatewayConfig) -> Door:
-    registry = RegistryWatcher(config.path(config.topics_file))
-    door = FrontDoor(config.front_door_settings(), registry.current, FrontDoorMetrics())
-    door.start()
-    return Door(config, door)
 
 
 @pytest.fixture

@@ -1,0 +1,135 @@
+"""`make bench`, the secured front door: the Java client's documented settings through a SASL_SSL listener
+(SCRAM-SHA-512 over TLS) beside the PLAINTEXT listener of the same door, in one run, alternating which goes
+first; then the same client on PLAINTEXT alone and beside a flood of failed logins (bad PLAIN passwords from
+one client as fast as the door answers them, each answered after Kafka's 100 ms delay). Reported, never
+asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import struct
+import threading
+import time
+import uuid
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
+from tests.bench_front_door import gateway_with_front_door
+from tests.bench_stack import Row, Stack, print_table, ratio, target
+from tests.integration.secured_door import ADMIN, ADMIN_PASSWORD, add_user, make_certificates
+
+# the documented Java row's records (quick, full): 20-60 s each through the door
+JAVA_DOCUMENTED = ClientSetting("java", "Java ProducerPerformance, documented settings", JAVA_DOCUMENTED_PROPS,
+                                1_500_000, 4_000_000)
+FLOOD_CONNECTIONS = 64  # concurrent bad logins in flight from the flooding client
+
+
+def _java_sasl_props(ca: str) -> tuple[tuple[str, str], ...]:
+    return (("security.protocol", "SASL_SSL"), ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                 f'username="{ADMIN}" password="{ADMIN_PASSWORD}";'),
+            ("ssl.truststore.type", "PEM"), ("ssl.truststore.location", ca))
+
+
+class LoginFlood:
+    """Failed SASL/PLAIN logins against one listener from `connections` sockets, each reconnecting as soon as
+    the door closes it; `attempts` counts the logins the door refused."""
+
+    def __init__(self, address: tuple[str, int], connections: int = FLOOD_CONNECTIONS) -> None:
+        self.address = address
+        self.attempts = 0
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(connections)]
+
+    def _frame(self, api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+        header = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"flood"
+        return struct.pack(">i", len(header) + len(body)) + header + body
+
+    def _run(self) -> None:
+        token = b"\0flood\0wrong-password"
+        handshake = self._frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN")
+        authenticate = self._frame(36, 0, 2, struct.pack(">i", len(token)) + token)
+        while not self._stop.is_set():
+            try:
+                with socket.create_connection(self.address, timeout=5) as s:
+                    s.sendall(handshake + authenticate)
+                    while s.recv(4096):  # the handshake, the failure after the delay, then the close
+                        pass
+                self.attempts += 1
+            except OSError:
+                time.sleep(0.01)  # a refused connect: back off a little, as a client would
+
+    def __enter__(self) -> LoginFlood:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=10)
+
+
+def bench_secured_door(stack: Stack, quick: bool) -> None:
+    print("\n== the front door secured: the Java client's documented settings through SASL_SSL (SCRAM-SHA-512, TLS) "
+          "beside PLAINTEXT on the same door; then PLAINTEXT beside a flood of failed logins ==")
+    certificates = make_certificates(stack.work / "door-certificates")
+    block = {"listeners": "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+             "ssl.keystore.location": certificates.door, "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}
+    doors: list[Any] = []
+    runner = ClientRun(stack.work / "secured-door", quick)
+    rounds = 1 if quick else 2
+    rows: dict[str, list[Row]] = {"PLAINTEXT": [], "SASL_SSL": [], "PLAINTEXT beside a login flood": []}
+    attempts: list[float] = []
+    with gateway_with_front_door(stack, on_start=doors.append, front_door_security=block,
+                                 security_topic=f"security-{uuid.uuid4().hex[:8]}") as (_, query):
+        door = doors[0]
+
+        def address(listener: str) -> str:
+            bound = door.listener_addresses[listener][0]
+            return f"{bound.host}:{bound.port}"
+
+        add_user({"bootstrap.servers": address("PLAINTEXT")}, ADMIN, ADMIN_PASSWORD)
+        secured = replace(JAVA_DOCUMENTED, props=JAVA_DOCUMENTED.props + _java_sasl_props(certificates.ca))
+
+        def run(listener: str, setting: ClientSetting, label: str) -> Row:
+            row = runner.row(setting, f"front door {label}", address(listener), setting.topic(),
+                             partial(_progress_since, query, _last_batch(query)))
+            rows[label].append(row)
+            return row
+
+        run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")  # warm-up of the JVMs and the door, not reported
+        rows["PLAINTEXT"].clear()
+        for i in range(rounds):
+            order = (("PLAINTEXT", JAVA_DOCUMENTED), ("SASL_SSL", secured))
+            for listener, setting in order if i % 2 == 0 else reversed(order):
+                run(listener, setting, listener)
+        for i in range(rounds):
+            flooded_listener = door.listener_addresses["SASL_PLAINTEXT"][0]
+            for beside in ((False, True) if i % 2 == 0 else (True, False)):
+                if not beside:
+                    run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
+                    continue
+                with LoginFlood((flooded_listener.host, flooded_listener.port)) as flood:
+                    began = time.monotonic()
+                    run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT beside a login flood")
+                    attempts.append(flood.attempts / (time.monotonic() - began))
+    print_table([row for label in rows for row in rows[label]], tail=True)
+
+    def median(label: str) -> float | None:
+        values = [r.records_per_s for r in rows[label] if r.records_per_s]
+        return statistics.median(values) if values else None
+
+    plain, sasl, flooded = median("PLAINTEXT"), median("SASL_SSL"), median("PLAINTEXT beside a login flood")
+    print(f"\n  failed logins refused per second during the flood: {statistics.median(attempts) if attempts else 0:.0f} "
+          f"({FLOOD_CONNECTIONS} connections)")
+    print("\nratios and targets (records/s, medians of the rounds):")
+    target("SASL_SSL / PLAINTEXT, Java documented settings", ratio(sasl, plain), ">= 0.85",
+           None if not (sasl and plain) else sasl / plain >= 0.85)
+    target("PLAINTEXT beside a login flood / alone", ratio(flooded, plain), ">= 0.9",
+           None if not (flooded and plain) else flooded / plain >= 0.9)
+
+
