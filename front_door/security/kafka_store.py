@@ -125,7 +125,10 @@ class KafkaSecurityStore:
                     log.warning("security topic %s: %s", self.topic, msg.error())
                     continue
                 assert self._loop is not None
-                self._loop.call_soon_threadsafe(self._apply, msg.key(), msg.value(), msg.offset())
+                try:
+                    self._loop.call_soon_threadsafe(self._apply, msg.key(), msg.value(), msg.offset())
+                except RuntimeError:  # the door's loop closed while this thread was polling: it is stopping
+                    return
         finally:
             consumer.close()
 
