@@ -74,6 +74,7 @@ from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acl_apis import ACL_HANDLERS
+from front_door.security.audit import OncePerWindow
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.kafka_store import KafkaSecurityStore
@@ -155,6 +156,7 @@ READABLE: dict[int, tuple[int, int]] = {
 # Requests a connection may have in flight before the front door stops reading from it; their bytes are
 # bounded too, by max_request_bytes per connection (front_door/in_flight.py).
 MAX_IN_FLIGHT_PER_CONNECTION = 100
+AUTHENTICATION_FAILED = "authentication failed"
 # Kafka's sasl.server.max.receive.size: the largest frame read before a connection is authenticated
 SASL_MAX_RECEIVE_BYTES = 524288
 
@@ -241,6 +243,7 @@ class FrontDoor:
         self._bridge: IngressBridge | None = None
         self._group_store: KafkaGroupStore | None = None
         self._security_store: KafkaSecurityStore | None = None
+        self._failed_logins = OncePerWindow()  # by (client host, mechanism)
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
@@ -542,7 +545,7 @@ class FrontDoor:
         if token is None:
             await responses.put(answer(sasl_authenticate.authenticate_body(
                 request.api_version, ErrorCode.sasl_authentication_failed, sasl.failure)))
-            await responses.put(_done(CloseConnection("authentication failed")))
+            await responses.put(_done(CloseConnection(AUTHENTICATION_FAILED)))
             return False
         await responses.put(answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token)))
         return True
@@ -559,8 +562,11 @@ class FrontDoor:
         except (SaslAuthenticationFailed, IllegalSaslState) as e:
             sasl.failure = str(e)
             self.metrics.authenticated(mechanism, ok=False)
-            cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
-            log.info("failed authentication from %s on %s (%s): %s%s", conn.peer, conn.listener.name, mechanism, e, cause)
+            suppressed = self._failed_logins.due((conn.client_host, mechanism))
+            if suppressed is not None:  # a flood of bad logins from one host: a line a minute, not one each
+                cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
+                log.info("Failed authentication with %s on %s (%s): %s%s%s", conn.client_host, conn.listener.name,
+                         mechanism, e, cause, self._failed_logins.more(suppressed))
             await asyncio.sleep(self.settings.security.failed_authentication_delay_ms / 1000)
             return None
         if sasl.principal is not None:
@@ -588,7 +594,8 @@ class FrontDoor:
                 log.exception("request from %s failed; closing the connection", peer)
                 data = CloseConnection("the request failed")
             if isinstance(data, CloseConnection):
-                log.info("closing connection from %s: %s", peer, data.reason)
+                if data.reason != AUTHENTICATION_FAILED:  # logged, rate-limited, where it failed
+                    log.info("closing connection from %s: %s", peer, data.reason)
                 writer.close()
                 while not responses.empty():  # what was still queued is not answered on a closed connection
                     if (queued := responses.get_nowait()) is not None:

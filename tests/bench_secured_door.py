@@ -9,6 +9,8 @@ from __future__ import annotations
 import socket
 import statistics
 import struct
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,43 +36,56 @@ def _java_sasl_props(ca: str) -> tuple[tuple[str, str], ...]:
             ("ssl.truststore.type", "PEM"), ("ssl.truststore.location", ca))
 
 
-class LoginFlood:
+def flood(host: str, port: int, connections: int, stop: threading.Event) -> int:
     """Failed SASL/PLAIN logins against one listener from `connections` sockets, each reconnecting as soon as
-    the door closes it; `attempts` counts the logins the door refused."""
+    the door closes it, until `stop`; the logins the door refused."""
+    refused = [0] * connections
+    token = b"\0flood\0wrong-password"
 
-    def __init__(self, address: tuple[str, int], connections: int = FLOOD_CONNECTIONS) -> None:
-        self.address = address
-        self.attempts = 0
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(connections)]
-
-    def _frame(self, api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    def frame(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
         header = struct.pack(">hhih", api_key, version, correlation_id, 5) + b"flood"
         return struct.pack(">i", len(header) + len(body)) + header + body
 
-    def _run(self) -> None:
-        token = b"\0flood\0wrong-password"
-        handshake = self._frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN")
-        authenticate = self._frame(36, 0, 2, struct.pack(">i", len(token)) + token)
-        while not self._stop.is_set():
+    handshake = frame(17, 1, 1, struct.pack(">h", 5) + b"PLAIN")
+    authenticate = frame(36, 0, 2, struct.pack(">i", len(token)) + token)
+
+    def run(i: int) -> None:
+        while not stop.is_set():
             try:
-                with socket.create_connection(self.address, timeout=5) as s:
+                with socket.create_connection((host, port), timeout=5) as s:
                     s.sendall(handshake + authenticate)
                     while s.recv(4096):  # the handshake, the failure after the delay, then the close
                         pass
-                self.attempts += 1
+                refused[i] += 1
             except OSError:
-                time.sleep(0.01)  # a refused connect: back off a little, as a client would
+                stop.wait(0.01)  # a refused connect: back off a little, as a client would
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(connections)]
+    for t in threads:
+        t.start()
+    stop.wait()
+    for t in threads:
+        t.join(timeout=10)
+    return sum(refused)
+
+
+class LoginFlood:
+    """`flood` in a process of its own (the door's host would not run the attacker's client), for as long as
+    the block runs; `per_second` afterwards: the logins refused per second."""
+
+    def __init__(self, address: tuple[str, int], connections: int = FLOOD_CONNECTIONS) -> None:
+        self.address, self.connections = address, connections
+        self.per_second = 0.0
 
     def __enter__(self) -> LoginFlood:
-        for t in self._threads:
-            t.start()
+        self._began = time.monotonic()
+        self._proc = subprocess.Popen([sys.executable, "-m", __name__, self.address[0], str(self.address[1]),
+                                       str(self.connections)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=10)
+        out, _ = self._proc.communicate("stop\n", timeout=60)
+        self.per_second = int(out.split()[-1]) / (time.monotonic() - self._began)
 
 
 def bench_secured_door(stack: Stack, quick: bool) -> None:
@@ -113,10 +128,9 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
                 if not beside:
                     run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
                     continue
-                with LoginFlood((flooded_listener.host, flooded_listener.port)) as flood:
-                    began = time.monotonic()
+                with LoginFlood((flooded_listener.host, flooded_listener.port)) as flooding:
                     run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT beside a login flood")
-                    attempts.append(flood.attempts / (time.monotonic() - began))
+                attempts.append(flooding.per_second)
     print_table([row for label in rows for row in rows[label]], tail=True)
 
     def median(label: str) -> float | None:
@@ -133,3 +147,10 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
            None if not (flooded and plain) else flooded / plain >= 0.9)
 
 
+
+
+
+if __name__ == "__main__":  # the flood's own process: until a line arrives on stdin, then the count refused
+    stopped = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stopped.set()), daemon=True).start()
+    print(flood(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), stopped), flush=True)

@@ -139,13 +139,20 @@ def producer_command(bootstrap: str, topic: str, records: int, record_size: int,
     """`java ... ProducerPerformance` with `props` as producer settings, its sends throttled to `throughput`
     records/s (-1: unthrottled). Kafka 4.2 spells them --bootstrap-server and --command-property
     (--producer-props is deprecated)."""
+    # A value holding "=" (a JAAS line) cannot be a --command-property: it goes in a properties file
+    inline = {k: v for k, v in props.items() if "=" not in v}
+    in_file = {k: v for k, v in props.items() if "=" in v}
+    config_file = log_config.with_suffix(".properties")
+    if in_file:
+        config_file.write_text("".join(f"{k}={v}\n" for k, v in in_file.items()))
     return [
         java_executable(), f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
         "-Duser.language=en", "-Duser.country=US",  # the summary's %f must print a decimal dot
         f"-Dlog4j2.configurationFile={log_config}", "-cp", tools_classpath(), MAIN_CLASS,
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
         "--record-size", str(record_size), "--throughput", str(throughput),
-        *(["--command-property", *(f"{k}={v}" for k, v in props.items())] if props else []),
+        *(["--command-property", *(f"{k}={v}" for k, v in inline.items())] if inline else []),
+        *(["--command-config", str(config_file)] if in_file else []),
     ]
 
 
