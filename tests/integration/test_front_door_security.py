@@ -15,6 +15,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 from kio.schema.errors import ErrorCode
 
+from contract.ingress import HEADER_PRINCIPAL
 from embedded.local_kafka import java_executable, kafka_classpath
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
@@ -254,6 +255,27 @@ def test_librdkafka_produces_with_scram_over_tls_and_consumes_with_a_client_cert
     assert _produce(scram, "ct", values) == []
     mtls = client_settings("SSL", certificates, _listener_bootstrap(running, "SSL"), certificate="writer")
     assert _consume(mtls, "ct", 5) == values
+    assert _produce(mtls, "ct", [b"by-certificate"]) == []
+    principals = _ingress_principals(running.config, 6)
+    assert principals[:5] == [b"User:admin"] * 5  # who produced each batch travels with it (gw.principal)
+    assert principals[5].startswith(b"User:CN=writer")  # the certificate's subject, RFC 2253
+
+
+def _ingress_principals(config: GatewayConfig, count: int) -> list[bytes]:
+    """The gw.principal header of the first `count` messages of the ingress topic, in produce order."""
+    consumer = Consumer({"bootstrap.servers": config.bootstrap_servers, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(config.ingress_topic, p, 0) for p in range(config.ingress_partitions)])
+    found: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(found) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                found.append((msg.timestamp()[1], dict(msg.headers() or [])[HEADER_PRINCIPAL]))
+    finally:
+        consumer.close()
+    return [principal for _, principal in sorted(found, key=lambda f: f[0])]
 
 
 def _java_properties(path: Path, certificates: Certificates, user: str, password: str) -> Path:

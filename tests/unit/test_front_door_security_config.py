@@ -1,0 +1,106 @@
+"""The front door's security settings in Kafka's broker property names: listeners, TLS files, principal
+mapping rules, mechanisms, super users, exposure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trustme
+
+from front_door.security.config import (
+    STANDARD_AUTHORIZER,
+    exposed_unauthenticated,
+    load_front_door_security,
+)
+from front_door.security.listeners import (
+    ListenerError,
+    parse_listeners,
+    parse_protocol_map,
+    plaintext_listener,
+)
+from front_door.security.principal import user
+from front_door.security.ssl_principal import PrincipalMappingError, parse_rules, principal_name
+from sinks.kafka_security import KafkaSecurityError, SaslMechanism, SecurityProtocol
+from streaming.config import GatewayConfig
+
+
+def test_listeners_in_kafkas_notation_with_advertised_addresses_and_a_protocol_map() -> None:
+    listeners = parse_listeners("SASL_SSL://0.0.0.0:9094, INTERNAL://:9095,PLAINTEXT://[::1]:9093",
+                                "SASL_SSL://gw.example.com:19094", parse_protocol_map("INTERNAL:SASL_PLAINTEXT"))
+    assert [(li.name, li.protocol, li.host, li.port) for li in listeners] == [
+        ("SASL_SSL", SecurityProtocol.SASL_SSL, "0.0.0.0", 9094),
+        ("INTERNAL", SecurityProtocol.SASL_PLAINTEXT, "0.0.0.0", 9095),
+        ("PLAINTEXT", SecurityProtocol.PLAINTEXT, "::1", 9093)]
+    assert (listeners[0].advertised_host, listeners[0].advertised_port) == ("gw.example.com", 19094)
+    assert listeners[1].advertised_host is None
+    assert plaintext_listener("127.0.0.1:0", None).protocol is SecurityProtocol.PLAINTEXT
+
+
+@pytest.mark.parametrize("listeners,advertised,match", [
+    ("SASL_SSL:9094", None, "is not NAME://host:port"),
+    ("PLAINTEXT://:1,PLAINTEXT://:2", None, "appear once"),
+    ("INTERNAL://:9000", None, "has no security protocol"),
+    ("PLAINTEXT://:9093", "SSL://x:1", "not in listeners"),
+    ("PLAINTEXT://:70000", None, "above 65535"),
+])
+def test_listener_mistakes_name_the_setting(listeners: str, advertised: str | None, match: str) -> None:
+    with pytest.raises(ListenerError, match=match):
+        parse_listeners(listeners, advertised)
+
+
+def test_principal_mapping_rules_as_kafkas_ssl_principal_mapper() -> None:
+    rules = parse_rules("RULE:^CN=(.*?),OU=(.*?),O=.*$/$1@$2/L, RULE:^CN=([^,]*)$/$1/U, DEFAULT")
+    assert principal_name("CN=Writer,OU=Apps,O=Example", rules) == "writer@apps"
+    assert principal_name("CN=ops", rules) == "OPS"
+    assert principal_name("O=Example,C=DE", rules) == "O=Example,C=DE"  # DEFAULT: the DN itself
+    with pytest.raises(PrincipalMappingError, match="No rules apply"):
+        principal_name("O=x", parse_rules("RULE:^CN=(.*)$/$1/"))
+    with pytest.raises(PrincipalMappingError, match="cannot parse"):
+        parse_rules("RULES:nope")
+
+
+def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    keystore = tmp_path / "door.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    security = load_front_door_security({
+        "listeners": "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.location": "door.pem",
+        "ssl.truststore.location": "${env:CA}", "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "plain, SCRAM-SHA-256", "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": "User:admin;User:CN=ops,O=Example", "allow.everyone.if.no.acl.found": "true",
+        "connection.failed.authentication.delay.ms": "250",
+    }, tmp_path, {"CA": str(tmp_path / "ca.pem")})
+    assert security.sasl and security.authorizer and security.allow_everyone_if_no_acl_found
+    assert security.sasl_mechanisms == (SaslMechanism.PLAIN, SaslMechanism.SCRAM_SHA_256)
+    assert security.super_users == {user("admin"), user("CN=ops,O=Example")}
+    assert security.failed_authentication_delay_ms == 250
+    assert security.tls is not None and security.tls.server_context() is not None
+
+
+@pytest.mark.parametrize("block,match", [
+    ({"listeners": "SSL://:0"}, "needs the door's private key"),
+    ({"ssl.keystore.location": "/nonexistent.pem"}, "does not exist"),
+    ({"sasl.enabled.mechanisms": "GSSAPI"}, "the door offers"),
+    ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}, "StandardAuthorizer"),
+    ({"super.users": "admin"}, "super.users"),
+    ({"allow.everyone.if.no.acl.found": "yes"}, "true or false"),
+    ({"connection.failed.authentication.delay.ms": "soon"}, "a number of ms"),
+    ({"ssl.client.auth": "required"}, None),  # without a keystore: TLS settings are not read
+    ({"sasl.password": "x"}, "unknown setting"),
+])
+def test_a_wrong_setting_is_named(block: dict[str, str], match: str | None) -> None:
+    if match is None:
+        load_front_door_security(block)
+        return
+    with pytest.raises(KafkaSecurityError, match=match):
+        load_front_door_security(block)
+
+
+def test_a_listener_beyond_loopback_needs_tls_or_sasl() -> None:
+    exposed = parse_listeners("PLAINTEXT://0.0.0.0:9093,SASL_PLAINTEXT://0.0.0.0:9094,LOCAL://127.0.0.1:9095",
+                              protocol_map={"LOCAL": "PLAINTEXT"})
+    assert [str(li) for li in exposed_unauthenticated(exposed)] == ["PLAINTEXT://0.0.0.0:9093"]
+    assert GatewayConfig(front_door_address="0.0.0.0:9093").exposed_listeners() == ["PLAINTEXT://0.0.0.0:9093"]
+    assert GatewayConfig().exposed_listeners() == []  # make run: loopback
