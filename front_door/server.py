@@ -13,6 +13,12 @@ The front door is a cluster of `nodes` brokers (`leadership.py` says why): node 
 own — node 1 on `listen` (the bootstrap address), node i on its port + i - 1, or each on a free port when
 that port is 0 — and every connection knows the node it was accepted on. All listeners share the loop,
 the ingress bridge and the context: a node is an address and a set of partitions it leads, not a process.
+
+Every node has a port on every listener (`security/listeners.py`, Kafka's `listeners`): PLAINTEXT, SSL,
+SASL_PLAINTEXT, SASL_SSL. TLS is asyncio's (`security/tls.py`); an SSL client certificate's subject is the
+connection's principal (`security/ssl_principal.py`). A SASL listener's connection is read frame by frame by
+`_authenticate` (`security/sasl_server.py`) until it has logged in; only then are its requests handled, each
+carrying its principal, which Kafka's ACLs check (`access.py`, `security/authorizer.py`).
 """
 
 from __future__ import annotations
