@@ -146,7 +146,7 @@ _tools_config_lock = threading.Lock()
 _tools_config_path: Path | None = None
 
 
-def _tools_log4j_config() -> Path:
+def tools_log4j_config() -> Path:
     """A WARN-to-stderr log4j2 config for tools, written once per process, so tool stdout stays clean."""
     global _tools_config_path
     with _tools_config_lock:
@@ -215,7 +215,7 @@ def run_kafka_tool(
     Output is captured as text; tool logging goes to stderr at WARN. With `check`, a non-zero exit
     raises `subprocess.CalledProcessError` (whose `stderr` holds the reason).
     """
-    cmd = java_command(main_class, args, heap=TOOL_HEAP, log4j_config=_tools_log4j_config())
+    cmd = java_command(main_class, args, heap=TOOL_HEAP, log4j_config=tools_log4j_config())
     return subprocess.run(
         cmd,
         stdin=subprocess.DEVNULL,
