@@ -14,9 +14,10 @@ from types import ModuleType
 from typing import Any
 
 from kio._kio_native import tz_aware_from_i64
-from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32Timedelta, i64Timedelta
+
+from front_door.wire import response_schema
 
 
 @cache
@@ -34,7 +35,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
     """The kio module of one response version, where its nested entity classes live."""
     import sys
 
-    return sys.modules[load_response_schema(api_key, version).__module__]
+    return sys.modules[response_schema(api_key, version).__module__]
 
 
 def error_code(code: int) -> ErrorCode:
@@ -72,7 +73,7 @@ def _zero_value(f: dataclasses.Field[Any]) -> Any:
 def error_response(api_key: int, version: int, code: int, message: str) -> Any:
     """The whole-request error response of any API (`AbstractRequest.getErrorResponse`): every
     `error_code` is `code`, `error_message` (where the version has one) is `message`."""
-    entity = load_response_schema(api_key, version)
+    entity = response_schema(api_key, version)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(entity):
         if f.name == "error_code":

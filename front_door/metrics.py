@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -72,10 +73,26 @@ class FrontDoorMetrics:
         r.register(self.groups)
         self.group_commits = Counter(f"{P}group_offset_commits_total", "Partition offsets committed, by consumer "
                                      "group.", ["group"], registry=r)
+        # the children of the closed label sets, looked up once: `labels()` costs a lock and a tuple per call
+        self._children: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Counter | Gauge, *values: str) -> Any:
+        key = (metric._name, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def connected(self, node_id: int) -> Any:
+        """A connection accepted by `node_id`: counted, and its open-connections gauge (dec it at the close)."""
+        self._child(self.connections_accepted, str(node_id)).inc()
+        gauge = self._child(self.connections, str(node_id))
+        gauge.inc()
+        return gauge
 
     def authenticated(self, mechanism: str, ok: bool) -> None:
         """A client authentication: `mechanism` a SASL mechanism, "SSL" (a client certificate) or "unsupported"."""
-        self.authentications.labels(mechanism, "success" if ok else "failure").inc()
+        self._child(self.authentications, mechanism, "success" if ok else "failure").inc()
 
     def denied(self, api: str) -> None:
         self.authorization_denials.labels(api).inc()
@@ -102,4 +119,4 @@ class FrontDoorMetrics:
             self.produce_phase_seconds.labels(name).observe(max(0.0, seconds))
 
     def request(self, api: str, error: str = "NONE") -> None:
-        self.requests.labels(api, error).inc()
+        self._child(self.requests, api, error).inc()

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import uvloop
 from kio.index import schema_name_map
 from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
@@ -240,7 +241,8 @@ class FrontDoor:
         self.settings = settings
         self._registry = registry
         self.metrics = metrics
-        self._loop = asyncio.new_event_loop()
+        # libuv's loop (uvloop): its TLS and socket transports are native code, where asyncio's are Python
+        self._loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="front-door", daemon=True)
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[asyncio.Task[None]] = set()
@@ -396,9 +398,7 @@ class FrontDoor:
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
-        connections = self.metrics.connections.labels(str(node_id))
-        connections.inc()
-        self.metrics.connections_accepted.labels(str(node_id)).inc()
+        connections = self.metrics.connected(node_id)
         peer = writer.get_extra_info("peername")
         responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
         sender = asyncio.create_task(self._send_in_order(responses, writer, peer))

@@ -11,6 +11,7 @@ so that the client can pick a version it shares (KIP-511).
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -27,6 +28,9 @@ SIZE = struct.Struct(">i")
 API_KEY_AND_VERSION = struct.Struct(">hh")
 # Kafka's socket.request.max.bytes default (the front door's front_door_max_request_bytes)
 DEFAULT_MAX_REQUEST_BYTES = KAFKA_SOCKET_REQUEST_MAX_BYTES
+# kio resolves a schema by importing its module by name on each call; a door asks for the same few each request
+request_schema = functools.cache(load_request_schema)
+response_schema = functools.cache(load_response_schema)
 
 
 class BadRequestError(ValueError):
@@ -91,7 +95,7 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: 
         raise UnsupportedApiError(api_key, api_version, correlation_id,
                                   f"Unsupported API key {api_key} version {api_version}")
     try:
-        schema = load_request_schema(api_key, api_version)
+        schema = request_schema(api_key, api_version)
         header, used = entity_reader(schema.__header_schema__)(frame, 0)
         body, body_size = entity_reader(schema)(frame, used)
     except (UnknownAPIKey, UnknownEntity) as e:
@@ -105,7 +109,7 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
     """One response frame, size field included."""
-    schema = load_response_schema(api_key, api_version)
+    schema = response_schema(api_key, api_version)
     header_schema = schema.__header_schema__
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
