@@ -19,6 +19,9 @@ NODE_CLIENTS := tests/integration/node
 # franz-go: the tests' Kafka client in Go (SASL/SCRAM over TLS against the front door); modules from Go's proxy.
 GO_SCRAM_CLIENT_DIR := tests/integration/go/scram_client
 GO_SCRAM_CLIENT := tests/integration/go/bin/scram_client
+# The login flood of `make bench` (no modules beyond Go's own).
+GO_LOGIN_FLOOD_DIR := tests/integration/go/login_flood
+GO_LOGIN_FLOOD := tests/integration/go/bin/login_flood
 
 .PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak
 
@@ -43,9 +46,11 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
 	npm ci --prefix $(NODE_CLIENTS) --no-audit --no-fund --loglevel=error
 	touch $@
 
-go: $(GO_SCRAM_CLIENT)
+go: $(GO_SCRAM_CLIENT) $(GO_LOGIN_FLOOD)
 $(GO_SCRAM_CLIENT): $(GO_SCRAM_CLIENT_DIR)/main.go $(GO_SCRAM_CLIENT_DIR)/go.mod $(GO_SCRAM_CLIENT_DIR)/go.sum
 	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
+$(GO_LOGIN_FLOOD): $(GO_LOGIN_FLOOD_DIR)/main.go $(GO_LOGIN_FLOOD_DIR)/go.mod
+	cd $(GO_LOGIN_FLOOD_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c

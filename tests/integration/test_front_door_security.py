@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ScramMechanism, UserScramCredentialDeletion
 from kio.schema.errors import ErrorCode
 
@@ -72,12 +72,22 @@ def _metadata(settings: dict[str, object]) -> list[str]:
 
 
 def _logs_in(door: Door, certificates: Certificates, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> bool:
+    """True when the user sees the topics; False once librdkafka reports an authentication failure (its
+    error callback), without waiting out a metadata timeout; an AssertionError when neither comes."""
     settings = client_settings("SASL_SSL", certificates, door.bootstrap("SASL_SSL"), user=user, password=password,
                                mechanism=mechanism)
-    try:
-        return "ct" in _metadata(settings)
-    except KafkaException:
-        return False
+    refused: list[KafkaError] = []
+    admin = AdminClient({**settings, "error_cb": lambda e: refused.append(e) if e.code() == KafkaError._AUTHENTICATION
+                         else None})
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            return "ct" in admin.list_topics(timeout=0.5).topics
+        except KafkaException:
+            admin.poll(0.1)  # serves the error callback
+            if refused:
+                return False
+    raise AssertionError(f"{user} neither logged in nor was refused within 20 s")
 
 
 def _until(condition, what: str, timeout_s: float = 30.0) -> None:  # noqa: ANN001
