@@ -43,6 +43,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from contract.limits import IngressLimits
+from embedded.class_data_sharing import KAFKA_ARCHIVE, using
 from sinks.kafka_admin import TopicSpec, create_topics, remaining_s
 from sinks.kafka_security import KafkaCluster, load_kafka_security
 
@@ -159,10 +160,13 @@ def tools_log4j_config() -> Path:
         return _tools_config_path
 
 
-def java_command(main_class: str, args: Sequence[str], *, heap: str, log4j_config: Path) -> list[str]:
-    """`java ... <main_class> <args>` with Kafka's classpath and GC settings, and a small heap."""
+def java_command(main_class: str, args: Sequence[str], *, heap: str, log4j_config: Path,
+                 class_data: Sequence[str] | None = None) -> list[str]:
+    """`java ... <main_class> <args>` with Kafka's classpath and GC settings, and a small heap; `class_data`:
+    the class data sharing options (default: the archive `make jars` made, if any; class_data_sharing.py)."""
     return [
         java_executable(),
+        *(using(KAFKA_ARCHIVE) if class_data is None else class_data),
         f"-Xmx{heap}",
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
@@ -269,6 +273,7 @@ class LocalKafka:
         controller_port: int | None = None,
         format_args: Sequence[str] = (),
         client_config: Mapping[str, str] | None = None,
+        class_data: Sequence[str] | None = None,
     ) -> None:
         """A broker on `port` (plaintext by default).
 
@@ -280,7 +285,9 @@ class LocalKafka:
         KRaft controller listener's port in its own properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
         `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`, the only way to have SCRAM users
         before the broker can serve the AlterUserScramCredentials request that would create them).
+        `class_data`: the broker JVM's class data sharing options (`java_command`).
         """
+        self.class_data = class_data
         self.work_dir = Path(work_dir).resolve()
         # The gateway's hops through this broker (contract.limits): the default is the default
         # gateway's (front door requests up to Kafka's socket.request.max.bytes).
@@ -414,6 +421,7 @@ class LocalKafka:
             [str(self.properties_path)],
             heap=self.heap,
             log4j_config=self.work_dir / "log4j2.xml",
+            class_data=self.class_data,
         )
         with self.stdout_path.open("ab") as out:  # the child keeps its own copy of the descriptor
             self._proc = spawn_tied_to_parent(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.work_dir)

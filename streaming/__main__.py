@@ -18,6 +18,7 @@ Kafka broker first (the embedded default of `make run`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -25,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,17 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDo
     return door
 
 
+def _open_front_door(config: GatewayConfig, metrics: GatewayMetrics, lock: DriverLock) -> FrontDoor | None:
+    """`_start_front_door`, then its address recorded beside the driver lock (`gateway status` shows it)."""
+    door = _start_front_door(config, metrics)
+    address = door.address if door is not None else None
+    try:
+        lock.record(f"{address.host}:{address.port}" if address is not None else "")
+    except OSError as e:  # only who holds the lock goes unrecorded; the lock itself is held
+        log.warning("cannot record this driver in %s: %s", lock.holder_path, e)
+    return door
+
+
 def _in_jvm(what: str, call: Callable[[], object]) -> None:
     """A shutdown step that talks to Spark's JVM. A SIGTERM sent to the whole process group (timeout,
     systemd, a container stop) reaches the JVM too, which may be gone already: say so, go on stopping."""
@@ -244,19 +256,19 @@ def run(args: argparse.Namespace) -> int:
         stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
     )
     background: list[Any] = []
-    front_door = None
+    front_door: FrontDoor | None = None
+    opening: Future[FrontDoor | None] | None = None
     try:
         if config.check_shared_storage and not is_local(spark.sparkContext.master):
             hosts = check_shared_storage(spark, config.path(config.segments_root))
             log.info("segments root %s is shared with the executors on %s", config.segments_root, ", ".join(hosts))
         if args.standby and not _stand_by(spark, config, lock, stop, health, started):
             return 0
-        front_door = _start_front_door(config, metrics)
-        door = front_door.address if front_door is not None else None
-        try:
-            lock.record(f"{door.host}:{door.port}" if door is not None else "")
-        except OSError as e:  # only who holds the lock goes unrecorded; the lock itself is held
-            log.warning("cannot record this driver in %s: %s", lock.holder_path, e)
+        # The door and the query start side by side: neither needs the other, and each takes seconds.
+        door_start = ThreadPoolExecutor(1, thread_name_prefix="front-door-start")
+        opening = door_start.submit(_open_front_door, config, metrics, lock)
+        opening.add_done_callback(lambda done: done.exception() is not None and stop.set())
+        door_start.shutdown(wait=False)
         log.info("query '%s'; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
                  config.query_name, config.checkpoint_location, config.path(config.segments_root),
                  config.response_topic, config.dlq_topic)
@@ -265,7 +277,9 @@ def run(args: argparse.Namespace) -> int:
                  GRAFANA_DASHBOARD, GRAFANA_PROVISIONING)
         if args.demo:
             background = _start_demo(config, started)
-        return supervisor.run()
+        code = supervisor.run()
+        front_door = opening.result()  # a door that could not open: its error, below
+        return code
     except (SharedStorageError, SecurityStoreError, KafkaSecurityError) as e:
         log.error("%s", e)
         return 2
@@ -277,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopping ...")
         for t in background:
             t.stop()
+        if opening is not None and front_door is None:
+            with contextlib.suppress(Exception):  # its error is reported above
+                front_door = opening.result()
         if front_door is not None:
             front_door.stop()
         if supervisor.query is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
+from embedded.class_data_sharing import SPARK_DRIVER_ARCHIVE, using
 from sinks.kafka_security import SPARK_SECRET_OPTIONS
 from streaming.config import REPO_ROOT, GatewayConfig
 
@@ -108,7 +109,9 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         "spark.sql.redaction.options.regex": SPARK_SECRET_OPTIONS,
         "spark.driver.memory": "2g",
         # Spark's own log lines in the gateway's format, routine warnings left out (conf/log4j2.properties)
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
+        # ... and its classes mapped from the archive `make jars` made, if any (embedded/class_data_sharing.py)
+        "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
+                                                   *using(SPARK_DRIVER_ARCHIVE)]),
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_MAX_RECORDS_PER_BATCH),
         # Workers run the project's interpreter (same venv, same pinned libraries) ...

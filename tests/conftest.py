@@ -100,3 +100,18 @@ def pytest_runtest_makereport(
                 )
             )
     return report
+
+
+# The longest test files (minutes each), longest first: under two workers (pyproject.toml) a long file handed
+# out last would run alone at the end of the suite.
+LONGEST_FIRST = (
+    "tests/integration/test_faults.py",
+    "tests/integration/test_secured_cluster.py",
+    "tests/integration/test_standby.py",
+    "tests/integration/test_make_run.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order

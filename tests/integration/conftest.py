@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import uuid
@@ -61,8 +62,13 @@ def gateway_config(kafka, tmp_path: Path) -> GatewayConfig:
 
 @pytest.fixture(scope="module")
 def packed_env() -> Path:
-    """`make pack`: the project's venv packed for the executors (spark.archives)."""
-    subprocess.run(["make", "-s", "pack"], cwd=REPO_ROOT, check=True, timeout=600)
+    """`make pack`: the project's venv packed for the executors (spark.archives); one test worker packs it at a
+    time (the others wait, then find it made)."""
+    lock_path = REPO_ROOT / "build" / ".pack.lock"
+    lock_path.parent.mkdir(exist_ok=True)
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-s", "pack"], cwd=REPO_ROOT, check=True, timeout=600)
     return REPO_ROOT / "build" / "gateway-env.tar.gz"
 
 

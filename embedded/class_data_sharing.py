@@ -1,0 +1,75 @@
+"""Class data sharing (the JDK's AppCDS) for the JVMs the gateway starts itself: Spark's driver, the local
+Kafka broker and Kafka's tools. Loading and verifying their classes is most of a JVM's start on a small
+machine; an archive of those classes, mapped at start, takes seconds off each start (docs/performance.md).
+
+`make jars` makes the archives (`python -m embedded.class_data_sharing`): a Spark session that runs one
+Python job, and a broker started until it serves, each dumping the classes it loaded when its JVM exits
+(`-XX:ArchiveClassesAtExit`). A JVM given an archive that no longer matches its JDK or its jars ignores it
+and starts as without one; the `cds` log is off so that this says nothing."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ARCHIVE_DIR = REPO_ROOT / ".jvm" / "cds"
+SPARK_DRIVER_ARCHIVE = ARCHIVE_DIR / "spark-driver.jsa"
+KAFKA_ARCHIVE = ARCHIVE_DIR / "kafka.jsa"
+_QUIET = "-Xlog:cds*=off"
+
+log = logging.getLogger(__name__)
+
+
+def using(archive: Path) -> list[str]:
+    """The JVM options that map `archive`, or none when it has not been made."""
+    return [f"-XX:SharedArchiveFile={archive}", _QUIET] if archive.is_file() else []
+
+
+def dumping(archive: Path) -> list[str]:
+    """The JVM options that write the classes the JVM loaded to `archive` when it exits."""
+    return [f"-XX:ArchiveClassesAtExit={archive}", _QUIET]
+
+
+def make_spark_driver_archive() -> None:
+    from streaming.config import load_gateway_config
+    from streaming.session import SPARK_LOG_CONFIG, build_spark_session, stop_session
+    from streaming.standby import warm_up
+
+    config = load_gateway_config(REPO_ROOT / "conf" / "gateway.json")
+    options = " ".join([f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}", *dumping(SPARK_DRIVER_ARCHIVE)])
+    spark = build_spark_session(config.with_overrides(spark_conf={"spark.driver.extraJavaOptions": options}),
+                                app_name="class-data-sharing")
+    warm_up(spark)
+    jvm = spark.sparkContext._gateway.proc  # type: ignore[union-attr]  # PySpark's handle on its JVM's process
+    stop_session(spark)
+    jvm.stdin.close()  # PySpark's JVM exits at the end of its input, writing the archive
+    jvm.wait(timeout=300)
+
+
+def make_kafka_archive() -> None:
+    from embedded.local_kafka import LocalKafka, free_port
+
+    with tempfile.TemporaryDirectory(prefix="gateway-cds-") as scratch:
+        broker = LocalKafka(Path(scratch) / "kafka", port=free_port(), class_data=dumping(KAFKA_ARCHIVE))
+        broker.start()
+        broker.stop()  # SIGTERM: a clean exit, which writes the archive
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
+    for archive, make in ((KAFKA_ARCHIVE, make_kafka_archive), (SPARK_DRIVER_ARCHIVE, make_spark_driver_archive)):
+        archive.unlink(missing_ok=True)  # a JVM dumping must not map the archive it replaces
+        make()
+        if not archive.is_file():
+            log.warning("class data sharing: %s was not written; its JVMs start without it", archive)
+        else:
+            log.info("class data sharing: %s (%.0f MB)", archive, archive.stat().st_size / 1e6)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
