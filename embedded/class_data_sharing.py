@@ -67,7 +67,8 @@ def make_archives(scratch: Path) -> None:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")  # py4j's INFO lines are not for `make jars`
+    log.setLevel(logging.INFO)
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
     for archive in (KAFKA_ARCHIVE, SPARK_DRIVER_ARCHIVE):
         archive.unlink(missing_ok=True)  # a JVM dumping must not map the archive it replaces

@@ -562,6 +562,9 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
 
         bench_clients(stack, quick, backlog=figures[small.name][2])
         scaling = bench_scaling(stack, small, now, quick)
+        from tests.bench_secured_door import bench_secured_door
+
+        bench_secured_door(stack, quick)
 
     seq, pip, gw, fl = figures[small.name]
     print("\nratios and targets:")

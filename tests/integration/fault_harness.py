@@ -93,6 +93,21 @@ class StandaloneCluster:
         os.killpg(self.workers[i].pid, signal.SIGKILL)  # the worker JVM and the executors it launched
         self.workers[i].wait(30)
 
+    def executor_pids(self) -> list[int]:
+        """This cluster's executors: each in its worker's process group (another cluster's, started by a test
+        running beside, are not)."""
+        groups = {w.pid for w in self.workers}
+        out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True,
+                             check=False)
+        pids = []
+        for pid in map(int, out.stdout.split()):
+            try:
+                if os.getpgid(pid) in groups:
+                    pids.append(pid)
+            except ProcessLookupError:  # gone since pgrep saw it
+                pass
+        return pids
+
     def stop(self) -> None:
         for p in [*self.workers, self.master]:
             if p is not None and p.poll() is None:
@@ -100,9 +115,6 @@ class StandaloneCluster:
                 p.wait(30)
 
 
-def executor_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-f", "CoarseGrainedExecutorBackend"], capture_output=True, text=True, check=False)
-    return [int(p) for p in out.stdout.split()]
 
 
 class GatewayDriver:

@@ -30,7 +30,6 @@ from tests.integration.fault_harness import (
     StandaloneCluster,
     _wait_for,
     account,
-    executor_pids,
     send_wave,
 )
 from tests.integration.gateway_io import create_gateway_topics
@@ -95,7 +94,7 @@ def test_executor_and_worker_killed_mid_stream(broker: LocalKafka, cluster: Stan
         startup = watch.first_after(first) - started
         assert "is shared with the executors" in driver.log()
 
-        executors = executor_pids()
+        executors = cluster.executor_pids()
         assert len(executors) == 2, executors
         second = send_wave(config, 600, 10_000)
         os.kill(executors[0], 9)  # mid-stream: its tasks fail and are retried on the other executor
