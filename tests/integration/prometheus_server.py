@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,6 +20,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.integration.ports import free_port
 
 PACKAGE = "prometheus"
 BINARY_CANDIDATES = ("/usr/bin/prometheus", "/usr/local/bin/prometheus")
@@ -86,12 +87,6 @@ def ensure_prometheus() -> str:
     if not binary:
         raise PrometheusUnavailable(f"apt-get installed '{PACKAGE}' but no prometheus binary is on PATH")
     return binary
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusServer:

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -24,6 +22,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from sinks.storage.log_reader import read
 from streaming.config import REPO_ROOT, GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, ResponseWatch, _wait_for, account, send_wave
+from tests.integration.ports import free_ports
 
 # Spark's default log4j layout ("25/11/26 13:04:15 WARN Utils: ..."), which conf/log4j2.properties replaces
 SPARK_DEFAULT_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) ", re.M)
@@ -31,24 +30,6 @@ ROUTINE_SPARK_WARNINGS = ("Disabling AQE", "spark.sql.adaptive.enabled is not su
                           "Cannot find active jobs for it", "native-hadoop")
 DOOR_TOPIC = "door"  # the front-door producer's topic: the ingress waves' offsets stay theirs
 DOOR_PARTITIONS = 4
-
-
-def free_ports(n: int) -> int:
-    """A base port with `n` consecutive ports free now (a front door's nodes listen on base + i)."""
-    for base in range(40_000 + (uuid.uuid4().int % 2000) * 10, 60_000, 10):
-        socks: list[socket.socket] = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free ports")
 
 
 def standby_configs(config: GatewayConfig, work_dir: Path) -> tuple[GatewayConfig, GatewayConfig]:
@@ -140,7 +121,11 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         watch.wait_all(first + second + third, 300)
         to_response = watch.first_after(third) - killed
         delivered = len(producer.delivered)
-        _wait_for(lambda: len(producer.delivered) > delivered + 50, "records through the standby's front door", 120)
+        try:
+            _wait_for(lambda: len(producer.delivered) > delivered + 50, "records through the standby's front door", 120)
+        except TimeoutError as e:  # what the producer and the standby saw, for a failure that is rare
+            raise TimeoutError(f"{e}; {len(producer.sent)} sent, {len(producer.delivered)} delivered, errors "
+                               f"{producer.errors[-3:]}; the standby's log ends:\n{standby.log()[-4000:]}") from None
         assert producer.stop(120) == 0
         assert producer.errors == []
 

@@ -30,7 +30,8 @@ from streaming.config import REPO_ROOT
 from streaming.listener import GatewayListener
 from streaming.query import start_gateway
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
-from tests.integration.prometheus_server import PrometheusServer, free_port
+from tests.integration.ports import free_port
+from tests.integration.prometheus_server import PrometheusServer
 from validators.topic_config import TopicRegistry
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from embedded.local_kafka import free_port
 from streaming.config import REPO_ROOT
 from tests.integration.fault_harness import (
     GatewayDriver,
@@ -26,8 +25,9 @@ from tests.integration.fault_harness import (
     account,
     send_wave,
 )
+from tests.integration.ports import free_port, free_ports
 from tests.integration.secured_gateway import grant_listed, secured_config
-from tests.integration.standby_harness import free_ports, standby_configs, standby_failover
+from tests.integration.standby_harness import standby_configs, standby_failover
 from tests.secured_kafka import GATEWAY, SecuredKafka
 
 pytestmark = pytest.mark.integration
