@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
+from front_door.connection_quotas import ConnectionQuotas
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import coordinator
 from front_door.ingress_bridge import IngressBridge
@@ -79,6 +80,7 @@ class Context:
     # Kafka's ACLs (`access.py`); None: no authorizer is configured and every request is allowed, as a
     # broker without `authorizer.class.name`
     authorizer: AclAuthorizer | None = None
+    quotas: ConnectionQuotas | None = None  # per-IP connection creation rates (None: no security topic)
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading a partition (`leadership.py`)."""

@@ -48,6 +48,9 @@ class FrontDoorMetrics:
                                  registry=r)
         self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted, by "
                                             "front-door node.", ["node"], registry=r)
+        self.connections_throttled = Counter(f"{P}connections_throttled_total", "Client connections closed unread "
+                                             "for going over their IP's connection_creation_rate quota (KIP-612), by "
+                                             "listener.", ["listener"], registry=r)
         self.authentications = Counter(f"{P}authentications_total", "Client authentications, by mechanism (a "
                                        "SASL mechanism, SSL for a client certificate) and result (success, failure).",
                                        ["mechanism", "result"], registry=r)

@@ -31,6 +31,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from kio.schema.index import api_key_map
 
 from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door import (
+    alter_client_quotas,
     alter_user_scram_credentials,
     api_versions,
     delete_groups,
@@ -72,6 +74,7 @@ from front_door import (
 )
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
+from front_door.connection_quotas import ConnectionQuotas
 from front_door.context import AppendSignal, BrokerAddress, Context, Node
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
@@ -95,7 +98,7 @@ from front_door.security.sasl_server import (
 )
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
-from front_door.security.store import SecurityStoreError
+from front_door.security.store import QUOTA_KIND, SecurityStoreError
 from front_door.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
@@ -141,6 +144,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
+    ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas.handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
     **ACL_HANDLERS,
@@ -252,6 +256,7 @@ class FrontDoor:
         self._group_store: KafkaGroupStore | None = None
         self._security_store: KafkaSecurityStore | None = None
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
+        self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
@@ -285,9 +290,10 @@ class FrontDoor:
         await asyncio.to_thread(bridge.start, self._loop)
         groups = await self._start_groups()
         credentials, authorizer = await self._start_security()
+        quotas = self._quotas = ConnectionQuotas(self._security_store)
         base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
-                       credentials=credentials, authorizer=authorizer)
+                       credentials=credentials, authorizer=authorizer, quotas=quotas)
         for listener in listeners:
             addresses = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in bound[listener.name])
             self.listener_addresses[listener.name] = addresses
@@ -328,8 +334,9 @@ class FrontDoor:
         if s.security.authorizer:
             authorizer = AclAuthorizer(store, s.security.super_users, s.security.allow_everyone_if_no_acl_found,
                                        on_denied=self.metrics.denied)
-        log.info("front door security: %d users from %s; ACLs %s", len(credentials.users()), s.security_topic,
-                 "enforced" if authorizer is not None else "off (no authorizer.class.name)")
+        log.info("front door security: %d users from %s; ACLs %s; %d client quota(s)", len(credentials.users()),
+                 s.security_topic, "enforced" if authorizer is not None else "off (no authorizer.class.name)",
+                 len(store.snapshot(QUOTA_KIND)))
         return credentials, authorizer
 
     async def _start_groups(self) -> GroupCoordinator:
@@ -394,12 +401,15 @@ class FrontDoor:
 
     async def _serve(self, listener: Listener, node_id: int, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        if isinstance(peer, tuple) and (throttle_ms := self._quotas.throttle_ms(peer[0], int(time.time() * 1000))):
+            self._throttle(listener, writer, throttle_ms)
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         self._writers.add(writer)
         connections = self.metrics.connected(node_id)
-        peer = writer.get_extra_info("peername")
         responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
         sender = asyncio.create_task(self._send_in_order(responses, writer, peer))
         try:
@@ -422,6 +432,19 @@ class FrontDoor:
             connections.dec()
             self._connections.discard(task)
             self._writers.discard(writer)
+
+    def _throttle(self, listener: Listener, writer: asyncio.StreamWriter, throttle_ms: int) -> None:
+        """KIP-612: a connection over its IP's quota is held unread for the throttle time, then closed (Kafka's
+        `DelayedCloseSocket`): the client sees it closed, as from a broker, and backs off."""
+        self._writers.add(writer)
+        writer.transport.pause_reading()  # nothing it sends is read
+        self.metrics.connections_throttled.labels(listener.name).inc()
+
+        def close() -> None:
+            writer.close()
+            self._writers.discard(writer)
+
+        self._loop.call_later(throttle_ms / 1000, close)
 
     def _connection(self, listener: Listener, node_id: int, peer: Any, writer: asyncio.StreamWriter) -> _Connection | None:
         """What a new connection knows of itself; None when it must close (a certificate no mapping rule takes)."""

@@ -1,8 +1,9 @@
 """`make bench`, the secured front door: the Java client's documented settings through a SASL_SSL listener
 (SCRAM-SHA-512 over TLS) beside the PLAINTEXT listener of the same door, in one run, alternating which goes
 first; then the same client on PLAINTEXT alone and beside a flood of failed logins (bad PLAIN passwords from
-one client, 500 a second, each answered after Kafka's 100 ms delay). Reported, never
-asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
+one host, 127.0.0.2, 500 a second, each answered after Kafka's 100 ms delay), first with no quota, then with
+that IP held to a KIP-612 connection creation rate quota set with `kafka-configs.sh` through the door (the
+operator's answer to such a host, on Kafka as here). Reported, never asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from embedded.local_kafka import run_kafka_tool
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door
 from tests.bench_stack import Row, Stack, print_table, target
@@ -25,6 +27,8 @@ JAVA_DOCUMENTED = ClientSetting("java", "Java ProducerPerformance, documented se
                                 1_500_000, 4_000_000)
 FLOOD_RATE = 500  # failed logins a second from one client
 FLOOD_IN_FLIGHT = 256  # at most this many at once (each waits Kafka's 100 ms delay before its answer)
+FLOOD_SOURCE = "127.0.0.2"  # the flooding host, apart from the producer's 127.0.0.1
+FLOOD_IP_QUOTA = 10  # connection_creation_rate for the flooding IP in the quota's rows
 
 
 def _java_sasl_props(ca: str) -> tuple[tuple[str, str], ...]:
@@ -44,23 +48,26 @@ class LoginFlood:
     `FLOOD_RATE` a second, each on a connection of its own, for as long as the block runs; afterwards
     `per_second`: the logins the door refused per second."""
 
-    def __init__(self, address: tuple[str, int], rate: int = FLOOD_RATE, in_flight: int = FLOOD_IN_FLIGHT) -> None:
-        self.address, self.rate, self.in_flight = address, rate, in_flight
-        self.attempted_per_second = self.per_second = 0.0
+    def __init__(self, address: tuple[str, int], rate: int = FLOOD_RATE, in_flight: int = FLOOD_IN_FLIGHT,
+                 source: str = FLOOD_SOURCE) -> None:
+        self.address, self.rate, self.in_flight, self.source = address, rate, in_flight, source
+        self.attempted_per_second = self.per_second = self.unanswered_per_second = 0.0
 
     def __enter__(self) -> LoginFlood:
         if not LOGIN_FLOOD.exists():
             raise SystemExit(f"{LOGIN_FLOOD} is missing: `make go` builds it")
         self._began = time.monotonic()
         self._proc = subprocess.Popen([str(LOGIN_FLOOD), f"{self.address[0]}:{self.address[1]}", str(self.rate),
-                                       str(self.in_flight)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                       str(self.in_flight), self.source], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
         out, _ = self._proc.communicate("stop\n", timeout=60)
-        attempted, refused = (int(n) for n in out.split())
+        attempted, refused, unanswered = (int(n) for n in out.split())
         elapsed = time.monotonic() - self._began
         self.attempted_per_second, self.per_second = attempted / elapsed, refused / elapsed
+        self.unanswered_per_second = unanswered / elapsed
 
 
 def bench_secured_door(stack: Stack, quick: bool) -> None:
@@ -72,8 +79,10 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
     doors: list[Any] = []
     runner = ClientRun(stack.work / "secured-door", quick)
     rounds = 1 if quick else 3
-    pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": []}  # (beside, plain alone)
-    floods: list[LoginFlood] = []
+    quota_pair = f"a login flood, its IP held to {FLOOD_IP_QUOTA} connections/s"
+    # (beside, plain alone)
+    pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": [], quota_pair: []}
+    floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: []}
     with gateway_with_front_door(stack, on_start=doors.append, front_door_security=block,
                                  security_topic=f"security-{uuid.uuid4().hex[:8]}") as (_, query):
         door = doors[0]
@@ -92,16 +101,26 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
         def sasl_ssl() -> Row:
             return run("SASL_SSL", secured, "SASL_SSL")
 
-        def flooded() -> Row:
+        def flooded(name: str) -> Row:
             bound = door.listener_addresses["SASL_PLAINTEXT"][0]
             with LoginFlood((bound.host, bound.port)) as flooding:
-                row = run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT beside a login flood")
-            floods.append(flooding)
+                row = run("PLAINTEXT", JAVA_DOCUMENTED, f"PLAINTEXT beside {name}")
+            floods[name].append(flooding)
             return row
+
+        def held_to_a_quota() -> None:
+            set_quota = run_kafka_tool("kafka.admin.ConfigCommand", [
+                "--bootstrap-server", address("PLAINTEXT"), "--alter", "--entity-type", "ips", "--entity-name",
+                FLOOD_SOURCE, "--add-config", f"connection_creation_rate={FLOOD_IP_QUOTA}"])
+            if set_quota.returncode != 0:
+                raise SystemExit(f"kafka-configs could not set the flood's quota: {set_quota.stderr[-2000:]}")
 
         run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")  # warm-up of the JVMs and the door, not reported
         # Each pair side by side, alternating which goes first: the JVMs still warm up over the run.
-        for name, other in (("SASL_SSL", sasl_ssl), ("a login flood", flooded)):
+        for name, other in (("SASL_SSL", sasl_ssl), ("a login flood", partial(flooded, "a login flood")),
+                            (quota_pair, partial(flooded, quota_pair))):
+            if name == quota_pair:
+                held_to_a_quota()
             for i in range(rounds):
                 if i % 2 == 0:
                     plain = run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
@@ -110,10 +129,12 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
                     beside = other()
                     pairs[name].append((beside, run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")))
     print_table([row for name in pairs for pair in pairs[name] for row in reversed(pair)], tail=True)
-    if floods:
-        print(f"\n  the flood: {statistics.median(f.attempted_per_second for f in floods):.0f} logins attempted and "
-              f"{statistics.median(f.per_second for f in floods):.0f} refused per second (at most {FLOOD_IN_FLIGHT} "
-              "at once)")
+    for name, runs in floods.items():
+        if runs:
+            print(f"\n  {name}: {statistics.median(f.attempted_per_second for f in runs):.0f} logins attempted, "
+                  f"{statistics.median(f.per_second for f in runs):.0f} refused after Kafka's delay and "
+                  f"{statistics.median(f.unanswered_per_second for f in runs):.0f} closed unanswered per second "
+                  f"(at most {FLOOD_IN_FLIGHT} at once, from {FLOOD_SOURCE})")
 
     def pair_ratio(name: str) -> float | None:
         ratios = [b.records_per_s / p.records_per_s for b, p in pairs[name] if b.records_per_s and p.records_per_s]
@@ -121,9 +142,12 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
             print(f"  {name} / PLAINTEXT by pair: {', '.join(f'{r:.2f}' for r in ratios)}")
         return statistics.median(ratios) if ratios else None
 
-    sasl, flood_ratio = pair_ratio("SASL_SSL"), pair_ratio("a login flood")
+    sasl, flood_ratio, quota_ratio = pair_ratio("SASL_SSL"), pair_ratio("a login flood"), pair_ratio(quota_pair)
     print("\nratios and targets (records/s, the median of the pairs' ratios):")
     target("SASL_SSL / PLAINTEXT, Java documented settings", "-" if sasl is None else f"{sasl:.2f}", ">= 0.85",
            None if sasl is None else sasl >= 0.85)
     target("PLAINTEXT beside a login flood / alone", "-" if flood_ratio is None else f"{flood_ratio:.2f}", ">= 0.9",
            None if flood_ratio is None else flood_ratio >= 0.9)
+    target(f"PLAINTEXT beside the flood, its IP held to {FLOOD_IP_QUOTA}/s / alone",
+           "-" if quota_ratio is None else f"{quota_ratio:.2f}", ">= 0.9",
+           None if quota_ratio is None else quota_ratio >= 0.9)

@@ -3,13 +3,16 @@
 // connection.failed.authentication.delay.ms and closes. Written in Go so that the attacker, which must
 // share this machine's cores with the door, costs as little CPU as it can.
 //
-// Usage: login_flood HOST:PORT RATE MAX_IN_FLIGHT; runs until a line arrives on stdin, then prints
-// "<attempted> <refused>" (refused: a SaslAuthenticate response carrying an error, then the close).
+// Usage: login_flood HOST:PORT RATE MAX_IN_FLIGHT [SOURCE_IP]; runs until a line arrives on stdin, then prints
+// "<attempted> <refused> <unanswered>" (refused: a SaslAuthenticate response carrying an error, then the close;
+// unanswered: closed before any answer, as a door or broker closes a connection over its IP's KIP-612 quota).
+// SOURCE_IP: the local address to connect from (e.g. 127.0.0.2: one flooding host, apart from the others).
 package main
 
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -39,39 +43,67 @@ func requests() []byte {
 	return append(handshake, authenticate...)
 }
 
-// attempt: one failed login; true when the door answered SaslAuthenticate with an error and closed.
-func attempt(address string, payload []byte) bool {
-	conn, err := net.DialTimeout("tcp", address, 5*time.Second)
+type outcome int
+
+const (
+	failed outcome = iota
+	refused
+	unanswered
+)
+
+// attempt: one failed login: refused when the door answered SaslAuthenticate with an error and closed,
+// unanswered when it closed the connection before answering anything.
+func attempt(dialer *net.Dialer, address string, payload []byte) outcome {
+	conn, err := dialer.Dial("tcp", address)
 	if err != nil {
-		return false
+		return failed
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := conn.Write(payload); err != nil {
-		return false
+		return failed
 	}
 	var size [4]byte
 	for i := 0; i < 2; i++ { // the handshake's answer, then the authenticate's
 		if _, err := io.ReadFull(conn, size[:]); err != nil {
-			return false
+			if i == 0 && (err == io.EOF || isReset(err)) {
+				return unanswered
+			}
+			return failed
 		}
 		body := make([]byte, binary.BigEndian.Uint32(size[:]))
 		if _, err := io.ReadFull(conn, body); err != nil {
-			return false
+			return failed
 		}
 		// SaslAuthenticate v0 response: correlation id (4), error code (2)
 		if i == 1 && (len(body) < 6 || binary.BigEndian.Uint16(body[4:6]) == 0) {
-			return false
+			return failed
 		}
 	}
-	_, err = conn.Read(size[:1]) // the door closes the connection after the failure
-	return err == io.EOF
+	if _, err = conn.Read(size[:1]); err == io.EOF { // the door closes the connection after the failure
+		return refused
+	}
+	return failed
+}
+
+func isReset(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && errors.Is(opErr.Err, syscall.ECONNRESET)
 }
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: login_flood HOST:PORT RATE MAX_IN_FLIGHT")
+	if len(os.Args) != 4 && len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: login_flood HOST:PORT RATE MAX_IN_FLIGHT [SOURCE_IP]")
 		os.Exit(2)
+	}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if len(os.Args) == 5 {
+		source := net.ParseIP(os.Args[4])
+		if source == nil {
+			fmt.Fprintln(os.Stderr, "login_flood: SOURCE_IP is not an IP address")
+			os.Exit(2)
+		}
+		dialer.LocalAddr = &net.TCPAddr{IP: source}
 	}
 	address := os.Args[1]
 	rate, err1 := strconv.Atoi(os.Args[2])
@@ -86,7 +118,7 @@ func main() {
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 		close(stop)
 	}()
-	var attempted, refused atomic.Int64
+	var attempted, refusals, closes atomic.Int64
 	slots := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
 	ticker := time.NewTicker(time.Second / time.Duration(rate))
@@ -106,12 +138,15 @@ loop:
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
-				if attempt(address, payload) {
-					refused.Add(1)
+				switch attempt(dialer, address, payload) {
+				case refused:
+					refusals.Add(1)
+				case unanswered:
+					closes.Add(1)
 				}
 			}()
 		}
 	}
 	wg.Wait()
-	fmt.Println(attempted.Load(), refused.Load())
+	fmt.Println(attempted.Load(), refusals.Load(), closes.Load())
 }

@@ -1,0 +1,93 @@
+"""Per-IP connection creation rate quotas (KIP-612) side by side on Apache Kafka and on the front door: the
+same `kafka-configs.sh` commands print the same, and the same burst of connections from one IP is cut at
+the same count (a broker's quota window counts as ten samples, so a quota of 1/s lets a burst of 10 through,
+then closes connections unanswered). The flood comes from its own loopback address, so nothing else of the
+tests is throttled."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from embedded.local_kafka import LocalKafka, run_kafka_tool
+from streaming.config import GatewayConfig
+from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.secured_door import Door, start_door
+
+FLOODING_IP = "127.0.0.23"  # only this test connects from it
+BURST = 30
+API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"flood"
+
+
+@pytest.fixture
+def door(gateway_config: GatewayConfig) -> Iterator[Door]:
+    config = gateway_config.with_overrides(security_topic=f"security-{uuid.uuid4().hex[:8]}")
+    create_gateway_topics(config)
+    running = start_door(config)
+    try:
+        yield running
+    finally:
+        running.door.stop()
+
+
+def _configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, *args])
+
+
+def _answered_of_a_burst(address: tuple[str, int]) -> int:
+    """BURST connections from FLOODING_IP opened at once, each sending ApiVersions; how many are answered
+    (the others are closed without a byte)."""
+    socks = []
+    for _ in range(BURST):
+        s = socket.socket()
+        s.settimeout(30)
+        s.bind((FLOODING_IP, 0))
+        s.connect(address)
+        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        socks.append(s)
+    answered = 0
+    for s in socks:
+        with s:
+            try:
+                answered += len(s.recv(4)) == 4
+            except ConnectionResetError:
+                pass
+    return answered
+
+
+def test_an_ip_quota_set_with_kafka_configs_is_described_and_enforced_as_kafka_does(kafka: LocalKafka,
+                                                                                      door: Door) -> None:
+    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    targets = {"kafka": (kafka.bootstrap_servers, (host, int(port))),
+               "door": (door.bootstrap("PLAINTEXT"), door.address("PLAINTEXT"))}
+    printed: dict[str, str] = {}
+    answered: dict[str, int] = {}
+    for name, (bootstrap, address) in targets.items():
+        try:
+            added = _configs(bootstrap, "--alter", "--entity-type", "ips", "--entity-name", FLOODING_IP,
+                             "--add-config", "connection_creation_rate=1")
+            assert added.returncode == 0, added.stdout + added.stderr
+            described = _configs(bootstrap, "--describe", "--entity-type", "ips", "--entity-name", FLOODING_IP)
+            assert described.returncode == 0, described.stdout + described.stderr
+            printed[name] = described.stdout
+            answered[name] = _answered_of_a_burst(address)
+            refused = _configs(bootstrap, "--alter", "--entity-type", "ips", "--entity-name", FLOODING_IP,
+                               "--add-config", "connection_creation_rate=2.5")
+            assert refused.returncode != 0 and "connection_creation_rate cannot be a fractional value" in (
+                refused.stdout + refused.stderr), refused.stdout + refused.stderr
+        finally:
+            removed = _configs(bootstrap, "--alter", "--entity-type", "ips", "--entity-name", FLOODING_IP,
+                               "--delete-config", "connection_creation_rate")
+            assert removed.returncode == 0, removed.stdout + removed.stderr
+    assert printed["door"] == printed["kafka"]
+    assert f"Quota configs for ip '{FLOODING_IP}' are connection_creation_rate=1.0" in printed["door"]
+    assert answered == {"kafka": 10, "door": 10}
+    # removed: a burst gets through whole, and the describe lists nothing
+    assert _answered_of_a_burst(door.address("PLAINTEXT")) == BURST
+    described = _configs(door.bootstrap("PLAINTEXT"), "--describe", "--entity-type", "ips")
+    assert described.returncode == 0 and FLOODING_IP not in described.stdout, described.stdout + described.stderr
