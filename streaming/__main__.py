@@ -9,6 +9,7 @@
     gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
     gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
     gateway users ...             the front door's users on the security topic (streaming/users_command.py)
+    gateway door                  a front door on its own, no Spark (streaming/door_command.py)
     gateway --version             the gateway's version
 
 Without bootstrap servers (conf/gateway.json or --bootstrap-servers) it starts a local Apache
@@ -48,8 +49,9 @@ from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
 from sinks.storage.partition_log import close_logs
 from sinks.time_arguments import protect_relative_times
-from streaming import users_command
+from streaming import door_command, users_command
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
+from streaming.door_command import start_front_door
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
@@ -127,14 +129,12 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
 
 def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDoor | None:
     """The Kafka front door beside the query (a node whose port is taken gets a free one, with a warning)."""
-    if not config.front_door_address:
+    door = start_front_door(config, FrontDoorMetrics(metrics.registry))
+    if door is None:
         return None
-    watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the loop thread reads it
-    door = FrontDoor(config.front_door_settings(), watcher.current, FrontDoorMetrics(metrics.registry))
-    door.start()
     assert door.address is not None and door.context is not None
     address = f"{door.address.host}:{door.address.port}"
-    topic = next(iter(sorted(watcher.current().topics)), "<topic>")
+    topic = next(iter(sorted(door.context.registry().topics)), "<topic>")
     log.info("front door on %s", address)
     log.info("front door nodes (each leads a share of every topic's partitions): %s",
              ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes))
@@ -204,7 +204,7 @@ def _stand_by(spark: SparkSession, config: GatewayConfig, lock: DriverLock, stop
     health.set(ready=False, detail=f"standby: waiting for the active driver ({who})")
     log.info("standby: ready %.1f s after start (Python workers warmed in %.1f s, the query's plan rehearsed in %s); "
              "waiting for the active driver (%s) to stop", time.monotonic() - started, warmed,
-             f"{rehearsed:.1f} s" if rehearsed is not None else "- (no ingress messages yet)", who)
+             f"{rehearsed:.1f} s" if rehearsed is not None else "- (no topics in the registry)", who)
     waiting = time.monotonic()
     if not lock.wait(stop):
         return False
@@ -381,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_argument(cp)
     cp.add_argument("--output", type=Path, required=True, help="the file to write (mode 0600: it holds secrets)")
     users_command.register(sub)
+    door_command.register(sub)
     return parser
 
 
@@ -404,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         return storage_cli.run(args)
     if args.group == "users":
         return users_command.run(args)
+    if args.group == "door":
+        return door_command.run(args)
     return run(args)
 
 

@@ -7,7 +7,10 @@ its metrics and health endpoints, and then:
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
   RocksDB state store, the same shuffle — over the last message of each ingress partition, with a scratch
   checkpoint and no sink work (nothing stored or published), so Spark's generated code (cached per JVM by its text), the
-  Kafka consumer, the state store and the stage's Python path are loaded before takeover.
+  Kafka consumer, the state store and the stage's Python path are loaded before takeover. On an ingress
+  topic still empty (a fresh deployment: active and standby started together) the same plan runs over a
+  scratch topic of its own (`<ingress topic>.rehearsal`, one partition) holding one batch for a registry
+  topic, so a standby is as warm before the first produce as after a busy day.
 Then it waits for the driver lock (`driver_lock.py`). What is left at takeover is what only the active
 may do: the front door (producer ids, groups and the ingress producer read the current state) and the
 query, which resumes from the checkpoint the dead driver left.
@@ -19,19 +22,27 @@ import json
 import logging
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
+from contract.ingress import ingress_headers, ingress_key
+from sinks.kafka_admin import create_topics
+from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.micro_batch import NOOP_SINK, GatewaySink
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.stage import apply_stage
+from validators.codec.record_batch import build_record_batch
+from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.standby")
+REHEARSAL_SUFFIX = "rehearsal"
+REHEARSAL_RETENTION_MS = 3_600_000  # each standby start adds one small batch; an hour keeps the topic tiny
 
 
 def _import_gateway(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -56,22 +67,50 @@ def _last_messages(config: GatewayConfig) -> str | None:
     try:
         partitions = consumer.list_topics(config.ingress_topic, timeout=10).topics[config.ingress_topic].partitions
         starting: dict[str, int] = {}
+        held = False
         for p in partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(config.ingress_topic, p), timeout=10)
             starting[str(p)] = max(low, high - 1)
-        return json.dumps({config.ingress_topic: starting}) if any(starting.values()) else None
+            held = held or high > low
+        return json.dumps({config.ingress_topic: starting}) if held else None
     finally:
         consumer.close()
 
 
-def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.0) -> float | None:
-    """The query's plan over the ingress topic's last messages (module docstring); the seconds it took, or
-    None when there was nothing to read. Nothing is stored, published or checkpointed where the query keeps it."""
-    starting = _last_messages(config)
-    if starting is None:
+def scratch_ingress(config: GatewayConfig, registry: TopicRegistry) -> GatewayConfig | None:
+    """`config` reading `<ingress topic>.rehearsal` instead, which holds one batch more for the first topic of
+    the registry (None without topics: the stage would have nothing to decide)."""
+    if not len(registry):
         return None
+    topic = f"{config.ingress_topic}.{REHEARSAL_SUFFIX}"
+    create_topics(config.cluster, [(topic, 1, {"retention.ms": str(REHEARSAL_RETENTION_MS),
+                                                "max.message.bytes": str(config.ingress_limits(registry)
+                                                                         .ingress_message_bytes)})])
+    target = sorted(registry.topics)[0]
+    now = int(time.time() * 1000)
+    batch = build_record_batch([(now + i, b"rehearsal", f"rehearsal {i}".encode(), ()) for i in range(10)])
+    producer = Producer(config.cluster.client({"logger": KAFKA_CLIENT_LOG}))
+    producer.produce(topic, key=ingress_key(target, 0), value=batch,
+                     headers=ingress_headers(target, 0, f"rehearsal-{uuid.uuid4().hex}", client_id="standby"))
+    if producer.flush(30):
+        raise KafkaException(f"the rehearsal batch did not reach {topic} within 30 s")
+    return config.with_overrides(ingress_topic=topic)
+
+
+def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.0) -> float | None:
+    """The query's plan over the ingress topic's last messages, or over a scratch topic's while the ingress
+    topic is empty (module docstring); the seconds it took, or None when there is nothing to decide (no
+    topics). Nothing is stored, published or checkpointed where the query keeps it."""
     started = time.monotonic()
     registry = RegistryWatcher(config.path(config.topics_file))
+    starting = _last_messages(config)
+    if starting is None:
+        scratch = scratch_ingress(config, registry.current())
+        if scratch is None:
+            return None
+        config, starting = scratch, _last_messages(scratch)
+        if starting is None:
+            return None
     # sink None: the stage decides and nothing is stored or published
     summaries = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry,
                             None)

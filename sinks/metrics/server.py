@@ -10,13 +10,18 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
-from typing import Any
+from typing import Any, Protocol
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import disable_created_metrics, make_wsgi_app
+from prometheus_client import CollectorRegistry, disable_created_metrics, make_wsgi_app
 
-from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
+
+
+class Exported(Protocol):
+    """What is served: the gateway's metrics, or a front door's on its own (`gateway door`)."""
+
+    registry: CollectorRegistry
 
 
 def parse_address(address: str, setting: str = "metrics_address") -> tuple[str, int]:
@@ -59,7 +64,7 @@ class MetricsServer:
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-def _app(metrics: GatewayMetrics, health: Health) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
+def _app(metrics: Exported, health: Health) -> Callable[[dict[str, Any], StartResponse], Iterable[bytes]]:
     prometheus = make_wsgi_app(metrics.registry)
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -76,7 +81,7 @@ def _app(metrics: GatewayMetrics, health: Health) -> Callable[[dict[str, Any], S
     return app
 
 
-def serve_metrics(metrics: GatewayMetrics, address: str, health: Health | None = None) -> MetricsServer:
+def serve_metrics(metrics: Exported, address: str, health: Health | None = None) -> MetricsServer:
     """Serve `metrics` at http://<address>/metrics and `health` at /healthz and /readyz, in a thread."""
     host, port = parse_address(address)
     # `_created` series double the series count and no panel uses them.

@@ -118,20 +118,23 @@ class StandaloneCluster:
 
 
 class GatewayDriver:
-    """`python -m streaming run --config <file>`: the gateway's driver as an operator starts it."""
+    """`python -m streaming run --config <file>`: the gateway's driver as an operator starts it (`command`
+    "door": a front door of its own, `gateway door`)."""
 
-    def __init__(self, config: GatewayConfig, work_dir: Path, name: str = "driver", args: tuple[str, ...] = ()) -> None:
+    def __init__(self, config: GatewayConfig, work_dir: Path, name: str = "driver", args: tuple[str, ...] = (),
+                 command: str = "run") -> None:
         self.config_path = work_dir / f"{name}.json"
         doc = dataclasses.asdict(config)
         self.config_path.write_text(json.dumps(doc))
         self.log_path = work_dir / f"{name}.log"
         self.args = args  # e.g. ("--standby",)
+        self.command = command
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> GatewayDriver:
         log = open(self.log_path, "ab")  # noqa: SIM115 - the child owns it
-        self.proc = subprocess.Popen([sys.executable, "-m", "streaming", "run", "--config", str(self.config_path),
-                                      *self.args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "streaming", self.command, "--config",
+                                      str(self.config_path), *self.args],
                                      stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True)
         return self
 

@@ -1,10 +1,11 @@
 """The standby failover scenario, on local Spark (test_standby.py) and on the standalone cluster
-(test_faults.py): an active driver and a `--standby` one, both as an operator starts them; the active is
-killed with kill -9 (driver and JVM) mid-stream; the standby takes the driver lock, starts the front door
+(test_faults.py): an active driver and a `--standby` one, both as an operator starts them, the standby ready
+(and rehearsed, on its scratch topic) before any traffic; the active is killed with kill -9 (driver and JVM) mid-stream; the standby takes the driver lock, starts the front door
 and the query from the checkpoint. What must hold: the fault tests' accounting for the ingress traffic,
 an idempotent librdkafka producer bootstrapped from both front doors delivering every record once and in
 order through the failover, a third driver without `--standby` refused while one is active, and the
-standby's query starting only after it took the lock.
+standby's query starting only after it took the lock. Reported: kill -> first response to traffic sent after
+it, and kill -> the producer's first acknowledgement of a record sent after it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ def standby_configs(config: GatewayConfig, work_dir: Path) -> tuple[GatewayConfi
     return active, active.with_overrides(front_door_address=f"127.0.0.1:{free_ports(4)}")
 
 
+def door_process_configs(config: GatewayConfig, work_dir: Path) -> tuple[GatewayConfig, GatewayConfig, GatewayConfig]:
+    """The active's and the standby's configs without a front door of their own, and the config of a front
+    door as its own process (`gateway door`) in front of both."""
+    active, _ = standby_configs(config, work_dir)
+    door = active.with_overrides(front_door_address=f"127.0.0.1:{free_ports(4)}")
+    active = active.with_overrides(front_door_address=None)
+    return active, active, door
+
+
 class DoorProducer:
     """An idempotent librdkafka producer bootstrapped from both front doors: one record every few
     milliseconds with a unique value, until stopped; delivery reports kept."""
@@ -53,6 +63,8 @@ class DoorProducer:
                                   "logger": _Quiet()})
         self.sent: list[bytes] = []
         self.delivered: list[bytes] = []
+        self.sent_at: dict[bytes, float] = {}  # time.monotonic() of each produce and delivery report
+        self.delivered_at: dict[bytes, float] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -62,7 +74,9 @@ class DoorProducer:
         if err is not None:
             self.errors.append(str(err))
         else:
-            self.delivered.append(bytes(msg.value()))
+            value = bytes(msg.value())
+            self.delivered.append(value)
+            self.delivered_at[value] = time.monotonic()
 
     def _run(self) -> None:
         i = 0
@@ -70,8 +84,13 @@ class DoorProducer:
             value = f"door-{i:06d}".encode()
             self.producer.produce(DOOR_TOPIC, value=value, partition=i % DOOR_PARTITIONS, on_delivery=self._report)
             self.sent.append(value)
+            self.sent_at[value] = time.monotonic()
             i += 1
             self.producer.poll(0.005)
+
+    def first_ack_after(self, moment: float) -> float:
+        """Seconds from `moment` to the first delivery report of a record produced after it."""
+        return min(at for value, at in self.delivered_at.items() if self.sent_at[value] > moment) - moment
 
     def stop(self, timeout_s: float) -> int:
         """Stops producing; the records still undelivered after `timeout_s`."""
@@ -93,22 +112,30 @@ def _third_driver(config_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_dir: Path,
-                     start_timeout_s: float = 300) -> dict[str, object]:
-    """The scenario (module docstring); returns its figures, the accounting's among them."""
+                     start_timeout_s: float = 300, door: GatewayConfig | None = None) -> dict[str, object]:
+    """The scenario (module docstring); returns its figures, the accounting's among them. With `door`, the
+    producer goes through a front door of its own (`gateway door`) that outlives the active driver, instead
+    of through both drivers' doors."""
     watch = ResponseWatch(config)
+    door_process = GatewayDriver(door, work_dir, "door", command="door").start() if door is not None else None
     active = GatewayDriver(config, work_dir, "active").start()
     standby = GatewayDriver(standby_config, work_dir, "standby", ("--standby",)).start()
     producer: DoorProducer | None = None
     try:
+        # ready before any traffic, as on a fresh deployment: its rehearsal runs on its scratch topic
+        _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", start_timeout_s)
         first = send_wave(config, 200, 0)
         watch.wait_all(first, start_timeout_s)
-        _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", start_timeout_s)
         third_driver = _third_driver(GatewayDriver(standby_config, work_dir, "third").config_path)
         refusal = third_driver.stdout + third_driver.stderr
         assert third_driver.returncode == 2, refusal[-3000:]
         assert "another driver runs query" in refusal and f"pid {active.proc.pid}" in refusal  # type: ignore[union-attr]
 
-        producer = DoorProducer(f"{config.front_door_address},{standby_config.front_door_address}")
+        if door is not None:
+            assert door_process is not None
+            _wait_for(lambda: "front door nodes" in door_process.log(), "the front door process", start_timeout_s)
+        producer = DoorProducer(door.front_door_address if door is not None
+                                else f"{config.front_door_address},{standby_config.front_door_address}")
         _wait_for(lambda: len(producer.delivered) >= 50, "records through the active's front door", 120)
         second = send_wave(config, 300, 10_000)
         _wait_for(lambda: watch.answered(second) >= 50, "part of the wave to be answered", 120)
@@ -132,6 +159,8 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         log = standby.log()
         assert log.index("taking over") < log.index("gateway query")  # its query starts after the lock
         assert standby.stop() == 0, log[-3000:]
+        if door_process is not None:
+            assert door_process.stop() == 0, door_process.log()[-3000:]
         result = account(config, first + second + third)
 
         root = config.path(config.segments_root)
@@ -143,13 +172,15 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
             assert not SPARK_DEFAULT_LINE.search(driver_log), SPARK_DEFAULT_LINE.findall(driver_log)[:3]
             assert not [w for w in ROUTINE_SPARK_WARNINGS if w in driver_log]
         ready = re.search(r"standby: ready ([\d.]+) s after start", log)
+        assert re.search(r"the query's plan rehearsed in [\d.]+ s", log), log[-3000:]  # warm on an empty topic
         return {"kill_to_first_response_s": round(to_response, 1),
+                "kill_to_first_door_ack_s": round(producer.first_ack_after(killed), 1),
                 "standby_ready_after_start_s": float(ready.group(1)) if ready else None,
                 "door_records": len(stored), **vars(result)}
     finally:
         watch.stop()
         if producer is not None:
             producer.stop(1)
-        for driver in (active, standby):
-            if driver.proc is not None and driver.proc.poll() is None:
+        for driver in (active, standby, door_process):
+            if driver is not None and driver.proc is not None and driver.proc.poll() is None:
                 driver.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -45,3 +46,17 @@ def test_submit_prints_the_spark_submit_command(tmp_path: Path, capsys: pytest.C
     assert "--master spark://h:7077" in line and "--jars " in line and "spark-sql-kafka-0-10" in line
     assert "env.tar.gz#environment" in line and "spark.pyspark.python=./environment/bin/python" in line
     assert "spark.executor.memory=2g" in line and line.endswith(f"gateway_submit.py run --config {config}")
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ({}, "gateway door needs the gateway's Kafka cluster"),
+    ({"bootstrap_servers": "127.0.0.1:1", "front_door_address": None}, "no address to listen on"),
+    ({"bootstrap_servers": "127.0.0.1:1", "front_door_address": "0.0.0.0:19093"}, "would let anyone in"),
+    ({"bootstrap_servers": "127.0.0.1:1", "front_door_adress": "127.0.0.1:0"}, "cannot read the gateway configuration"),
+])
+def test_door_refuses_what_it_cannot_serve_before_anything_starts(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                  settings: dict[str, object], said: str) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps(settings))
+    assert main(["door", "--config", str(config)]) == 2
+    assert said in caplog.text

@@ -92,3 +92,27 @@ def test_the_server_nonce_is_kafkas_base_36() -> None:
     nonces = {server_nonce() for _ in range(100)}
     assert len(nonces) == 100
     assert all(n.isalnum() and n == n.lower() and 20 <= len(n) <= 26 for n in nonces)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256"])
+def test_a_replayed_scram_exchange_does_not_log_in(credentials: ScramCredentials, mechanism: str) -> None:
+    """A client's messages captured from a successful login and sent again on a new connection: the server's
+    nonce is new, so the captured proof does not match it (RFC 5802 §9); on the logged-in connection a
+    further token is an illegal state."""
+    conn = SaslConnection(ALL, credentials)
+    conn.handshake(mechanism, 1)
+    client = ScramClient([mechanism], "alice", "alice-secret")
+    first = client.get_client_first().encode()
+    client.set_server_first(conn.authenticate(first).decode())
+    final = client.get_client_final().encode()
+    conn.authenticate(final)
+    assert conn.state == SaslState.COMPLETE
+    with pytest.raises(IllegalSaslState):
+        conn.authenticate(final)
+
+    replayed = SaslConnection(ALL, credentials)
+    replayed.handshake(mechanism, 1)
+    replayed.authenticate(first)
+    with pytest.raises(SaslAuthenticationFailed):
+        replayed.authenticate(final)
+    assert replayed.state != SaslState.COMPLETE

@@ -1,0 +1,110 @@
+"""`gateway door`: a front door as a process of its own — Kafka's protocol for clients, the gateway's Kafka
+cluster behind it, no Spark. A produce becomes an ingress message; its answer comes from the response
+topic, whichever driver's query wrote it. So a door outlives a driver: when the active driver is killed
+and a standby takes over, the door's clients keep their connections and their requests in flight are
+answered once the standby's query runs (or time out after `publish_timeout_ms` with a retriable error).
+
+What a door needs: the gateway's Kafka cluster (`bootstrap_servers` and the `kafka` block: an embedded
+broker belongs to `gateway run`), the topic registry, and the segments root mounted (Fetch, ListOffsets and
+OffsetForLeaderEpoch read the segments; producer ids are allocated in a file beside them). It creates the
+gateway's topics when they are missing, as `gateway run` does. `gateway run` with `front_door_address: null`
+runs no door of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+from front_door.metrics import FrontDoorMetrics
+from front_door.server import FrontDoor
+from sinks.kafka_access import KafkaAccessError
+from sinks.kafka_admin import create_topics
+from sinks.metrics.health import Health
+from sinks.metrics.server import parse_address, serve_metrics
+from sinks.registry_watcher import RegistryWatcher
+from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.query import topic_specs
+
+log = logging.getLogger("gateway.door")
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    door = sub.add_parser("door", help="run a front door on its own, no Spark (clients' Kafka protocol in front of "
+                          "the gateway's ingress and response topics)")
+    add_config_argument(door)
+    door.add_argument("--listen", metavar="HOST:PORT",
+                      help="node 1's address (node i on port + i - 1); default: front_door_address of the config")
+    door.add_argument("--advertised", metavar="HOST:PORT",
+                      help="what Metadata tells clients for node 1; default: front_door_advertised_address, else "
+                      "the bound address")
+    door.add_argument("--metrics-address", metavar="HOST:PORT",
+                      help="the door's Prometheus exporter and /healthz, /readyz; default: metrics_address")
+
+
+def start_front_door(config: GatewayConfig, metrics: FrontDoorMetrics) -> FrontDoor | None:
+    """The front door of `config` started (None when `front_door_address` is null)."""
+    if not config.front_door_address:
+        return None
+    watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the door's loop thread reads it
+    door = FrontDoor(config.front_door_settings(), watcher.current, metrics)
+    door.start()
+    return door
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_gateway_config(args.config)
+    except (OSError, ValueError, TypeError) as e:
+        log.error("cannot read the gateway configuration %s: %s", args.config, e)
+        return 2
+    config = config.with_overrides(
+        front_door_address=args.listen or config.front_door_address,
+        front_door_advertised_address=args.advertised or config.front_door_advertised_address,
+        metrics_address=args.metrics_address or config.metrics_address)
+    if not config.bootstrap_servers:
+        log.error("gateway door needs the gateway's Kafka cluster (bootstrap_servers in %s): an embedded broker "
+                  "belongs to the `gateway run` that started it", args.config)
+        return 2
+    if not config.front_door_address:
+        log.error("no address to listen on: give --listen or front_door_address in %s", args.config)
+        return 2
+    exposed = config.exposed_listeners()
+    if exposed and not config.front_door_allow_unauthenticated:
+        log.error("the front door would let anyone in: %s listens beyond loopback with neither TLS nor SASL "
+                  "(docs/security.md), or set front_door_allow_unauthenticated to true", ", ".join(exposed))
+        return 2
+    health = Health()
+    metrics = FrontDoorMetrics()
+    try:
+        parse_address(config.metrics_address)
+        server = serve_metrics(metrics, config.metrics_address, health)
+    except (OSError, ValueError) as e:
+        log.error("metrics address %s: %s", config.metrics_address, e)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    door: FrontDoor | None = None
+    try:
+        create_topics(config.cluster, topic_specs(config))
+        door = start_front_door(config, metrics)
+        assert door is not None and door.context is not None
+        nodes = ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes)
+        health.set(ready=True, detail=f"front door: nodes {nodes}")
+        log.info("front door nodes %s in front of %s (ingress '%s', responses '%s'); metrics on %s. Ctrl-C stops.",
+                 nodes, config.bootstrap_servers, config.ingress_topic, config.response_topic, server.url)
+        stop.wait()
+        return 0
+    except (KafkaAccessError, OSError, ValueError, RuntimeError) as e:
+        log.error("the front door cannot start: %s", e)
+        return 2
+    finally:
+        log.info("stopping ...")
+        health.set(ready=False, detail="stopping")
+        if door is not None:
+            door.stop()
+        server.stop()
+        log.info("stopped.")
