@@ -7,6 +7,14 @@ DEFAULT_RESPONSE_TOPIC = "gateway.responses"
 DEFAULT_DLQ_TOPIC = "gateway.dlq"
 DEFAULT_GROUPS_TOPIC = "gateway.consumer_offsets"  # the front door's groups and offsets
 DEFAULT_SECURITY_TOPIC = "gateway.security"  # the front door's users (SCRAM credentials) and ACLs
+# A standby's scratch ingress: one batch to rehearse the query's plan on while the ingress topic is empty
+# (streaming/standby.py). One partition; an hour's retention keeps it to the last few standby starts.
+REHEARSAL_TOPIC_SUFFIX = ".rehearsal"
+REHEARSAL_TOPIC_CONFIGS = {"retention.ms": str(3_600_000)}
+
+
+def rehearsal_topic(ingress_topic: str) -> str:
+    return f"{ingress_topic}{REHEARSAL_TOPIC_SUFFIX}"
 
 # Kafka's `__consumer_offsets` settings that matter for a compacted store (`offsets.topic.segment.bytes`)
 GROUPS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}

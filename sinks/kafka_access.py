@@ -20,6 +20,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
+from contract.topics import rehearsal_topic
 from sinks.kafka_security import KafkaCluster
 
 
@@ -53,6 +54,9 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
     and consumer group prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
     acls = [
         RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
+        RequiredAcl("topic", rehearsal_topic(ingress_topic), AclOperation.READ,
+                    "a standby rehearses the query on it while the ingress topic is empty"),
+        RequiredAcl("topic", rehearsal_topic(ingress_topic), AclOperation.WRITE, "a standby writes its rehearsal batch"),
         RequiredAcl("topic", ingress_topic, AclOperation.WRITE, "the front door and `gateway dlq replay` produce"),
         RequiredAcl("topic", response_topic, AclOperation.WRITE, "the sink publishes the produce responses"),
         RequiredAcl("topic", response_topic, AclOperation.READ, "the front door and `gateway status` read them"),

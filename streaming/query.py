@@ -9,7 +9,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from contract.limits import IngressLimits
-from contract.topics import GROUPS_TOPIC_CONFIGS, GROUPS_TOPIC_PARTITIONS, SECURITY_TOPIC_PARTITIONS
+from contract.topics import (
+    GROUPS_TOPIC_CONFIGS,
+    GROUPS_TOPIC_PARTITIONS,
+    REHEARSAL_TOPIC_CONFIGS,
+    SECURITY_TOPIC_PARTITIONS,
+    rehearsal_topic,
+)
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.micro_batch import NOOP_SINK, GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
@@ -75,14 +81,17 @@ def start_gateway(
 def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> list[tuple[str, int, dict[str, str]]]:
     """The gateway's own Kafka topics, each as large as it must be (`contract.limits`): ingress carries
     the largest batch that can pass the front door; dead letters that batch and their headers; responses
-    as many record errors as dead letters; the front door's groups and security topics are compacted. `create_topics` raises a smaller max.message.bytes of a topic
-    that already exists."""
+    as many record errors as dead letters; a standby's rehearsal topic one batch; the front door's groups and
+    security topics are compacted. `create_topics` raises a smaller max.message.bytes of a topic that already
+    exists."""
     limits = limits or config.ingress_limits()
     letters = {"max.message.bytes": str(limits.dead_letter_message_bytes)}
     return [
         (config.ingress_topic, config.ingress_partitions, {"max.message.bytes": str(limits.ingress_message_bytes)}),
         (config.response_topic, config.ingress_partitions, letters),
         (config.dlq_topic, 1, letters),
+        (rehearsal_topic(config.ingress_topic), 1, {**REHEARSAL_TOPIC_CONFIGS,
+                                                     "max.message.bytes": str(limits.ingress_message_bytes)}),
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
         security_topic_spec(config),
     ]

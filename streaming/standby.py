@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from pyspark.sql import SparkSession
 
 from contract.ingress import ingress_headers, ingress_key
-from sinks.kafka_admin import create_topics
+from contract.topics import rehearsal_topic
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.micro_batch import NOOP_SINK, GatewaySink
 from sinks.registry_watcher import RegistryWatcher
@@ -41,8 +41,6 @@ from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.standby")
-REHEARSAL_SUFFIX = "rehearsal"
-REHEARSAL_RETENTION_MS = 3_600_000  # each standby start adds one small batch; an hour keeps the topic tiny
 
 
 def _import_gateway(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -78,14 +76,11 @@ def _last_messages(config: GatewayConfig) -> str | None:
 
 
 def scratch_ingress(config: GatewayConfig, registry: TopicRegistry) -> GatewayConfig | None:
-    """`config` reading `<ingress topic>.rehearsal` instead, which holds one batch more for the first topic of
-    the registry (None without topics: the stage would have nothing to decide)."""
+    """`config` reading the rehearsal topic instead (`contract.topics`), which holds one batch more for the first
+    topic of the registry (None without topics: the stage would have nothing to decide)."""
     if not len(registry):
         return None
-    topic = f"{config.ingress_topic}.{REHEARSAL_SUFFIX}"
-    create_topics(config.cluster, [(topic, 1, {"retention.ms": str(REHEARSAL_RETENTION_MS),
-                                                "max.message.bytes": str(config.ingress_limits(registry)
-                                                                         .ingress_message_bytes)})])
+    topic = rehearsal_topic(config.ingress_topic)  # made with the gateway's topics (`query.topic_specs`)
     target = sorted(registry.topics)[0]
     now = int(time.time() * 1000)
     batch = build_record_batch([(now + i, b"rehearsal", f"rehearsal {i}".encode(), ()) for i in range(10)])
