@@ -437,7 +437,8 @@ class FrontDoor:
         """KIP-612: a connection over its IP's quota is held unread for the throttle time, then closed (Kafka's
         `DelayedCloseSocket`): the client sees it closed, as from a broker, and backs off."""
         self._writers.add(writer)
-        writer.transport.pause_reading()  # nothing it sends is read
+        with contextlib.suppress(RuntimeError, AttributeError):  # a transport closing already
+            writer.transport.pause_reading()  # nothing it sends is read
         self.metrics.connections_throttled.labels(listener.name).inc()
 
         def close() -> None:

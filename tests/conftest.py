@@ -106,7 +106,6 @@ def pytest_runtest_makereport(
 # out last would run alone at the end of the suite.
 LONGEST_FIRST = (
     "tests/integration/test_faults.py",
-    "tests/integration/test_driver_restarts.py",
     "tests/integration/test_secured_cluster.py",
     "tests/integration/test_standby.py",
     "tests/integration/test_make_run.py",

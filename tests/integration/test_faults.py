@@ -6,19 +6,24 @@ operator starts it, mixed good and bad traffic, faults injected mid-stream, then
 exactly once on disjoint, contiguous offsets, every rejection dead-lettered, `segments verify` clean.
 
 Recovery times (fault or restart → first response to traffic sent after it) and duplicate responses
-are printed (`pytest -s`): reported, not asserted. The driver's own kills are in test_driver_restarts.py
-(a cluster of their own: the two files run side by side).
+are printed (`pytest -s`): reported, not asserted.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from embedded.local_kafka import LocalKafka
-from tests.integration.cluster_faults import EXECUTORS, broker, cluster_config, report
+from sinks.storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
+from streaming.config import GatewayConfig
+from tests.integration.conftest import TEST_TOPICS
 from tests.integration.fault_harness import (
     GatewayDriver,
     ResponseWatch,
@@ -27,10 +32,45 @@ from tests.integration.fault_harness import (
     account,
     send_wave,
 )
+from tests.integration.gateway_io import create_gateway_topics
 from tests.integration.standby_harness import standby_configs, standby_failover
 
-__all__ = ["broker"]  # the module's fixture
+EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"}
 
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A broker of this module's own: one test stops and restarts it."""
+    kafka = LocalKafka(tmp_path_factory.mktemp("fault-kafka")).start()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+def _config(tmp_path: Path, broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path,
+            **overrides: object) -> GatewayConfig:
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps(TEST_TOPICS))
+    run = re.sub(r"\W", "_", tmp_path.name)[-16:]
+    settings: dict[str, object] = dict(
+        bootstrap_servers=broker.bootstrap_servers, ingress_topic=f"ingress-{run}", ingress_partitions=2,
+        response_topic=f"responses-{run}", dlq_topic=f"dlq-{run}", topics_file=str(topics_file),
+        segments_root=str(tmp_path / "segments"), checkpoint_root=str(tmp_path / "checkpoints"),
+        query_name=f"gateway_{run}", shuffle_partitions=2, ui_enabled=False, metrics_address="127.0.0.1:0",
+        spark_master=cluster.master_url, python_archive=str(packed_env), spark_conf=dict(EXECUTORS),
+        restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0,
+    )
+    settings.update(overrides)
+    settings["spark_conf"] = {**settings["spark_conf"], **cluster.executor_conf}  # type: ignore[dict-item]
+    config = GatewayConfig(**settings)  # type: ignore[arg-type]
+    create_gateway_topics(config)  # the driver creates them too; the response watch subscribes first
+    return config
+
+
+def _report(name: str, **figures: object) -> None:
+    print(f"\n[fault] {name}: " + ", ".join(f"{k}={round(v, 1) if isinstance(v, float) else v}"
+                                            for k, v in figures.items()))
 
 
 def _broker_unreachable(log: str) -> int:
@@ -44,7 +84,7 @@ def _restarts(log: str) -> int:
 
 def test_executor_and_worker_killed_mid_stream(broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path,
                                                tmp_path: Path) -> None:
-    config = cluster_config(tmp_path, broker, cluster, packed_env)
+    config = _config(tmp_path, broker, cluster, packed_env)
     watch = ResponseWatch(config)
     driver = GatewayDriver(config, tmp_path).start()
     try:
@@ -70,7 +110,7 @@ def test_executor_and_worker_killed_mid_stream(broker: LocalKafka, cluster: Stan
 
         assert driver.stop() == 0, driver.log()[-3000:]
         result = account(config, first + second + third)
-        report("executor and worker kill -9", first_response_after_start_s=startup,
+        _report("executor and worker kill -9", first_response_after_start_s=startup,
                 executor_kill_to_response_s=after_executor, worker_kill_to_response_s=after_worker, **vars(result))
     finally:
         watch.stop()
@@ -79,17 +119,61 @@ def test_executor_and_worker_killed_mid_stream(broker: LocalKafka, cluster: Stan
         cluster.start_worker(0)  # the next tests get two workers again
 
 
+def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, cluster: StandaloneCluster,
+                                                       packed_env: Path, tmp_path: Path) -> None:
+    config = _config(tmp_path, broker, cluster, packed_env)
+    pidfile = tmp_path / "driver.pid"
+    # the third run: an executor kills the driver right after a segment commit, before the publish
+    crashing = config.with_overrides(spark_conf={**config.spark_conf, f"spark.executorEnv.{CRASH_ENV}": "committed:1",
+                                                 f"spark.executorEnv.{KILL_PIDFILE_ENV}": str(pidfile)})
+    watch = ResponseWatch(config)
+    recoveries: dict[str, float] = {}
+    driver = GatewayDriver(config, tmp_path).start()
+    try:
+        # 1. during start-up: the query has started, no micro-batch has completed
+        first = send_wave(config, 300, 0)
+        _wait_for(lambda: "query_started" in driver.log(), "the query to start", 240)
+        driver.kill()
+        driver = GatewayDriver(config, tmp_path).start()
+        recoveries["after_startup_kill_s"] = watch.first_since(time.monotonic())
+        watch.wait_all(first, 300)
+
+        # 2. mid-stream: some of a wave answered, the rest in flight
+        second = send_wave(config, 600, 10_000)
+        _wait_for(lambda: watch.answered(second) >= 100, "part of the wave to be answered", 240)
+        driver.kill()  # usually with part of the wave unanswered (a micro-batch can answer all of it first)
+
+        # 3. restarted with a crash point: an executor kills the driver right after the first segment
+        # commit of the run, before that micro-batch's responses are published
+        driver = GatewayDriver(crashing, tmp_path).start()
+        assert driver.proc is not None
+        pidfile.write_text(str(driver.proc.pid))
+        third = send_wave(config, 600, 20_000)
+        _wait_for(lambda: driver.proc is not None and driver.proc.poll() is not None, "the crash point", 300)
+        driver = GatewayDriver(config, tmp_path).start()
+        recoveries["after_commit_crash_s"] = watch.first_since(time.monotonic())
+        watch.wait_all(first + second + third, 300)
+
+        assert driver.stop() == 0, driver.log()[-3000:]
+        result = account(config, first + second + third)
+        _report("driver kill -9 x3", **recoveries, **vars(result))
+    finally:
+        watch.stop()
+        if driver.proc is not None and driver.proc.poll() is None:
+            driver.kill()
+
+
 def test_standby_driver_takes_over_a_killed_active_one(broker: LocalKafka, cluster: StandaloneCluster,
                                                        packed_env: Path, tmp_path: Path) -> None:
     """A `--standby` driver with its own application and executors (one core each) takes over."""
-    config = cluster_config(tmp_path, broker, cluster, packed_env, spark_conf={**EXECUTORS, "spark.cores.max": "1"})
+    config = _config(tmp_path, broker, cluster, packed_env, spark_conf={**EXECUTORS, "spark.cores.max": "1"})
     active, standby = standby_configs(config, tmp_path)
-    report("standby failover (standalone cluster)", **standby_failover(active, standby, tmp_path))
+    _report("standby failover (standalone cluster)", **standby_failover(active, standby, tmp_path))
 
 
 def test_supervisor_rides_out_unusable_storage_and_a_broker_restart(broker: LocalKafka, cluster: StandaloneCluster,
                                                                     packed_env: Path, tmp_path: Path) -> None:
-    config = cluster_config(tmp_path, broker, cluster, packed_env, publish_timeout_ms=5000)
+    config = _config(tmp_path, broker, cluster, packed_env, publish_timeout_ms=5000)
     watch = ResponseWatch(config)
     driver = GatewayDriver(config, tmp_path).start()
     root = config.path(config.segments_root)
@@ -124,7 +208,7 @@ def test_supervisor_rides_out_unusable_storage_and_a_broker_restart(broker: Loca
         log = driver.log()
         assert driver.stop() == 0, log[-3000:]
         result = account(config, first + second + third)
-        report("storage unusable, broker restart", storage_repair_to_response_s=after_storage,
+        _report("storage unusable, broker restart", storage_repair_to_response_s=after_storage,
                 broker_start_to_response_s=after_broker, restarts=_restarts(log), **vars(result))
         assert restarts_storage >= 1
     finally:
