@@ -30,7 +30,7 @@ from contract.limits import (
     IngressLimits,
     batch_bytes_through,
 )
-from contract.topics import GROUPS_TOPIC_CONFIGS
+from contract.topics import GROUPS_TOPIC_CONFIGS, REHEARSAL_TOPIC_CONFIGS, rehearsal_topic
 from embedded.local_kafka import LocalKafka
 from front_door import produce
 from front_door.context import Context, Node
@@ -123,6 +123,9 @@ def test_the_registry_and_the_front_door_setting_define_every_hop(tmp_path: Path
         big.ingress_topic: {"max.message.bytes": str(limits.ingress_message_bytes)},
         big.response_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
         big.dlq_topic: {"max.message.bytes": str(limits.dead_letter_message_bytes)},
+        # a standby's rehearsal batch: an ingress message
+        rehearsal_topic(big.ingress_topic): {**REHEARSAL_TOPIC_CONFIGS,
+                                             "max.message.bytes": str(limits.ingress_message_bytes)},
         big.groups_topic: GROUPS_TOPIC_CONFIGS,  # offsets and groups: small records, Kafka's compacted layout
         big.security_topic: GROUPS_TOPIC_CONFIGS,  # users and ACLs: small records, compacted
     }
