@@ -221,11 +221,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot read the gateway configuration %s: %s", args.config, e)
         return 2
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
-    exposed = config.exposed_listeners()
-    if exposed and not config.front_door_allow_unauthenticated:
-        log.error("the front door would let anyone in: %s listens beyond loopback with neither TLS nor SASL. Give it "
-                  "SASL_SSL/SSL/SASL_PLAINTEXT listeners in front_door_security (docs/security.md), bind it to "
-                  "127.0.0.1, or set front_door_allow_unauthenticated to true", ", ".join(exposed))
+    if (refusal := config.exposure_refusal()) is not None:
+        log.error("%s", refusal)
         return 2
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:

@@ -167,6 +167,16 @@ class GatewayConfig:
             plaintext_listener(self.front_door_address, self.front_door_advertised_address),)
         return [str(li) for li in exposed_unauthenticated(listeners)]
 
+    def exposure_refusal(self) -> str | None:
+        """Why the door may not start as configured (a listener beyond loopback with neither TLS nor SASL, and
+        `front_door_allow_unauthenticated` not set), or None."""
+        exposed = self.exposed_listeners()
+        if not exposed or self.front_door_allow_unauthenticated:
+            return None
+        return (f"the front door would let anyone in: {', '.join(exposed)} listens beyond loopback with neither TLS "
+                "nor SASL. Give it SASL_SSL/SSL/SASL_PLAINTEXT listeners in front_door_security (docs/security.md), "
+                "bind it to 127.0.0.1, or set front_door_allow_unauthenticated to true")
+
     @functools.cached_property
     def kafka_security(self) -> KafkaSecurity:
         """The resolved `kafka` block (secrets read from their files or variables once, here). Raises

@@ -71,10 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if not config.front_door_address:
         log.error("no address to listen on: give --listen or front_door_address in %s", args.config)
         return 2
-    exposed = config.exposed_listeners()
-    if exposed and not config.front_door_allow_unauthenticated:
-        log.error("the front door would let anyone in: %s listens beyond loopback with neither TLS nor SASL "
-                  "(docs/security.md), or set front_door_allow_unauthenticated to true", ", ".join(exposed))
+    if (refusal := config.exposure_refusal()) is not None:
+        log.error("%s", refusal)
         return 2
     health = Health()
     metrics = FrontDoorMetrics()
