@@ -15,7 +15,8 @@ that port is 0 — and every connection knows the node it was accepted on. All l
 the ingress bridge and the context: a node is an address and a set of partitions it leads, not a process.
 
 Every node has a port on every listener (`security/listeners.py`, Kafka's `listeners`): PLAINTEXT, SSL,
-SASL_PLAINTEXT, SASL_SSL. TLS is asyncio's (`security/tls.py`); an SSL client certificate's subject is the
+SASL_PLAINTEXT, SASL_SSL. Each port has an `acceptor.py`, which applies the connection quotas before a TLS
+handshake or a read; TLS is asyncio's (`security/tls.py`); an SSL client certificate's subject is the
 connection's principal (`security/ssl_principal.py`). A SASL listener's connection is read frame by frame by
 `_authenticate` (`security/sasl_server.py`) until it has logged in; only then are its requests handled, each
 carrying its principal, which Kafka's ACLs check (`access.py`, `security/authorizer.py`).
@@ -72,6 +73,7 @@ from front_door import (
     topic_admin,
     unsupported,
 )
+from front_door.acceptor import Acceptor, bind
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.connection_quotas import ConnectionQuotas
@@ -248,7 +250,7 @@ class FrontDoor:
         # libuv's loop (uvloop): its TLS and socket transports are native code, where asyncio's are Python
         self._loop = uvloop.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="front-door", daemon=True)
-        self._servers: list[asyncio.base_events.Server] = []
+        self._acceptors: list[Acceptor] = []
         self._connections: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.context: Context | None = None
@@ -280,13 +282,13 @@ class FrontDoor:
             max_message_bytes=s.ingress_max_message_bytes, on_response=appended.notify,
             on_phases=self.metrics.produce_phases)
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
-        bound: dict[str, list[asyncio.base_events.Server]] = {}
+        bound: dict[str, list[Acceptor]] = {}
         for listener in listeners:
             tls = s.security.tls.server_context() if listener.protocol.tls and s.security.tls else None
             for node_id, (host, port) in zip(node_ids(s.nodes), s.listen_addresses(listener), strict=True):
-                server = await self._bind(listener, tls, node_id, host, port)
-                bound.setdefault(listener.name, []).append(server)
-                self._servers.append(server)
+                acceptor = self._bind(listener, tls, node_id, host, port)
+                bound.setdefault(listener.name, []).append(acceptor)
+                self._acceptors.append(acceptor)
         await asyncio.to_thread(bridge.start, self._loop)
         groups = await self._start_groups()
         credentials, authorizer = await self._start_security()
@@ -295,7 +297,7 @@ class FrontDoor:
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
                        credentials=credentials, authorizer=authorizer, quotas=quotas)
         for listener in listeners:
-            addresses = tuple(BrokerAddress(*server.sockets[0].getsockname()[:2]) for server in bound[listener.name])
+            addresses = tuple(BrokerAddress(*acceptor.address) for acceptor in bound[listener.name])
             self.listener_addresses[listener.name] = addresses
             self._contexts[listener.name] = dataclasses.replace(base, nodes=s.advertised_nodes(addresses, listener))
         self.bound = self.listener_addresses[listeners[0].name]
@@ -305,8 +307,8 @@ class FrontDoor:
         for node in nodes:  # every node's series exists from the start, at 0
             self.metrics.connections.labels(str(node.node_id))
             self.metrics.connections_accepted.labels(str(node.node_id))
-        for server in self._servers:
-            await server.start_serving()
+        for acceptor in self._acceptors:
+            acceptor.start()
         return self.bound[0]
 
     async def _start_security(self) -> tuple[ScramCredentials | None, AclAuthorizer | None]:
@@ -360,17 +362,18 @@ class FrontDoor:
         self.metrics.groups.attach(groups.snapshot, self._loop, s.segments_root)
         return groups
 
-    async def _bind(self, listener: Listener, tls: ssl.SSLContext | None, node_id: int, host: str,
-                    port: int) -> asyncio.base_events.Server:
-        serve = functools.partial(self._serve, listener, node_id)
+    def _bind(self, listener: Listener, tls: ssl.SSLContext | None, node_id: int, host: str, port: int) -> Acceptor:
         try:
-            return await asyncio.start_server(serve, host, port, reuse_address=True, start_serving=False, ssl=tls)
+            sock = bind(host, port)
         except OSError as e:
             if not self.settings.free_port_fallback or port == 0:
                 raise
             log.warning("front door node %d: %s:%d unavailable (%s); using a free port (listener %s)", node_id, host,
                         port, e, listener.name)
-            return await asyncio.start_server(serve, host, 0, reuse_address=True, start_serving=False, ssl=tls)
+            sock = bind(host, 0)
+        throttled = self.metrics.connections_throttled.labels(listener.name)
+        return Acceptor(self._loop, sock, functools.partial(self._serve, listener, node_id), tls,
+                        lambda ip: self._quotas.throttle_ms(ip, int(time.time() * 1000)), throttled.inc)
 
     def stop(self) -> None:
         if not self._thread.is_alive():
@@ -382,8 +385,8 @@ class FrontDoor:
             self._loop.close()
 
     async def _stop(self) -> None:
-        for server in self._servers:
-            server.close()
+        for acceptor in self._acceptors:
+            acceptor.close()
         for writer in list(self._writers):  # each connection's reader then ends, as on a client's close
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -402,9 +405,6 @@ class FrontDoor:
     async def _serve(self, listener: Listener, node_id: int, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        if isinstance(peer, tuple) and (throttle_ms := self._quotas.throttle_ms(peer[0], int(time.time() * 1000))):
-            self._throttle(listener, writer, throttle_ms)
-            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -432,20 +432,6 @@ class FrontDoor:
             connections.dec()
             self._connections.discard(task)
             self._writers.discard(writer)
-
-    def _throttle(self, listener: Listener, writer: asyncio.StreamWriter, throttle_ms: int) -> None:
-        """KIP-612: a connection over its IP's quota is held unread for the throttle time, then closed (Kafka's
-        `DelayedCloseSocket`): the client sees it closed, as from a broker, and backs off."""
-        self._writers.add(writer)
-        with contextlib.suppress(RuntimeError, AttributeError):  # a transport closing already
-            writer.transport.pause_reading()  # nothing it sends is read
-        self.metrics.connections_throttled.labels(listener.name).inc()
-
-        def close() -> None:
-            writer.close()
-            self._writers.discard(writer)
-
-        self._loop.call_later(throttle_ms / 1000, close)
 
     def _connection(self, listener: Listener, node_id: int, peer: Any, writer: asyncio.StreamWriter) -> _Connection | None:
         """What a new connection knows of itself; None when it must close (a certificate no mapping rule takes)."""

@@ -7,19 +7,22 @@ tests is throttled."""
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from embedded.local_kafka import LocalKafka, run_kafka_tool
 from streaming.config import GatewayConfig
 from tests.integration.gateway_io import create_gateway_topics
-from tests.integration.secured_door import Door, start_door
+from tests.integration.secured_door import Door, make_certificates, secured_door_config, start_door
 
 FLOODING_IP = "127.0.0.23"  # only this test connects from it
+TLS_FLOODING_IP = "127.0.0.24"  # only the TLS test connects from it
 BURST = 30
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"flood"
 
@@ -91,3 +94,39 @@ def test_an_ip_quota_set_with_kafka_configs_is_described_and_enforced_as_kafka_d
     assert _answered_of_a_burst(door.address("PLAINTEXT")) == BURST
     described = _configs(door.bootstrap("PLAINTEXT"), "--describe", "--entity-type", "ips")
     assert described.returncode == 0 and FLOODING_IP not in described.stdout, described.stdout + described.stderr
+
+
+def _handshakes_of_a_burst(address: tuple[str, int], ca: str) -> int:
+    """BURST connections from TLS_FLOODING_IP opened at once; how many then complete a TLS handshake."""
+    context = ssl.create_default_context(cafile=ca)
+    socks = []
+    for _ in range(BURST):
+        s = socket.socket()
+        s.settimeout(30)
+        s.bind((TLS_FLOODING_IP, 0))
+        s.connect(address)
+        socks.append(s)
+    completed = 0
+    for s in socks:
+        try:
+            with context.wrap_socket(s, server_hostname="127.0.0.1"):
+                completed += 1
+        except OSError:  # ssl.SSLError included: closed before the handshake, as a throttled connection is
+            s.close()
+    return completed
+
+
+def test_a_throttled_connection_gets_no_tls_handshake(gateway_config: GatewayConfig, tmp_path: Path) -> None:
+    """The quota applies before TLS, as in Kafka's Acceptor: a flooding host costs no handshakes past its
+    quota's burst."""
+    certificates = make_certificates(tmp_path / "certificates")
+    config = secured_door_config(gateway_config, certificates)
+    create_gateway_topics(config)
+    running = start_door(config)
+    try:
+        added = _configs(running.bootstrap("PLAINTEXT"), "--alter", "--entity-type", "ips", "--entity-name",
+                         TLS_FLOODING_IP, "--add-config", "connection_creation_rate=1")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert _handshakes_of_a_burst(running.address("SSL"), certificates.ca) == 10
+    finally:
+        running.door.stop()

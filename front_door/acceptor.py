@@ -1,0 +1,125 @@
+"""One listener port's acceptor, as Kafka's `Acceptor` (SocketServer.scala): it accepts connections and
+applies the connection quotas before anything else runs on one — before a TLS handshake, before a byte is
+read. A connection over its IP's KIP-612 quota (`connection_quotas.py`) is kept unread for the throttle time
+and then closed (Kafka's `DelayedCloseSocket`), so a flooding host costs the door an accept and a close per
+connection: no transport, no TLS handshake, no task. Every other connection becomes an asyncio stream (TLS
+negotiated first on an SSL listener) served by `serve`, as `asyncio.start_server` would serve it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger("gateway.front_door")
+
+# Kafka's socket.listen.backlog.size is 50; asyncio's start_server default is 100, kept for bursts of clients
+BACKLOG = 100
+ACCEPTS_PER_WAKE = BACKLOG  # as asyncio's accept loop: at most a backlog's worth before other work runs
+ACCEPT_PAUSE_S = 1.0  # out of file descriptors: accepting resumes after this, as asyncio's server does
+STREAM_LIMIT = 2**16  # asyncio's default StreamReader buffer limit
+
+Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening, non-blocking socket on `host`:`port` (the first address `host` resolves to; port 0 takes a
+    free one). SO_REUSEADDR as a broker sets it, so a restarted door binds a port its predecessor left in
+    TIME_WAIT."""
+    family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class Acceptor:
+    """Accepts on `sock` once started; `throttle_ms(ip)` records each connection in its IP's quota and says how
+    long to keep it before closing it (0: serve it); `on_throttled()` counts those kept."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, serve: Serve,
+                 tls: ssl.SSLContext | None, throttle_ms: Callable[[str], int],
+                 on_throttled: Callable[[], None]) -> None:
+        self._loop, self._sock, self._serve, self._tls = loop, sock, serve, tls
+        self._throttle_ms, self._on_throttled = throttle_ms, on_throttled
+        self._held: set[socket.socket] = set()  # throttled, closed when their time is up
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._serving = False
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sock.getsockname()[:2]
+        return host, port
+
+    def start(self) -> None:
+        if not self._serving and self._sock.fileno() >= 0:
+            self._serving = True
+            self._loop.add_reader(self._sock.fileno(), self._accept)
+
+    def close(self) -> None:
+        """Stops accepting and closes the listening socket and every throttled connection; connections being
+        served end as their clients' would."""
+        if self._serving:
+            self._loop.remove_reader(self._sock.fileno())
+            self._serving = False
+        self._sock.close()
+        for held in self._held:
+            held.close()
+        self._held.clear()
+        for task in self._handshakes:
+            task.cancel()
+
+    def _accept(self) -> None:
+        for _ in range(ACCEPTS_PER_WAKE):
+            try:
+                conn, peer = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # EMFILE, ENFILE, ENOBUFS: pause rather than spin on a readable socket
+                log.warning("front door: accepting on %s failed (%s); resuming in %.0f s", self.address, e,
+                            ACCEPT_PAUSE_S)
+                self._loop.remove_reader(self._sock.fileno())
+                self._serving = False
+                self._loop.call_later(ACCEPT_PAUSE_S, self.start)
+                return
+            throttle_ms = self._throttle_ms(peer[0]) if isinstance(peer, tuple) else 0
+            if throttle_ms:
+                self._held.add(conn)
+                self._loop.call_later(throttle_ms / 1000, self._close_held, conn)
+                self._on_throttled()
+                continue
+            conn.setblocking(False)
+            task = self._loop.create_task(self._connect(conn))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    def _close_held(self, conn: socket.socket) -> None:
+        if conn in self._held:
+            self._held.discard(conn)
+            conn.close()
+
+    async def _connect(self, conn: socket.socket) -> None:
+        """The accepted socket as a stream (after the TLS handshake on an SSL listener); a client that fails the
+        handshake or goes away first closes only its own connection."""
+        reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=self._loop)
+        protocol = asyncio.StreamReaderProtocol(reader, self._serve, loop=self._loop)
+        try:
+            await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._tls)
+        except (OSError, EOFError) as e:  # ssl.SSLError and TimeoutError are OSErrors
+            log.debug("front door: connection not established: %s", e)
+            with contextlib.suppress(OSError):
+                conn.close()
