@@ -7,42 +7,35 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
 from front_door.connection_quotas import ConnectionQuotas
 from front_door.groups.coordinator import GroupCoordinator
-from front_door.groups.placement import coordinator
+from front_door.groups.placement import coordinator, partition_for
 from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
 
+if TYPE_CHECKING:
+    from front_door.door_cluster import DoorCluster
+
 CLUSTER_ID = "ingest-gateway"
-# Metadata's controller: the bootstrap node (there is no KRaft quorum; clients only display it)
+# Metadata's controller of a lone door: its first node (there is no KRaft quorum; clients only display it).
+# With several doors, the lowest live node id.
 CONTROLLER_ID = FIRST_NODE_ID
-
-
-@dataclass(frozen=True)
-class BrokerAddress:
-    host: str
-    port: int
-
-
-@dataclass(frozen=True)
-class Node:
-    """One broker of the front door's cluster: a node id with a listener of its own, and the address
-    Metadata advertises for it."""
-
-    node_id: int
-    host: str
-    port: int
+NO_NODE = -1  # a group whose coordination is moving between doors: no coordinator for the moment
 
 
 class AppendSignal:
@@ -65,7 +58,7 @@ class AppendSignal:
 
 @dataclass
 class Context:
-    nodes: tuple[Node, ...]  # node ids 1..N, in order
+    nodes: tuple[Node, ...]  # this door's nodes, in order, as advertised on this context's listener
     registry: Callable[[], TopicRegistry]
     bridge: IngressBridge
     segments_root: Path
@@ -81,17 +74,62 @@ class Context:
     # broker without `authorizer.class.name`
     authorizer: AclAuthorizer | None = None
     quotas: ConnectionQuotas | None = None  # per-IP connection creation rates (None: no security topic)
+    # The live doors (`door_cluster.py`) and this context's listener name in their registrations; None: this
+    # door alone is the cluster
+    cluster: DoorCluster | None = None
+    listener: str = ""
+    _own_ids: tuple[int, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        self._own_ids = tuple(n.node_id for n in self.nodes)
+
+    def node_ids(self) -> Sequence[int]:
+        """Every node id of the cluster, sorted."""
+        return self.cluster.node_ids() if self.cluster is not None else self._own_ids
+
+    def brokers(self) -> tuple[Node, ...]:
+        """Every node of the cluster as advertised on this listener: what Metadata and DescribeCluster list."""
+        if self.cluster is None:
+            return self.nodes
+        return tuple(sorted(self.cluster.nodes(self.listener).values(), key=lambda n: n.node_id))
+
+    def controller_id(self) -> int:
+        ids = self.node_ids()
+        return ids[0] if ids else CONTROLLER_ID
 
     def leader(self, topic: str, partition: int) -> int:
         """The node id leading a partition (`leadership.py`)."""
-        return leader(topic, partition, len(self.nodes))
+        return leader(topic, partition, self.node_ids())
 
     def coordinator(self, group_id: str) -> int:
-        """The node id coordinating a group (`groups/placement.py`)."""
-        return coordinator(group_id, len(self.nodes))
+        """The node id coordinating a group (`groups/placement.py`). While its coordination moves between
+        doors (`door_membership.py`): this door's node when it is loading the group, NO_NODE when it handed
+        the group over and has not yet adopted the new view."""
+        groups = self.groups
+        if groups.loading or groups.moving:
+            partition = partition_for(group_id)
+            if partition in groups.loading:
+                return groups.loading[partition]
+            if partition in groups.moving:
+                return NO_NODE
+        return coordinator(group_id, self.node_ids())
 
-    def node(self, node_id: int) -> Node:
-        return self.nodes[node_id - FIRST_NODE_ID]
+    def coordinator_error(self, group_id: str, node_id: int) -> ErrorCode | None:
+        """None when node `node_id` coordinates the group now; else Kafka's answer to a group request sent
+        there: COORDINATOR_LOAD_IN_PROGRESS while this door loads the group (the client retries here),
+        NOT_COORDINATOR otherwise (it looks the coordinator up again)."""
+        if self.coordinator(group_id) != node_id:
+            return ErrorCode.not_coordinator
+        if self.groups.loading and partition_for(group_id) in self.groups.loading:
+            return ErrorCode.coordinator_load_in_progress
+        return None
+
+    def node(self, node_id: int) -> Node | None:
+        """A node as advertised on this listener (None: not a live node, or one without this listener)."""
+        if self.cluster is not None:
+            return self.cluster.nodes(self.listener).get(node_id)
+        index = node_id - self.nodes[0].node_id if self.nodes else -1
+        return self.nodes[index] if 0 <= index < len(self.nodes) else None
 
     def topic_ids(self) -> dict[uuid.UUID, str]:
         """Topic id -> name for the registry as it is now (reloads included)."""

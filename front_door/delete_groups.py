@@ -24,8 +24,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     for group_id in request.body.groups_names:
         if not access.authorize(ctx, request, AclOperation.DELETE, ResourceType.GROUP, group_id):
             error = ErrorCode.group_authorization_failed  # KafkaApis.handleDeleteGroupsRequest
-        elif ctx.coordinator(group_id) != request.node_id:
-            error = ErrorCode.not_coordinator
+        elif (moved := ctx.coordinator_error(group_id, request.node_id)) is not None:
+            error = moved
         else:
             error = await ctx.groups.delete(group_id)
         results.append(build(module.DeletableGroupResult, group_id=group_id, error_code=error))

@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
-from front_door.context import CLUSTER_ID, CONTROLLER_ID, Context
+from front_door.context import CLUSTER_ID, Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -36,7 +36,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         operations = access.authorized_operations(ctx, request, ResourceType.CLUSTER, CLUSTER_NAME) \
             if access.authorize_cluster(ctx, request, AclOperation.DESCRIBE) else 0
     brokers = tuple(build(module.DescribeClusterBroker, broker_id=n.node_id, host=n.host, port=n.port, rack=None,
-                          is_fenced=False) for n in ctx.nodes)
+                          is_fenced=False) for n in ctx.brokers())
     return build(module.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
-                 error_message=None, endpoint_type=endpoint, cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID,
+                 error_message=None, endpoint_type=endpoint, cluster_id=CLUSTER_ID, controller_id=ctx.controller_id(),
                  brokers=brokers, cluster_authorized_operations=operations)

@@ -35,9 +35,8 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str) -> Any:
     operations = AUTHORIZED_OPERATIONS_OMITTED
     if ctx.authorizer is not None and getattr(request.body, "include_authorized_operations", False):
         operations = access.authorized_operations(ctx, request, ResourceType.GROUP, group_id)
-    if ctx.coordinator(group_id) != node_id:
-        return build(module.DescribedGroup, error_code=ErrorCode.not_coordinator, error_message=None,
-                     group_state="", **empty)
+    if (moved := ctx.coordinator_error(group_id, node_id)) is not None:
+        return build(module.DescribedGroup, error_code=moved, error_message=None, group_state="", **empty)
     d = ctx.groups.describe(group_id)
     if d is None:
         if version >= NOT_FOUND_ERROR_VERSION:

@@ -48,6 +48,8 @@ def _find(ctx: Context, request: Request, key: str, key_type: int) -> tuple[Erro
     if ctx.groups.unavailable is not None:  # as Kafka answers while __consumer_offsets has no leader
         return ErrorCode.coordinator_not_available, ctx.groups.unavailable, -1, "", -1
     node = ctx.node(ctx.coordinator(key))
+    if node is None:  # moving between doors, or led by a door without this listener: the client asks again
+        return ErrorCode.coordinator_not_available, "The coordinator is not available.", -1, "", -1
     return ErrorCode.none, None, node.node_id, node.host, node.port
 
 

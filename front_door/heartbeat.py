@@ -21,8 +21,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     body = request.body
     if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         error = ErrorCode.group_authorization_failed  # KafkaApis.handleHeartbeatRequest
-    elif ctx.coordinator(body.group_id) != request.node_id:
-        error = ErrorCode.not_coordinator
+    elif (moved := ctx.coordinator_error(body.group_id, request.node_id)) is not None:
+        error = moved
     else:
         error = ctx.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
                                      getattr(body, "group_instance_id", None))

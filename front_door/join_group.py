@@ -40,8 +40,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     # KafkaApis.handleJoinGroupRequest: READ on the group (JoinGroupRequest.getErrorResponse: no member id)
     if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         return _response(module, version, JoinResult(ErrorCode.group_authorization_failed, ""))
-    if ctx.coordinator(body.group_id) != request.node_id:
-        return _response(module, version, JoinResult(ErrorCode.not_coordinator, body.member_id))
+    if (moved := ctx.coordinator_error(body.group_id, request.node_id)) is not None:
+        return _response(module, version, JoinResult(moved, body.member_id))
     session_ms = millis(body.session_timeout)
     rebalance = getattr(body, "rebalance_timeout", None)  # v0: the session timeout bounds the rebalance too
     result = await ctx.groups.join(JoinRequest(

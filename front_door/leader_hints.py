@@ -29,4 +29,4 @@ def node_endpoints(module: ModuleType, ctx: Context, leader_ids: Iterable[int]) 
     if not hasattr(module, "NodeEndpoint"):
         return {}
     return {"node_endpoints": tuple(build(module.NodeEndpoint, node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                                    for n in map(ctx.node, sorted(set(leader_ids))))}
+                                    for n in map(ctx.node, sorted(set(leader_ids))) if n is not None)}

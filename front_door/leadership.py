@@ -11,11 +11,12 @@ Why this formula: it is Kafka's placement of a partition's first replica, its pr
 (`AdminUtils.assignReplicasToBrokers`, rack unaware: broker `(startIndex + p) mod n`, round robin over
 the brokers from a start per topic), with the start taken from the topic id instead of at random. So
 it is deterministic: identical on every front door, across restarts, and for topics added by a
-registry reload, with nothing to store or agree on.
+registry reload, with nothing to store or agree on but the live doors (`door_cluster.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from front_door.topic_ids import topic_id
@@ -26,9 +27,9 @@ FIRST_NODE_ID = 1
 DEFAULT_NODES = 4
 
 
-def node_ids(nodes: int) -> range:
-    """The node ids of a front door with `nodes` nodes: 1..N."""
-    return range(FIRST_NODE_ID, FIRST_NODE_ID + nodes)
+def node_ids(nodes: int, first: int = FIRST_NODE_ID) -> range:
+    """The node ids of a front door with `nodes` nodes: first..first + N - 1 (1..N for a lone door)."""
+    return range(first, first + nodes)
 
 
 @lru_cache(maxsize=4096)
@@ -36,6 +37,7 @@ def _start(topic: str) -> int:
     return topic_id(topic).int
 
 
-def leader(topic: str, partition: int, nodes: int) -> int:
-    """The node id leading `topic`-`partition` among `nodes` nodes."""
-    return FIRST_NODE_ID + (_start(topic) + partition) % nodes
+def leader(topic: str, partition: int, nodes: Sequence[int]) -> int:
+    """The node id leading `topic`-`partition` among the sorted node ids `nodes` (one door's `node_ids(N)`,
+    or every live door's, `door_cluster.py`)."""
+    return nodes[(_start(topic) + partition) % len(nodes)]

@@ -32,8 +32,8 @@ async def handle(ctx: Context, request: Request) -> Any:
         # KafkaApis.handleLeaveGroupRequest (LeaveGroupRequest.getErrorResponse: no members)
         return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.group_authorization_failed, members=())
-    if ctx.coordinator(body.group_id) != request.node_id:
-        error, results = ErrorCode.not_coordinator, []
+    if (moved := ctx.coordinator_error(body.group_id, request.node_id)) is not None:
+        error, results = moved, []
     else:
         error, results = ctx.groups.leave(body.group_id, leaving)
     if version < BATCHED_VERSION and error == ErrorCode.none and results:

@@ -24,7 +24,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.LIST_GROUPS, request.api_version)
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     described = [] if types and GROUP_TYPE not in types else ctx.groups.list_groups(getattr(body, "states_filter", ()))
-    own = [g for g in described if ctx.coordinator(g.group_id) == request.node_id]
+    own = [g for g in described if ctx.coordinator_error(g.group_id, request.node_id) is None]
     # KafkaApis.handleListGroupsRequest: DESCRIBE on the cluster lists every group, else only those the
     # principal may DESCRIBE (neither denial is logged)
     if not access.authorize_cluster(ctx, request, AclOperation.DESCRIBE, log_if_denied=False):

@@ -1,5 +1,5 @@
-"""Metadata (key 3): the front door's nodes are the brokers (each its own listener, `front_door_nodes`)
-and every partition of every topic in the registry (its reloads included) is led by the node
+"""Metadata (key 3): the live front doors' nodes are the brokers (each its own listener, `front_door_nodes`
+per door, `door_cluster.py`) and every partition of every topic in the registry (its reloads included) is led by the node
 `leadership.py` assigns, its only replica and ISR. Any node answers for the whole cluster, as any Kafka
 broker does. A topic the registry lacks gets UNKNOWN_TOPIC_OR_PARTITION, an
 illegal name INVALID_TOPIC_EXCEPTION, an unknown id UNKNOWN_TOPIC_ID; topics are never auto-created
@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
-from front_door.context import CLUSTER_ID, CONTROLLER_ID, Context
+from front_door.context import CLUSTER_ID, Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from front_door.topic_ids import topic_id
@@ -88,7 +88,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.METADATA, version)
     registry = ctx.registry()
     brokers = tuple(build(module.MetadataResponseBroker, node_id=n.node_id, host=n.host, port=n.port, rack=None)
-                    for n in ctx.nodes)
+                    for n in ctx.brokers())
     asked = _requested(body, version, registry)
     every_topic = body.topics is None or (version == 0 and not body.topics)
     ids = ctx.topic_ids()
@@ -108,5 +108,5 @@ async def handle(ctx: Context, request: Request) -> Any:
             if with_operations and resolved is not None else AUTHORIZED_OPERATIONS_OMITTED
         topics.append(_topic(module, ctx, registry, name, tid, operations))
     return build(module.MetadataResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, brokers=brokers,
-                 cluster_id=CLUSTER_ID, controller_id=CONTROLLER_ID, topics=tuple(topics),
+                 cluster_id=CLUSTER_ID, controller_id=ctx.controller_id(), topics=tuple(topics),
                  cluster_authorized_operations=_cluster_operations(ctx, request))

@@ -48,6 +48,12 @@ class FrontDoorMetrics:
                                  registry=r)
         self.connections_accepted = Counter(f"{P}connections_accepted_total", "Client connections accepted, by "
                                             "front-door node.", ["node"], registry=r)
+        self.doors_alive = Gauge(f"{P}doors_alive", "Front doors this door sees alive on the doors topic (itself "
+                                 "included; 1 without a doors topic).", registry=r)
+        self.doors_alive.set(1)
+        self.bytes = Counter(f"{P}bytes_total", "Bytes of Kafka requests read and of responses written, by "
+                             "direction (in, out).", ["direction"], registry=r)
+        self.bytes_in, self.bytes_out = self.bytes.labels("in"), self.bytes.labels("out")
         self.connections_throttled = Counter(f"{P}connections_throttled_total", "Client connections closed unread "
                                              "for going over their IP's connection_creation_rate quota (KIP-612), by "
                                              "listener.", ["listener"], registry=r)

@@ -32,7 +32,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     names = ctx.topic_ids() if by_id else {}
     registry = ctx.registry()
     now_ms = int(time.time() * 1000)
-    coordinated = ctx.coordinator(body.group_id) == request.node_id
+    moved = ctx.coordinator_error(body.group_id, request.node_id)
     # KafkaApis.handleOffsetCommitRequest: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED),
     # then READ on each topic
     group_denied = not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id)
@@ -50,8 +50,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                 errors[key, p.partition_index] = ErrorCode.group_authorization_failed
             elif name is not None and name not in readable:
                 errors[key, p.partition_index] = ErrorCode.topic_authorization_failed
-            elif not coordinated:
-                errors[key, p.partition_index] = ErrorCode.not_coordinator
+            elif moved is not None:
+                errors[key, p.partition_index] = moved
             elif config is None or not 0 <= p.partition_index < config.partitions:
                 errors[key, p.partition_index] = (ErrorCode.unknown_topic_id if by_id and name is None
                                                   else ErrorCode.unknown_topic_or_partition)

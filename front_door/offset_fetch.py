@@ -36,8 +36,8 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: A
         error = ErrorCode.group_authorization_failed
         if version >= GROUP_ERROR_VERSION:
             return error, ()
-    elif ctx.coordinator(group_id) != request.node_id:
-        error = ErrorCode.not_coordinator
+    elif (moved := ctx.coordinator_error(group_id, request.node_id)) is not None:
+        error = moved
     else:
         error = ErrorCode.none
     if topics is None:

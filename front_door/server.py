@@ -13,6 +13,8 @@ The front door is a cluster of `nodes` brokers (`leadership.py` says why): node 
 own — node 1 on `listen` (the bootstrap address), node i on its port + i - 1, or each on a free port when
 that port is 0 — and every connection knows the node it was accepted on. All listeners share the loop,
 the ingress bridge and the context: a node is an address and a set of partitions it leads, not a process.
+Several doors with one `doors_topic` are one cluster (`door_cluster.py`, `door_membership.py`): each has its
+own node ids, and leadership and group coordination spread over every live door's nodes.
 
 Every node has a port on every listener (`security/listeners.py`, Kafka's `listeners`): PLAINTEXT, SSL,
 SASL_PLAINTEXT, SASL_SSL. Each port has an `acceptor.py`, which applies the connection quotas before a TLS
@@ -77,13 +79,17 @@ from front_door.acceptor import Acceptor, bind
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.connection_quotas import ConnectionQuotas
-from front_door.context import AppendSignal, BrokerAddress, Context, Node
+from front_door.context import AppendSignal, Context
+from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS, MAX_NODES_PER_DOOR, DoorCluster, first_node_id
+from front_door.door_membership import DoorMembership
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.placement import partition_for
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import BrokerAddress, Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acl_apis import ACL_HANDLERS
 from front_door.security.audit import OncePerWindow
@@ -198,13 +204,20 @@ class FrontDoorSettings:
     free_port_fallback: bool = False
     groups_topic: str = DEFAULT_GROUPS_TOPIC  # where committed offsets and groups last (groups/store.py)
     groups: GroupSettings = GroupSettings()
+    # Several doors (`door_cluster.py`): this door's id (its node ids follow from it) and the topic where the
+    # doors register; None: this door alone is the cluster
+    door_id: int = 1
+    doors_topic: str | None = None
+    door_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     registry_file: str = "the topic registry"  # named in the refusal of topic admin requests
     security: FrontDoorSecurity = FrontDoorSecurity()  # listeners, TLS, SASL, ACLs (security/config.py)
     security_topic: str | None = DEFAULT_SECURITY_TOPIC  # where users and ACLs last; None: no users
 
     def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise ValueError(f"front_door_nodes must be at least 1, got {self.nodes}")
+        if not 1 <= self.nodes <= MAX_NODES_PER_DOOR:
+            raise ValueError(f"front_door_nodes must be 1 to {MAX_NODES_PER_DOOR}, got {self.nodes}")
+        if self.door_id < 1:
+            raise ValueError(f"front_door_id must be at least 1, got {self.door_id}")
         if self.ports and len(self.ports) != self.nodes:
             raise ValueError(f"{len(self.ports)} ports for {self.nodes} front-door nodes")
 
@@ -234,9 +247,13 @@ class FrontDoorSettings:
         listener = listener or self.listeners()[0]
         if listener.advertised_host is not None and listener.advertised_port is not None:
             host, port = listener.advertised_host, listener.advertised_port
-            return tuple(Node(n, host, port + i) for i, n in enumerate(node_ids(self.nodes)))
+            return tuple(Node(n, host, port + i) for i, n in enumerate(self.node_ids()))
         return tuple(Node(n, b.host if b.host not in _WILDCARDS else socket.getfqdn(), b.port)
-                     for n, b in zip(node_ids(self.nodes), bound, strict=True))
+                     for n, b in zip(self.node_ids(), bound, strict=True))
+
+    def node_ids(self) -> range:
+        """This door's node ids (`door_cluster.first_node_id`)."""
+        return node_ids(self.nodes, first_node_id(self.door_id))
 
 
 class FrontDoor:
@@ -257,6 +274,7 @@ class FrontDoor:
         self._bridge: IngressBridge | None = None
         self._group_store: KafkaGroupStore | None = None
         self._security_store: KafkaSecurityStore | None = None
+        self._membership: DoorMembership | None = None
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
         self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
@@ -285,21 +303,26 @@ class FrontDoor:
         bound: dict[str, list[Acceptor]] = {}
         for listener in listeners:
             tls = s.security.tls.server_context() if listener.protocol.tls and s.security.tls else None
-            for node_id, (host, port) in zip(node_ids(s.nodes), s.listen_addresses(listener), strict=True):
+            for node_id, (host, port) in zip(s.node_ids(), s.listen_addresses(listener), strict=True):
                 acceptor = self._bind(listener, tls, node_id, host, port)
                 bound.setdefault(listener.name, []).append(acceptor)
                 self._acceptors.append(acceptor)
         await asyncio.to_thread(bridge.start, self._loop)
+        advertised = {}
+        for listener in listeners:
+            addresses = tuple(BrokerAddress(*acceptor.address) for acceptor in bound[listener.name])
+            self.listener_addresses[listener.name] = addresses
+            advertised[listener.name] = s.advertised_nodes(addresses, listener)
+        cluster = await self._join_doors(tuple(advertised.items()))
         groups = await self._start_groups()
         credentials, authorizer = await self._start_security()
         quotas = self._quotas = ConnectionQuotas(self._security_store)
         base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
-                       credentials=credentials, authorizer=authorizer, quotas=quotas)
+                       credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster)
         for listener in listeners:
-            addresses = tuple(BrokerAddress(*acceptor.address) for acceptor in bound[listener.name])
-            self.listener_addresses[listener.name] = addresses
-            self._contexts[listener.name] = dataclasses.replace(base, nodes=s.advertised_nodes(addresses, listener))
+            self._contexts[listener.name] = dataclasses.replace(base, nodes=advertised[listener.name],
+                                                                listener=listener.name)
         self.bound = self.listener_addresses[listeners[0].name]
         self.context = self._contexts[listeners[0].name]
         nodes = self.context.nodes
@@ -310,6 +333,19 @@ class FrontDoor:
         for acceptor in self._acceptors:
             acceptor.start()
         return self.bound[0]
+
+    async def _join_doors(self, listeners: tuple[tuple[str, tuple[Node, ...]], ...]) -> DoorCluster | None:
+        """With a doors topic: this door registered among the live doors (`door_membership.py`)."""
+        s = self.settings
+        if s.doors_topic is None:
+            return None
+        self._membership = DoorMembership(s.cluster, s.doors_topic, s.door_id, s.door_session_timeout_ms,
+                                          on_change=lambda c: self.metrics.doors_alive.set(len(c.doors)))
+        cluster = await self._membership.join(self._loop, listeners)
+        self.metrics.doors_alive.set(len(cluster.doors))
+        log.info("front door %d on the doors topic %s: %d live door(s), %d node(s)", s.door_id, s.doors_topic,
+                 len(cluster.doors), len(cluster.node_ids()))
+        return cluster
 
     async def _start_security(self) -> tuple[ScramCredentials | None, AclAuthorizer | None]:
         """The users and ACLs from the security topic, followed for changes through other doors. A door with a
@@ -353,12 +389,18 @@ class FrontDoor:
         except GroupStoreError as e:  # producers and assigned consumers are still served
             groups.unavailable = f"{e}; create it (compacted) or let the gateway create it, then restart"
             log.warning("front door: no consumer groups: %s", groups.unavailable)
+            if self._membership is not None:
+                self._membership.coordinate(groups, None)
             return groups
         store.start(self._loop)
-        groups.load(stored)
+        if self._membership is not None:  # only the groups this door coordinates among the live doors
+            owned = self._membership.coordinate(groups, store)
+            groups.load(stored, only=lambda g: partition_for(g) in owned)
+        else:
+            groups.load(stored)
         groups.start_expiry()
-        log.info("front door groups: %d groups and %d groups' offsets loaded from %s", len(stored.groups),
-                 len(stored.offsets), s.groups_topic)
+        log.info("front door groups: %d groups and %d groups' offsets loaded from %s", len(groups.groups),
+                 len(groups.offsets), s.groups_topic)
         self.metrics.groups.attach(groups.snapshot, self._loop, s.segments_root)
         return groups
 
@@ -392,6 +434,8 @@ class FrontDoor:
         await asyncio.gather(*self._connections, return_exceptions=True)
         if self.context is not None:
             self.context.groups.close()
+        if self._membership is not None:
+            await self._membership.leave()
         self.metrics.groups.detach()
         if self._group_store is not None:
             await asyncio.to_thread(self._group_store.close)
@@ -471,6 +515,7 @@ class FrontDoor:
                 # the frame is dropped once parsed: kio copies out what the request holds
                 request = parse_request(await reader.readexactly(size), READABLE, conn.node_id, conn.client_host,
                                         conn.principal, conn.listener.name)
+                self.metrics.bytes_in.inc(SIZE.size + size)
             except UnsupportedApiError as e:
                 in_flight.release(size)
                 if not await self._unsupported(e, peer, responses):
@@ -619,6 +664,7 @@ class FrontDoor:
                 return
             if data is not None:
                 writer.write(data)
+                self.metrics.bytes_out.inc(len(data))
                 await writer.drain()
 
 

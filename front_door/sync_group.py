@@ -23,8 +23,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.SYNC_GROUP, request.api_version)
     if not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         result = SyncResult(ErrorCode.group_authorization_failed)  # KafkaApis.handleSyncGroupRequest
-    elif ctx.coordinator(body.group_id) != request.node_id:
-        result = SyncResult(ErrorCode.not_coordinator)
+    elif (moved := ctx.coordinator_error(body.group_id, request.node_id)) is not None:
+        result = SyncResult(moved)
     else:
         result = await ctx.groups.sync(
             body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),

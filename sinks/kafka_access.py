@@ -49,8 +49,10 @@ class RequiredAcl:
 
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
-                 group_prefix: str, security_topic: str | None = None) -> list[RequiredAcl]:
-    """The ACLs of a gateway with these topics (`groups_topic`, `security_topic`: None without a front door)
+                 group_prefix: str, security_topic: str | None = None,
+                 doors_topic: str | None = None) -> list[RequiredAcl]:
+    """The ACLs of a gateway with these topics (`groups_topic`, `security_topic`, `doors_topic`: None without a
+    front door or, for the doors topic, without several doors)
     and consumer group prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
     acls = [
         RequiredAcl("topic", ingress_topic, AclOperation.READ, "Spark's Kafka source reads the produce batches"),
@@ -71,6 +73,9 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
     if security_topic is not None:
         acls += [RequiredAcl("topic", security_topic, AclOperation.READ, "the front door loads its users and ACLs"),
                  RequiredAcl("topic", security_topic, AclOperation.WRITE, "the front door stores users and ACLs")]
+    if doors_topic is not None:
+        acls += [RequiredAcl("topic", doors_topic, AclOperation.READ, "each front door follows the live doors"),
+                 RequiredAcl("topic", doors_topic, AclOperation.WRITE, "each front door registers and heartbeats")]
     acls.append(RequiredAcl("cluster", "kafka-cluster", AclOperation.CREATE,
                             "the gateway creates its topics at start (not needed when they exist)"))
     return acls

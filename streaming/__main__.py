@@ -35,6 +35,7 @@ from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from embedded.local_kafka import LocalKafka, free_port
+from front_door.door_cluster import DuplicateDoorError
 from front_door.metrics import FrontDoorMetrics
 from front_door.security.store import SecurityStoreError
 from front_door.server import FrontDoor
@@ -277,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         code = supervisor.run()
         front_door = opening.result()  # a door that could not open: its error, below
         return code
-    except (SharedStorageError, SecurityStoreError, KafkaSecurityError) as e:
+    except (SharedStorageError, SecurityStoreError, KafkaSecurityError, DuplicateDoorError) as e:
         log.error("%s", e)
         return 2
     except Py4JError as e:

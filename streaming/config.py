@@ -18,6 +18,7 @@ from contract.topics import (
     DEFAULT_RESPONSE_TOPIC,
     DEFAULT_SECURITY_TOPIC,
 )
+from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_access import RequiredAcl, gateway_acls
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
@@ -64,6 +65,9 @@ class GatewayConfig:
     groups_topic: str = DEFAULT_GROUPS_TOPIC
     # the front door's users (SCRAM credentials) and ACLs, shared by every door (a compacted topic)
     security_topic: str = DEFAULT_SECURITY_TOPIC
+    # Where several front doors register and find each other (a compacted topic; docs/deployment.md); null:
+    # each door is a cluster of its own, as one door needs
+    doors_topic: str | None = None
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
@@ -114,6 +118,11 @@ class GatewayConfig:
     # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
     # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
     front_door_nodes: int = DEFAULT_NODES
+    # This door's id among the doors on doors_topic (Kafka's node.id): door d's nodes have ids
+    # (d - 1) * 100 + 1 onwards; each door needs its own. A door silent for front_door_session_timeout_ms
+    # (Kafka's broker.session.timeout.ms) is fenced: its partitions and groups move to the others.
+    front_door_id: int = 1
+    front_door_session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     # Kafka's group.initial.rebalance.delay.ms: a group that was empty waits this long (more while members
     # keep arriving, up to their rebalance timeout) before its first generation, so consumers that start
     # together get one rebalance, not one each.
@@ -147,6 +156,8 @@ class GatewayConfig:
             free_port_fallback=True, groups_topic=self.groups_topic, registry_file=str(self.path(self.topics_file)),
             groups=GroupSettings(initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms),
             security=self.door_security, security_topic=self.security_topic,
+            door_id=self.front_door_id, doors_topic=self.doors_topic,
+            door_session_timeout_ms=self.front_door_session_timeout_ms,
         )
 
     @functools.cached_property
@@ -194,7 +205,8 @@ class GatewayConfig:
         """The ACLs the gateway's principal needs on its cluster (docs/security.md; `gateway acls`)."""
         return gateway_acls(self.ingress_topic, self.response_topic, self.dlq_topic,
                             self.groups_topic if self.front_door_address else None, self.consumer_group_prefix,
-                            self.security_topic if self.front_door_address else None)
+                            self.security_topic if self.front_door_address else None,
+                            self.doors_topic if self.front_door_address else None)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     door.add_argument("--advertised", metavar="HOST:PORT",
                       help="what Metadata tells clients for node 1; default: front_door_advertised_address, else "
                       "the bound address")
+    door.add_argument("--id", type=int, metavar="N", dest="door_id",
+                      help="this door's id among several doors (front_door_id; each door its own); default: the "
+                      "config's")
     door.add_argument("--metrics-address", metavar="HOST:PORT",
                       help="the door's Prometheus exporter and /healthz, /readyz; default: metrics_address")
 
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     config = config.with_overrides(
         front_door_address=args.listen or config.front_door_address,
         front_door_advertised_address=args.advertised or config.front_door_advertised_address,
-        metrics_address=args.metrics_address or config.metrics_address)
+        metrics_address=args.metrics_address or config.metrics_address,
+        front_door_id=args.door_id or config.front_door_id)
     if not config.bootstrap_servers:
         log.error("gateway door needs the gateway's Kafka cluster (bootstrap_servers in %s): an embedded broker "
                   "belongs to the `gateway run` that started it", args.config)

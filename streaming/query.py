@@ -10,6 +10,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from contract.limits import IngressLimits
 from contract.topics import (
+    DOORS_TOPIC_CONFIGS,
+    DOORS_TOPIC_PARTITIONS,
     GROUPS_TOPIC_CONFIGS,
     GROUPS_TOPIC_PARTITIONS,
     REHEARSAL_TOPIC_CONFIGS,
@@ -94,6 +96,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
                                                      "max.message.bytes": str(limits.ingress_message_bytes)}),
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
         security_topic_spec(config),
+        *([(config.doors_topic, DOORS_TOPIC_PARTITIONS, DOORS_TOPIC_CONFIGS)] if config.doors_topic else []),
     ]
 
 

@@ -176,6 +176,11 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         # why groups cannot be served (the groups topic could not be read), or None: FindCoordinator says so
         self.unavailable: str | None = None
+        # Offsets-topic partitions (`placement.partition_for`) whose groups move between doors
+        # (`door_membership.py`): handed over by this door (no coordinator here until the new view is adopted),
+        # and being loaded by it (partition -> this door's coordinating node; COORDINATOR_LOAD_IN_PROGRESS)
+        self.moving: frozenset[int] = frozenset()
+        self.loading: dict[int, int] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._runtime: dict[str, _Runtime] = {}
         self._writes: set[asyncio.Task[None]] = set()
@@ -183,18 +188,32 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, stored: StoredGroups) -> None:
-        """Take over what the store holds; members of a loaded group get a full session to heartbeat
-        (`GroupMetadataManager.onLoaded` schedules every member's expiration). On the loop's thread."""
+    def load(self, stored: StoredGroups, only: Callable[[str], bool] = lambda _group: True) -> None:
+        """Take over what the store holds of the groups `only` accepts; members of a loaded group get a full
+        session to heartbeat (`GroupMetadataManager.onLoaded` schedules every member's expiration). On the
+        loop's thread."""
         for group_id, record in stored.groups.items():
+            if not only(group_id):
+                continue
             group = ClassicGroup.loaded(group_id, record)
             self.groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
         for group_id, offsets in stored.offsets.items():
-            if offsets:
+            if offsets and only(group_id):
                 self.offsets[group_id] = dict(offsets)
                 self.groups.setdefault(group_id, ClassicGroup(group_id))
+
+    def unload(self, which: Callable[[str], bool]) -> None:
+        """Hand over the groups `which` names to another door (`GroupMetadataManager.removeGroupsForPartition`):
+        their timers stop, waiting requests are answered NOT_COORDINATOR, and they are forgotten here; the
+        store keeps them for the door that loads them."""
+        for group_id in [g for g in self.groups if which(g)]:
+            rt = self._runtime.pop(group_id, None)
+            if rt is not None:
+                self._stop(rt)
+            del self.groups[group_id]
+            self.offsets.pop(group_id, None)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -784,12 +803,15 @@ class GroupCoordinator:
         """Timers off; waiting requests answered NOT_COORDINATOR so their clients look again."""
         self._cancel(self._expiry)
         for rt in self._runtime.values():
-            for h in [*rt.heartbeats.values(), *rt.pending_expiry.values(), rt.join_timer, rt.sync_timer]:
-                self._cancel(h)
-            for jw in rt.join_waiters.values():
-                if not jw.done():
-                    jw.set_result(JoinResult(ErrorCode.not_coordinator))
-            for sw in rt.sync_waiters.values():
-                if not sw.done():
-                    sw.set_result(SyncResult(ErrorCode.not_coordinator))
+            self._stop(rt)
         self._runtime.clear()
+
+    def _stop(self, rt: _Runtime) -> None:
+        for h in [*rt.heartbeats.values(), *rt.pending_expiry.values(), rt.join_timer, rt.sync_timer]:
+            self._cancel(h)
+        for jw in rt.join_waiters.values():
+            if not jw.done():
+                jw.set_result(JoinResult(ErrorCode.not_coordinator))
+        for sw in rt.sync_waiters.values():
+            if not sw.done():
+                sw.set_result(SyncResult(ErrorCode.not_coordinator))

@@ -7,6 +7,8 @@ same coordinator for a group without storing or agreeing on anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from front_door.leadership import leader
 
 # Kafka's internal topic and its default partition count (`offsets.topic.num.partitions`)
@@ -32,6 +34,6 @@ def partition_for(group_id: str, partitions: int = OFFSETS_TOPIC_PARTITIONS) -> 
     return java_abs(java_string_hash(group_id)) % partitions
 
 
-def coordinator(group_id: str, nodes: int) -> int:
-    """The node id coordinating `group_id` among `nodes` front-door nodes."""
+def coordinator(group_id: str, nodes: Sequence[int]) -> int:
+    """The node id coordinating `group_id` among the sorted node ids `nodes`."""
     return leader(OFFSETS_TOPIC, partition_for(group_id), nodes)

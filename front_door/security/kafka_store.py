@@ -25,9 +25,11 @@ POLL_S = 0.2
 
 
 class KafkaSecurityStore:
-    def __init__(self, cluster: KafkaCluster, topic: str, *, timeout_ms: int = 30_000) -> None:
+    def __init__(self, cluster: KafkaCluster, topic: str, *, timeout_ms: int = 30_000,
+                 what: str = "security topic") -> None:
         self.cluster = cluster
         self.topic = topic
+        self.what = what  # how errors and log lines name the topic (the doors topic is kept the same way)
         self._timeout_ms = timeout_ms
         self._records: dict[tuple[str, str], tuple[int, bytes]] = {}  # (kind, name) -> (offset, value)
         self._deleted_at: dict[tuple[str, str], int] = {}
@@ -53,7 +55,7 @@ class KafkaSecurityStore:
             meta = consumer.list_topics(self.topic, timeout=self._timeout_ms / 1000)
             topic = meta.topics.get(self.topic)
             if topic is None or topic.error is not None or not topic.partitions:
-                raise SecurityStoreError(f"security topic {self.topic} does not exist"
+                raise SecurityStoreError(f"{self.what} {self.topic} does not exist"
                                          + (f" ({topic.error})" if topic is not None and topic.error else ""))
             ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p),
                                                       timeout=self._timeout_ms / 1000)[1] for p in topic.partitions}
@@ -63,15 +65,15 @@ class KafkaSecurityStore:
             while todo:
                 msg = consumer.poll(self._timeout_ms / 1000)
                 if msg is None:
-                    raise SecurityStoreError(f"security topic {self.topic}: no records within {self._timeout_ms} ms "
+                    raise SecurityStoreError(f"{self.what} {self.topic}: no records within {self._timeout_ms} ms "
                                              f"while loading (partitions left: {sorted(todo)})")
                 if msg.error() is not None:
-                    raise SecurityStoreError(f"security topic {self.topic}: {msg.error()}")
+                    raise SecurityStoreError(f"{self.what} {self.topic}: {msg.error()}")
                 if msg.partition() in todo and msg.offset() >= todo[msg.partition()] - 1:
                     del todo[msg.partition()]
                 self._apply(msg.key(), msg.value(), msg.offset(), notify=False)
         except KafkaException as e:
-            raise SecurityStoreError(f"security topic {self.topic}: {e}") from None
+            raise SecurityStoreError(f"{self.what} {self.topic}: {e}") from None
         finally:
             consumer.close()
 
@@ -79,7 +81,7 @@ class KafkaSecurityStore:
         try:
             kind, name = split_key((raw_key or b"").decode())
         except (UnicodeDecodeError, ValueError):
-            log.warning("security topic %s: a record without a valid key at offset %d; skipped", self.topic, offset)
+            log.warning("%s %s: a record without a valid key at offset %d; skipped", self.what, self.topic, offset)
             return
         key = (kind, name)
         seen = max(self._records.get(key, (-1, b""))[0], self._deleted_at.get(key, -1))
@@ -107,7 +109,7 @@ class KafkaSecurityStore:
         self._loop = loop
         self._producer = Producer(self.cluster.client({
             "enable.idempotence": True, "acks": "all", "linger.ms": 0, "message.timeout.ms": self._timeout_ms,
-            "client.id": "front-door-security", "logger": KAFKA_CLIENT_LOG}))
+            "client.id": f"front-door-{self.what.split()[0]}", "logger": KAFKA_CLIENT_LOG}))
         for target, name in ((self._follow, "front-door-security-follow"), (self._deliveries, "front-door-security")):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -122,7 +124,7 @@ class KafkaSecurityStore:
                 if msg is None:
                     continue
                 if msg.error() is not None:
-                    log.warning("security topic %s: %s", self.topic, msg.error())
+                    log.warning("%s %s: %s", self.what, self.topic, msg.error())
                     continue
                 assert self._loop is not None
                 try:
@@ -143,7 +145,7 @@ class KafkaSecurityStore:
 
         def delivered(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
-                loop.call_soon_threadsafe(_settle, done, SecurityStoreError(f"security topic {self.topic}: {err}"))
+                loop.call_soon_threadsafe(_settle, done, SecurityStoreError(f"{self.what} {self.topic}: {err}"))
             else:
                 loop.call_soon_threadsafe(_settle, done, msg.offset())
 
@@ -151,7 +153,7 @@ class KafkaSecurityStore:
         try:
             self._producer.produce(self.topic, key=key, value=value, partition=0, on_delivery=delivered)
         except (KafkaException, BufferError) as e:
-            raise SecurityStoreError(f"security topic {self.topic}: {e}") from None
+            raise SecurityStoreError(f"{self.what} {self.topic}: {e}") from None
         self._apply(key, value, await done)
 
     def close(self) -> None:

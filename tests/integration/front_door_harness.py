@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from front_door.leadership import leader
+from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor, FrontDoorSettings
 from sinks.registry_watcher import RegistryWatcher
@@ -75,7 +75,7 @@ class RunningDoor:
 
     def leader_address(self, topic: str, partition: int) -> tuple[str, int]:
         """Where the node leading `topic`-`partition` listens (a raw request for it goes there)."""
-        return self.node_address(leader(topic, partition, self.nodes))
+        return self.node_address(leader(topic, partition, node_ids(self.nodes)))
 
     def restart(self) -> None:
         """Stop the front door (its connections drop) and start a new one on the same ports."""

@@ -58,7 +58,8 @@ class DoorProducer:
     """An idempotent librdkafka producer bootstrapped from both front doors: one record every few
     milliseconds with a unique value, until stopped; delivery reports kept."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, prefix: str = "door") -> None:
+        self.prefix = prefix  # of each value: `<prefix>-<n>`
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                                   "logger": _Quiet()})
         self.sent: list[bytes] = []
@@ -81,7 +82,7 @@ class DoorProducer:
     def _run(self) -> None:
         i = 0
         while not self._stop.is_set():
-            value = f"door-{i:06d}".encode()
+            value = f"{self.prefix}-{i:06d}".encode()
             self.producer.produce(DOOR_TOPIC, value=value, partition=i % DOOR_PARTITIONS, on_delivery=self._report)
             self.sent.append(value)
             self.sent_at[value] = time.monotonic()

@@ -43,7 +43,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta
 
 from contract.responses import decode_response
-from front_door.leadership import leader
+from front_door.leadership import leader, node_ids
 from front_door.topic_ids import topic_id
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
@@ -235,7 +235,7 @@ def test_every_node_leads_a_share_and_an_idempotent_librdkafka_producer_pipeline
     assert {b.id: (b.host, b.port) for b in listed.brokers.values()} == {
         n: door.node_address(n) for n in range(1, door.nodes + 1)}
     leaders = {p: m.leader for p, m in listed.topics["spread"].partitions.items()}
-    assert leaders == {p: leader("spread", p, door.nodes) for p in range(SPREAD_PARTITIONS)}
+    assert leaders == {p: leader("spread", p, node_ids(door.nodes)) for p in range(SPREAD_PARTITIONS)}
     assert sorted(leaders.values()) == sorted(list(range(1, door.nodes + 1)) * 2)
 
     # small batches, many of them: each node's connection carries several produce requests at once
@@ -291,7 +291,7 @@ def test_kcat_sees_every_node_and_produces_to_and_consumes_from_every_partition(
     assert {int(n): a for n, a in brokers.items()} == {n: f"{host}:{port}" for n, (host, port) in addresses.items()}
     partitions = re.findall(r"partition (\d+), leader (\d+), replicas: (\d+), isrs: (\d+)", listed.stdout)
     assert {int(p): (int(lead), int(r), int(i)) for p, lead, r, i in partitions} == {
-        p: (leader("spread", p, door.nodes),) * 3 for p in range(SPREAD_PARTITIONS)}
+        p: (leader("spread", p, node_ids(door.nodes)),) * 3 for p in range(SPREAD_PARTITIONS)}
 
     # keyed lines: librdkafka's partitioner puts them on every partition, each sent to its leader
     lines = "".join(f"key-{i}\tvalue-{i}\n" for i in range(80))
@@ -548,7 +548,7 @@ def _produce_v13_frame(records: bytes) -> bytes:
 
 
 def test_a_partition_asked_of_a_node_that_does_not_lead_it_is_not_leader_or_follower(door: RunningDoor) -> None:
-    lead = leader("ct", 0, door.nodes)
+    lead = leader("ct", 0, node_ids(door.nodes))
     wrong = door.node_address(next(n for n in range(1, door.nodes + 1) if n != lead))
     now = int(time.time() * 1000)
 

@@ -34,7 +34,7 @@ from pyspark.sql import SparkSession
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
-from front_door.leadership import leader
+from front_door.leadership import leader, node_ids
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig
@@ -386,7 +386,7 @@ def test_java_client_sends_each_partition_to_its_leading_node_and_every_node_get
         nodes = {n: door.node_address(n) for n in range(1, door.nodes + 1)}
 
     # the client's metadata: every partition led by the node leadership.py names, where that node listens
-    expected = {p: leader("spread", p, len(nodes)) for p in range(partitions)}
+    expected = {p: leader("spread", p, node_ids(len(nodes))) for p in range(partitions)}
     assert {line["partition"]: line["leader"] for line in leaders.lines} == expected
     for line in leaders.lines:
         assert (line["host"], line["port"]) == nodes[line["leader"]]

@@ -19,9 +19,10 @@ from kio.serial import entity_reader
 
 from front_door import create_acls, delete_acls, describe_acls
 from front_door.api_keys import ApiKey
-from front_door.context import Context, Node
+from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acl_apis import ACL_HANDLERS, ACL_VERSIONS
 from front_door.security.acls import ANY_FILTER, AclOperation, AclPermissionType, PatternType, ResourceType

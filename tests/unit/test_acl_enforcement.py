@@ -41,11 +41,12 @@ from front_door import (
     sync_group,
     topic_admin,
 )
-from front_door.context import Context, Node
+from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.messages import build
 from front_door.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from front_door.security.authorizer import AclAuthorizer

@@ -25,9 +25,10 @@ from front_door.connection_quotas import (
     QuotaEntity,
     SampledRate,
 )
-from front_door.context import Context, Node
+from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclAuthorizer

@@ -22,7 +22,7 @@ DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
 # PromQL words that look like metric names but are functions, keywords or label names
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "max", "time", "le", "topic", "outcome", "error",
                 "partition", "reason", "phase", "api", "without", "on", "ignoring", "increase", "avg", "min",
-                "group", "state", "mechanism", "result"}
+                "group", "state", "mechanism", "result", "instance", "direction"}
 # What the operators' dashboard must show: a metric family per area.
 REQUIRED = {
     "throughput (records)": "gateway_records_total",
@@ -54,6 +54,8 @@ REQUIRED = {
     "consumer group rebalances": "gateway_front_door_group_rebalances_total",
     "front door authentications": "gateway_front_door_authentications_total",
     "front door authorization denials": "gateway_front_door_authorization_denials_total",
+    "front doors alive": "gateway_front_door_doors_alive",
+    "front door bytes": "gateway_front_door_bytes_total",
 }
 
 

@@ -17,10 +17,11 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from front_door import api_versions, fetch, list_offsets, metadata, produce, unsupported
-from front_door.context import CONTROLLER_ID, Context, Node
+from front_door.context import CONTROLLER_ID, Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from front_door.server import READABLE, FrontDoorSettings
 from front_door.topic_ids import topic_id
@@ -105,27 +106,27 @@ def test_unknown_apis_versions_and_unreadable_bodies_are_refused() -> None:
 def test_leadership_is_stable_across_restarts_and_front_doors() -> None:
     # Golden values: clients cache leaders, and several front doors must agree — a change here moves every
     # partition of every deployed topic to another node.
-    assert [leader("orders", p, 4) for p in range(8)] == [3, 4, 1, 2, 3, 4, 1, 2]
-    assert [leader("clicks", p, 4) for p in range(4)] == [1, 2, 3, 4]
-    assert [leader("orders", p, 3) for p in range(3)] == [2, 3, 1]
+    assert [leader("orders", p, node_ids(4)) for p in range(8)] == [3, 4, 1, 2, 3, 4, 1, 2]
+    assert [leader("clicks", p, node_ids(4)) for p in range(4)] == [1, 2, 3, 4]
+    assert [leader("orders", p, node_ids(3)) for p in range(3)] == [2, 3, 1]
     # the start is the topic id's (UUIDv5 of the name): the formula, nothing remembered
-    assert all(leader(t, p, n) == 1 + (topic_id(t).int + p) % n
+    assert all(leader(t, p, node_ids(n)) == 1 + (topic_id(t).int + p) % n
                for t in ("orders", "clicks", "a.b-c_d") for p in range(10) for n in (1, 2, 5, 7))
 
 
 def test_leadership_spreads_a_topics_partitions_round_robin_over_the_nodes() -> None:
     for nodes in (2, 3, 4, 7):
         for topic in ("orders", "clicks", "x", "gateway.demo"):
-            leaders = [leader(topic, p, nodes) for p in range(3 * nodes)]
+            leaders = [leader(topic, p, node_ids(nodes)) for p in range(3 * nodes)]
             assert sorted(leaders) == sorted(list(node_ids(nodes)) * 3), (topic, nodes)
             # consecutive partitions on consecutive nodes: any `nodes` of them use every node once
             assert all(leaders[p + 1] == leaders[p] % nodes + 1 for p in range(len(leaders) - 1))
     # and topics start on different nodes, so one-partition topics spread too
-    assert {leader(f"topic-{i}", 0, 4) for i in range(40)} == set(node_ids(4))
+    assert {leader(f"topic-{i}", 0, node_ids(4)) for i in range(40)} == set(node_ids(4))
 
 
 def test_one_node_leads_everything() -> None:
-    assert {leader(t, p, 1) for t in ("orders", "clicks", "x") for p in range(16)} == {1}
+    assert {leader(t, p, node_ids(1)) for t in ("orders", "clicks", "x") for p in range(16)} == {1}
     assert list(node_ids(1)) == [1]
 
 
@@ -139,7 +140,7 @@ def _settings(listen: str, **kw: Any) -> FrontDoorSettings:
 
 
 def test_each_node_listens_on_the_next_port_or_a_free_one() -> None:
-    from front_door.context import BrokerAddress
+    from front_door.node import BrokerAddress
 
     assert _settings("127.0.0.1:9093").listen_addresses() == [("127.0.0.1", p) for p in (9093, 9094, 9095, 9096)]
     assert _settings(":9093", nodes=2).listen_addresses() == [("0.0.0.0", 9093), ("0.0.0.0", 9094)]
@@ -152,8 +153,10 @@ def test_each_node_listens_on_the_next_port_or_a_free_one() -> None:
                                                                          Node(2, "127.0.0.1", 39000))
     advertised = _settings("127.0.0.1:0", nodes=2, advertised="gw.example:19093").advertised_nodes(bound)
     assert advertised == (Node(1, "gw.example", 19093), Node(2, "gw.example", 19094))
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="must be 1 to 100, got 0"):
         _settings("127.0.0.1:0", nodes=0)
+    with pytest.raises(ValueError, match="must be 1 to 100, got 101"):  # door ids' node ranges stay apart
+        _settings("127.0.0.1:0", nodes=101)
     with pytest.raises(ValueError, match="ports up to 65536"):
         _settings("127.0.0.1:65533").listen_addresses()
     with pytest.raises(ValueError, match="1 ports for 4"):

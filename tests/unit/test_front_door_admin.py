@@ -20,7 +20,7 @@ from front_door.api_versions import ADVERTISED, api_versions_body
 from front_door.context import Context
 from front_door.describe_configs import ConfigSource
 from front_door.leader_epoch import epoch_error
-from front_door.leadership import leader
+from front_door.leadership import leader, node_ids
 from tests.unit.test_front_door import REGISTRY, _answer, _context
 from validators.append_result import GATEWAY_LEADER_EPOCH
 from validators.topic_config import TopicRegistry
@@ -93,8 +93,8 @@ def test_describe_cluster_names_every_node(tmp_path: Path) -> None:
 
 def test_offset_for_leader_epoch(tmp_path: Path) -> None:
     m = req(23, 4)
-    home = leader("orders", 0, 4)
-    away = next(p for p in range(3) if leader("orders", p, 4) != home)
+    home = leader("orders", 0, node_ids(4))
+    away = next(p for p in range(3) if leader("orders", p, node_ids(4)) != home)
 
     def ask(partition: int, epoch: int, current: int = -1, node: int = home) -> tuple[int, int, int]:
         answer = _answer(_ctx(tmp_path), offset_for_leader_epoch.handle, 23, 4, m.OffsetForLeaderEpochRequest(
@@ -115,7 +115,7 @@ def test_current_leader_epochs_are_checked_as_kafka_checks_them(tmp_path: Path) 
     assert epoch_error(GATEWAY_LEADER_EPOCH + 1) == ErrorCode.unknown_leader_epoch
     assert epoch_error(-2) == ErrorCode.fenced_leader_epoch
     m = req(2, 10)
-    home = leader("orders", 1, 4)
+    home = leader("orders", 1, node_ids(4))
     answer = _answer(_ctx(tmp_path), list_offsets.handle, 2, 10, m.ListOffsetsRequest(
         replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=1), topics=(m.ListOffsetsTopic(
             name="orders", partitions=(m.ListOffsetsPartition(partition_index=1, current_leader_epoch=3, timestamp=-1),)),)),

@@ -27,11 +27,12 @@ from front_door import (
     offset_fetch,
     sync_group,
 )
-from front_door.context import Context, Node
+from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
-from front_door.groups.placement import coordinator
+from front_door.groups.placement import coordinator, partition_for
 from front_door.leadership import node_ids
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.server import READABLE
 from front_door.topic_ids import topic_id
@@ -41,11 +42,11 @@ from tests.unit.test_front_door import REGISTRY, _answer
 
 NODES = 4
 GROUP = "orders-app"
-HOME = coordinator(GROUP, NODES)
+HOME = coordinator(GROUP, node_ids(NODES))
 AWAY = HOME % NODES + 1
 SESSION = datetime.timedelta(seconds=10)
 # a group no one made, coordinated by the same node
-UNKNOWN = next(g for g in (f"unknown-{i}" for i in range(100)) if coordinator(g, NODES) == HOME)
+UNKNOWN = next(g for g in (f"unknown-{i}" for i in range(100)) if coordinator(g, node_ids(NODES)) == HOME)
 
 
 def _context(tmp_path: Path) -> Context:
@@ -67,7 +68,7 @@ def test_find_coordinator_names_one_node_for_a_group_on_every_node(tmp_path: Pat
         found = _answer(ctx, find_coordinator.handle, 10, 4, m4.FindCoordinatorRequest(
             key_type=0, coordinator_keys=(GROUP, "other", "")), node_id=node)
         assert [(c.key, c.error_code, c.node_id) for c in found.coordinators] == [
-            (GROUP, ErrorCode.none, HOME), ("other", ErrorCode.none, coordinator("other", NODES)),
+            (GROUP, ErrorCode.none, HOME), ("other", ErrorCode.none, coordinator("other", node_ids(NODES))),
             ("", ErrorCode.invalid_request, -1)]
         assert (found.coordinators[0].host, found.coordinators[0].port) == ("gw.example", 9092 + HOME)
     old = _answer(ctx, find_coordinator.handle, 10, 0, req(10, 0).FindCoordinatorRequest(key=GROUP))
@@ -224,3 +225,27 @@ def test_a_malformed_group_request_is_a_bad_request_closing_only_its_connection(
     for body in (b"", b"\x05gr", b"\x05grp" + b"\xff" * 12, b"\x02g" + b"\x7f\xff\xff\xff" * 4):
         with pytest.raises(BadRequestError):
             parse_request(header + body, READABLE, 1)
+
+
+def test_a_group_moving_between_doors_is_answered_as_kafka_answers_during_a_coordinator_move(tmp_path: Path) -> None:
+    """`door_membership.py`: the door loading a group answers COORDINATOR_LOAD_IN_PROGRESS and names itself
+    coordinator; the door that handed it over names none until it adopts the new view."""
+    ctx = _context(tmp_path)
+    m4 = req(10, 4)
+    beat = req(12, 4).HeartbeatRequest(group_id=GROUP, generation_id=1, member_id="m", group_instance_id=None)
+
+    def found() -> tuple[int, int]:
+        answer = _answer(ctx, find_coordinator.handle, 10, 4, m4.FindCoordinatorRequest(
+            key_type=0, coordinator_keys=(GROUP,)), node_id=AWAY)
+        return answer.coordinators[0].error_code, answer.coordinators[0].node_id
+
+    ctx.groups.loading = {partition_for(GROUP): AWAY}  # the new view makes AWAY its coordinator
+    assert found() == (ErrorCode.none, AWAY)
+    assert _answer(ctx, heartbeat.handle, 12, 4, beat, node_id=AWAY).error_code == ErrorCode.coordinator_load_in_progress
+    assert _answer(ctx, heartbeat.handle, 12, 4, beat, node_id=HOME).error_code == ErrorCode.not_coordinator
+    ctx.groups.loading = {}
+    ctx.groups.moving = frozenset({partition_for(GROUP)})  # handed over to another door
+    assert found() == (ErrorCode.coordinator_not_available, -1)
+    assert _answer(ctx, heartbeat.handle, 12, 4, beat, node_id=HOME).error_code == ErrorCode.not_coordinator
+    ctx.groups.moving = frozenset()
+    assert found() == (ErrorCode.none, HOME)

@@ -22,6 +22,7 @@ from front_door.groups.coordinator import (
     LeavingMember,
 )
 from front_door.groups.placement import coordinator, java_string_hash, partition_for
+from front_door.leadership import node_ids
 from tests.memory_group_store import MemoryGroupStore
 
 T = TypeVar("T")
@@ -313,8 +314,8 @@ def test_the_coordinator_of_a_group_is_kafkas_partition_for_it_on_every_node() -
     assert java_string_hash("") == 0
     assert java_string_hash("é€😀") == JAVA_HASH_OF_NON_ASCII
     assert partition_for("group") == 98629247 % 50
-    assert {coordinator("orders-app", 4) for _ in range(3)} == {coordinator("orders-app", 4)}
-    assert {coordinator(f"g{i}", 4) for i in range(200)} == {1, 2, 3, 4}  # groups spread over the nodes
+    assert {coordinator("orders-app", node_ids(4)) for _ in range(3)} == {coordinator("orders-app", node_ids(4))}
+    assert {coordinator(f"g{i}", node_ids(4)) for i in range(200)} == {1, 2, 3, 4}  # groups spread over the nodes
 
 
 def offset(n: int, metadata: str = "") -> OffsetAndMetadata:

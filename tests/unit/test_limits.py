@@ -33,11 +33,12 @@ from contract.limits import (
 from contract.topics import GROUPS_TOPIC_CONFIGS, REHEARSAL_TOPIC_CONFIGS, rehearsal_topic
 from embedded.local_kafka import LocalKafka
 from front_door import produce
-from front_door.context import Context, Node
+from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
+from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.server import READABLE
 from front_door.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
