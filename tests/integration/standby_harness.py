@@ -10,6 +10,7 @@ it, and kill -> the producer's first acknowledgement of a record sent after it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -50,7 +51,7 @@ def door_process_configs(config: GatewayConfig, work_dir: Path) -> tuple[Gateway
     door as its own process (`gateway door`) in front of both."""
     active, _ = standby_configs(config, work_dir)
     door = active.with_overrides(front_door_address=f"127.0.0.1:{free_ports(4)}")
-    active = active.with_overrides(front_door_address=None)
+    active = dataclasses.replace(active, front_door_address=None)  # with_overrides keeps a value for None
     return active, active, door
 
 

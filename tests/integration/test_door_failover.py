@@ -96,8 +96,8 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
         _wait_for(lambda: len(producer.delivered) >= 200 and len(readers[0].values) >= 50,
                   "records produced and read through the doors", 180)
 
-        coordinator = AdminClient({"bootstrap.servers": bootstrap}).describe_consumer_groups(
-            [GROUP])[GROUP].result(timeout=30).coordinator.id
+        admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped handle never answers
+        coordinator = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=60).coordinator.id
         victim = doors[(coordinator - 1) // MAX_NODES_PER_DOOR]
         survivors = [d for d in doors if d is not victim]
         victim.kill()
@@ -113,7 +113,16 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
         _wait_for(lambda: len(producer.delivered) > delivered + 200, "records after the driver's kill", 300)
         assert producer.stop(120) == 0
         assert producer.errors == []
-        _wait_for(lambda: set(readers[0].values) >= set(producer.delivered), "the group to read every record", 180)
+        try:
+            _wait_for(lambda: set(readers[0].values) >= set(producer.delivered), "the group to read every record",
+                      180)
+        except TimeoutError as e:  # which partitions the reader fell behind on
+            missing = sorted(set(producer.delivered) - set(readers[0].values))
+            by_partition = {p: sum(1 for v in missing if int(v.split(b"-")[1]) % DOOR_PARTITIONS == p)
+                            for p in range(DOOR_PARTITIONS)}
+            raise TimeoutError(f"{e}: {len(missing)} of {len(producer.delivered)} unread (by partition "
+                               f"{by_partition}; first {missing[:3]}); read {len(readers[0].values)}; "
+                               f"assignment {readers[0].consumer.assignment()}") from None
         readers[0].close()
 
         # a later member of the group starts from the commits the new coordinator took over
