@@ -10,6 +10,7 @@ the p99 produce round trip around each fault.
 
 from __future__ import annotations
 
+import collections
 import statistics
 import threading
 import time
@@ -33,11 +34,15 @@ SESSION_TIMEOUT_MS = 6000  # the doors' front_door_session_timeout_ms: a killed 
 
 
 class GroupReader:
-    """A consumer of the door topic in GROUP, through the doors, committing every second; values kept."""
+    """A consumer of the door topic in GROUP, through the doors, committing every second; values kept, and
+    librdkafka's last group, fetch and metadata log lines (for a failure's message). Its metadata is refreshed
+    every 10 s, as clients of several doors are advised (docs/deployment.md)."""
 
     def __init__(self, bootstrap: str) -> None:
+        self.log = _Recent()
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
-                                  "auto.commit.interval.ms": 1000, "logger": _Quiet()})
+                                  "auto.commit.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 10_000,
+                                  "debug": "cgrp,fetch,metadata", "logger": self.log})
         self.consumer.subscribe([DOOR_TOPIC])
         self.values: list[bytes] = []
         self._stop = threading.Event()
@@ -56,9 +61,14 @@ class GroupReader:
         self.consumer.close()  # commits what it read, through the group's coordinator
 
 
-class _Quiet:
-    def log(self, *_: object) -> None:
-        pass
+class _Recent:
+    """The last lines librdkafka logged."""
+
+    def __init__(self) -> None:
+        self.lines: collections.deque[str] = collections.deque(maxlen=60)
+
+    def log(self, _level: int, fmt: str, *args: object) -> None:
+        self.lines.append(fmt % args if args else fmt)
 
 
 def _p99_round_trip_ms(producer: DoorProducer, start: float, end: float) -> float:
@@ -122,7 +132,8 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
                             for p in range(DOOR_PARTITIONS)}
             raise TimeoutError(f"{e}: {len(missing)} of {len(producer.delivered)} unread (by partition "
                                f"{by_partition}; first {missing[:3]}); read {len(readers[0].values)}; "
-                               f"assignment {readers[0].consumer.assignment()}") from None
+                               f"assignment {readers[0].consumer.assignment()}; librdkafka's last lines:\n"
+                               + "\n".join(readers[0].log.lines)) from None
         readers[0].close()
 
         # a later member of the group starts from the commits the new coordinator took over
