@@ -252,6 +252,21 @@ class IngressBridge:
             kind, published_ms = msg.timestamp()
             self._complete(key.decode(), response, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
 
+    def unreachable(self, timeout_s: float) -> str | None:
+        """Why the gateway's Kafka cluster cannot be reached now (its metadata for the ingress topic not
+        answered within `timeout_s`), or None when it answers. From any thread."""
+        producer = self._producer
+        if producer is None:
+            return "the front door is not connected to the gateway's Kafka cluster"
+        try:
+            meta = producer.list_topics(self.ingress_topic, timeout=timeout_s)
+        except KafkaException as e:
+            return f"the gateway's Kafka cluster ({self.cluster}) does not answer: {e.args[0].str()}"
+        topic = meta.topics.get(self.ingress_topic)
+        if topic is None or topic.error is not None:
+            return f"ingress topic {self.ingress_topic}: {topic.error if topic is not None else 'missing'}"
+        return None
+
     def stop(self) -> None:
         self._stop.set()
         for t in self._threads:

@@ -417,6 +417,10 @@ class FrontDoor:
         return Acceptor(self._loop, sock, functools.partial(self._serve, listener, node_id), tls,
                         lambda ip: self._quotas.throttle_ms(ip, int(time.time() * 1000)), throttled.inc)
 
+    def cluster_problem(self, timeout_s: float = 5.0) -> str | None:
+        """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""
+        return "not started" if self._bridge is None else self._bridge.unreachable(timeout_s)
+
     def stop(self) -> None:
         if not self._thread.is_alive():
             return

@@ -8,7 +8,9 @@ What a door needs: the gateway's Kafka cluster (`bootstrap_servers` and the `kaf
 broker belongs to `gateway run`), the topic registry, and the segments root mounted (Fetch, ListOffsets and
 OffsetForLeaderEpoch read the segments; producer ids are allocated in a file beside them). It creates the
 gateway's topics when they are missing, as `gateway run` does. `gateway run` with `front_door_address: null`
-runs no door of its own.
+runs no door of its own. `/readyz` fails while the gateway's Kafka cluster does not answer (checked every
+5 s); produce requests meanwhile wait up to `publish_timeout_ms` and are answered with a retriable error,
+never acknowledged unwritten.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from streaming.config import GatewayConfig, add_config_argument, load_gateway_co
 from streaming.query import topic_specs
 
 log = logging.getLogger("gateway.door")
+READINESS_CHECK_S = 5.0  # how often /readyz asks whether the gateway's Kafka cluster answers
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -98,7 +101,14 @@ def run(args: argparse.Namespace) -> int:
         health.set(ready=True, detail=f"front door: nodes {nodes}")
         log.info("front door nodes %s in front of %s (ingress '%s', responses '%s'); metrics on %s. Ctrl-C stops.",
                  nodes, config.bootstrap_servers, config.ingress_topic, config.response_topic, server.url)
-        stop.wait()
+        while not stop.wait(READINESS_CHECK_S):
+            problem = door.cluster_problem(READINESS_CHECK_S)
+            serving = f"front door: nodes {nodes}"
+            if problem is not None and health.state.ready:
+                log.warning("not ready: %s (produce requests are answered with retriable errors)", problem)
+            elif problem is None and not health.state.ready:
+                log.info("ready again: the gateway's Kafka cluster answers")
+            health.set(ready=problem is None, detail=serving if problem is None else f"front door: {problem}")
         return 0
     except (KafkaAccessError, OSError, ValueError, RuntimeError) as e:
         log.error("the front door cannot start: %s", e)

@@ -22,6 +22,7 @@ from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
 from sinks.kafka_admin import create_topics
 from sinks.registry_watcher import RegistryWatcher
+from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from tests.bench_round_trip import RoundTripProbe
 from tests.bench_stack import Row, Stack
@@ -57,12 +58,15 @@ def collected_warnings() -> Iterator[list[str]]:
 @contextmanager
 def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
                             on_start: Callable[[FrontDoor], None] | None = None,
+                            on_config: Callable[[GatewayConfig], None] | None = None,
                             **overrides: Any) -> Iterator[tuple[str, Any]]:
     """A gateway query on a fresh config of the stack (its defaults, `overrides` applied), with a front door
     on a free port of loopback: (bootstrap address, query). `probe` records the front door's hops and the
     sink's micro-batches."""
     assert stack.spark is not None
     config = stack.config("front-door", **overrides)
+    if on_config is not None:  # a section that starts more of the gateway on the same topics (door processes)
+        on_config(config)
     create_topics(config.cluster, topic_specs(config))
     query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else ())
     try:

@@ -516,13 +516,16 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
             bench_secured_backlog(stack, small.name, small.batches(4 * per_trigger[small.name], 4, now),
                                   per_trigger[small.name], secured_rounds)
         return
-    if only == "secured-door":
+    if only in ("secured-door", "doors"):
+        from tests.bench_doors import bench_doors
         from tests.bench_secured_door import bench_secured_door
 
-        print(f"\n== end to end, the secured front door only: local[2], {KAFKA_VERSION} broker on loopback ==")
+        what, section = {"secured-door": ("the secured front door", bench_secured_door),
+                         "doors": ("front doors as processes", bench_doors)}[only]
+        print(f"\n== end to end, {what} only: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:
             stack.drain("gateway", small.batches(2000, 4, now), 500)  # warm-up, not reported
-            bench_secured_door(stack, quick)
+            section(stack, quick)
         return
     if only == "clients":
         print(f"\n== end to end, Kafka clients only: local[2], {KAFKA_VERSION} broker on loopback ==")
@@ -562,9 +565,11 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
 
         bench_clients(stack, quick, backlog=figures[small.name][2])
         scaling = bench_scaling(stack, small, now, quick)
+        from tests.bench_doors import bench_doors
         from tests.bench_secured_door import bench_secured_door
 
         bench_secured_door(stack, quick)
+        bench_doors(stack, quick)
 
     seq, pip, gw, fl = figures[small.name]
     print("\nratios and targets:")

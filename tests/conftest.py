@@ -107,7 +107,7 @@ def pytest_runtest_makereport(
 LONGEST_FIRST = (
     "tests/integration/test_faults.py",
     "tests/integration/test_secured_cluster.py",
-    "tests/integration/test_standby.py",
+    "tests/integration/test_door_failover.py",
     "tests/integration/test_make_run.py",
 )
 

@@ -1,5 +1,5 @@
-"""The standby failover scenario, on local Spark (test_standby.py) and on the standalone cluster
-(test_faults.py): an active driver and a `--standby` one, both as an operator starts them, the standby ready
+"""The standby failover scenario on the standalone cluster (test_faults.py; with front doors as processes of
+their own on local Spark: test_door_failover.py): an active driver and a `--standby` one, both as an operator starts them, the standby ready
 (and rehearsed, on its scratch topic) before any traffic; the active is killed with kill -9 (driver and JVM) mid-stream; the standby takes the driver lock, starts the front door
 and the query from the checkpoint. What must hold: the fault tests' accounting for the ingress traffic,
 an idempotent librdkafka producer bootstrapped from both front doors delivering every record once and in
@@ -114,12 +114,9 @@ def _third_driver(config_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_dir: Path,
-                     start_timeout_s: float = 300, door: GatewayConfig | None = None) -> dict[str, object]:
-    """The scenario (module docstring); returns its figures, the accounting's among them. With `door`, the
-    producer goes through a front door of its own (`gateway door`) that outlives the active driver, instead
-    of through both drivers' doors."""
+                     start_timeout_s: float = 300) -> dict[str, object]:
+    """The scenario (module docstring); returns its figures, the accounting's among them."""
     watch = ResponseWatch(config)
-    door_process = GatewayDriver(door, work_dir, "door", command="door").start() if door is not None else None
     active = GatewayDriver(config, work_dir, "active").start()
     standby = GatewayDriver(standby_config, work_dir, "standby", ("--standby",)).start()
     producer: DoorProducer | None = None
@@ -133,11 +130,7 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         assert third_driver.returncode == 2, refusal[-3000:]
         assert "another driver runs query" in refusal and f"pid {active.proc.pid}" in refusal  # type: ignore[union-attr]
 
-        if door is not None:
-            assert door_process is not None
-            _wait_for(lambda: "front door nodes" in door_process.log(), "the front door process", start_timeout_s)
-        producer = DoorProducer(door.front_door_address if door is not None
-                                else f"{config.front_door_address},{standby_config.front_door_address}")
+        producer = DoorProducer(f"{config.front_door_address},{standby_config.front_door_address}")
         _wait_for(lambda: len(producer.delivered) >= 50, "records through the active's front door", 120)
         second = send_wave(config, 300, 10_000)
         _wait_for(lambda: watch.answered(second) >= 50, "part of the wave to be answered", 120)
@@ -161,8 +154,6 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         log = standby.log()
         assert log.index("taking over") < log.index("gateway query")  # its query starts after the lock
         assert standby.stop() == 0, log[-3000:]
-        if door_process is not None:
-            assert door_process.stop() == 0, door_process.log()[-3000:]
         result = account(config, first + second + third)
 
         root = config.path(config.segments_root)
@@ -183,6 +174,6 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         watch.stop()
         if producer is not None:
             producer.stop(1)
-        for driver in (active, standby, door_process):
-            if driver is not None and driver.proc is not None and driver.proc.poll() is None:
+        for driver in (active, standby):
+            if driver.proc is not None and driver.proc.poll() is None:
                 driver.kill()

@@ -42,17 +42,24 @@ def _configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     return run_kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, *args])
 
 
-def _answered_of_a_burst(address: tuple[str, int]) -> int:
-    """BURST connections from FLOODING_IP opened at once, each sending ApiVersions; how many are answered
-    (the others are closed without a byte)."""
+def _burst(address: tuple[str, int], source: str) -> list[socket.socket]:
+    """BURST connections to `address` from `source`, opened at once."""
     socks = []
     for _ in range(BURST):
         s = socket.socket()
         s.settimeout(30)
-        s.bind((FLOODING_IP, 0))
+        s.bind((source, 0))
         s.connect(address)
-        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
         socks.append(s)
+    return socks
+
+
+def _answered_of_a_burst(address: tuple[str, int]) -> int:
+    """A burst from FLOODING_IP, each connection sending ApiVersions; how many are answered (the others are
+    closed without a byte)."""
+    socks = _burst(address, FLOODING_IP)
+    for s in socks:
+        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
     answered = 0
     for s in socks:
         with s:
@@ -97,15 +104,9 @@ def test_an_ip_quota_set_with_kafka_configs_is_described_and_enforced_as_kafka_d
 
 
 def _handshakes_of_a_burst(address: tuple[str, int], ca: str) -> int:
-    """BURST connections from TLS_FLOODING_IP opened at once; how many then complete a TLS handshake."""
+    """A burst from TLS_FLOODING_IP; how many of its connections then complete a TLS handshake."""
     context = ssl.create_default_context(cafile=ca)
-    socks = []
-    for _ in range(BURST):
-        s = socket.socket()
-        s.settimeout(30)
-        s.bind((TLS_FLOODING_IP, 0))
-        s.connect(address)
-        socks.append(s)
+    socks = _burst(address, TLS_FLOODING_IP)
     completed = 0
     for s in socks:
         try:

@@ -1,9 +1,11 @@
 """Three front doors as processes of their own (`gateway door`, one node each, on one doors topic), an active
 driver and a standby without doors of their own; an idempotent librdkafka producer bootstrapped from all three
-doors and a consumer group reading through them. Mid-stream, the door coordinating the group is killed with
-kill -9, then the active driver. What must hold: every record acknowledged is stored exactly once and in order
+doors and a consumer group reading through them. The standby is ready (rehearsed on its scratch topic) while
+the ingress topic is still empty. Mid-stream, the door coordinating the group is killed with kill -9, then the
+active driver. What must hold: every record acknowledged is stored exactly once and in order
 per partition, nothing is left unacknowledged, and the group continues from its commits under its new
-coordinator (a later member of the group reads exactly what was produced after the first one left). Reported
+coordinator (a later member of the group reads exactly what was produced after the first one left), and the
+standby's query starts only after it took the driver lock. Reported
 (`pytest -s`), not asserted: each kill -> the producer's first acknowledgement of a record sent after it, and
 the p99 produce round trip around each fault.
 """
@@ -11,6 +13,7 @@ the p99 produce round trip around each fault.
 from __future__ import annotations
 
 import collections
+import re
 import statistics
 import threading
 import time
@@ -157,7 +160,10 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
             "p99_round_trip_ms_10s_after_driver_kill": _p99_round_trip_ms(producer, driver_killed, driver_killed + 10),
             "records": len(stored)}
         print("\n[fault] doors and drivers killed: " + ", ".join(f"{k}={v}" for k, v in figures.items()))
-        assert standby.stop() == 0, standby.log()[-3000:]
+        log = standby.log()
+        assert re.search(r"the query's plan rehearsed in [\d.]+ s", log), log[-3000:]  # warm on an empty topic
+        assert log.index("taking over") < log.index("gateway query")  # its query starts after the lock
+        assert standby.stop() == 0, log[-3000:]
         for door in survivors:
             assert door.stop() == 0, door.log()[-3000:]
     finally:
