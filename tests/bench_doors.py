@@ -13,13 +13,13 @@ from collections.abc import Callable
 from functools import partial
 
 from streaming.config import GatewayConfig
-from tests.bench_clients import CLIENT_SETTINGS, ClientRun, _last_batch, _progress_since
+from tests.bench_clients import SETTINGS, ClientRun, _last_batch, _progress_since
 from tests.bench_secured_door import JAVA_DOCUMENTED
 from tests.bench_stack import Row, Stack, print_table
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.ports import free_ports
 
-ONE_AT_A_TIME = next(s for s in CLIENT_SETTINGS if s.client == "send-and-wait")
+ONE_AT_A_TIME = next(s for s in SETTINGS if s.client == "send-and-wait")
 
 
 def _p50(row: Row) -> float | None:

@@ -354,3 +354,31 @@ def test_offsets_of_an_empty_group_expire_after_the_retention_and_the_group_goes
             groups.close()
 
     asyncio.run(main())
+
+
+def test_a_group_handed_over_to_another_door_is_unloaded_and_its_waiting_members_told_to_look_again() -> None:
+    """`unload` (`door_membership.py`): the door losing a group stops its timers, answers the members waiting
+    in a join NOT_COORDINATOR and forgets it; the door gaining it loads only the groups it coordinates."""
+    async def test(groups: GroupCoordinator, store: MemoryGroupStore) -> None:
+        a = await joined(groups)
+        await groups.sync("g", 1, a.member_id, None, None, None, {a.member_id: b"p0"})
+        await groups.commit("g", 1, a.member_id, None, {("t", 0): offset(7)})
+        await stable_member(groups, group="other")
+        b_id = (await groups.join(join_request())).member_id
+        waiting = asyncio.ensure_future(groups.join(join_request(member_id=b_id)))  # a rebalance under way
+        await asyncio.sleep(0)
+        groups.unload(lambda g: g == "g")
+        assert (await waiting).error == ErrorCode.not_coordinator
+        assert "g" not in groups.groups and groups.fetch_offsets("g", None) == {}
+        assert "other" in groups.groups  # a group this door keeps is untouched
+        taker = GroupCoordinator(store, FAST)
+        try:
+            taker.load(store.load(), only=lambda g: g == "g")
+            assert set(taker.groups) == {"g"}
+            assert taker.fetch_offsets("g", None)[("t", 0)].offset == 7
+            # the group as last stored: generation 1 with its member (the rebalance under way was not)
+            assert taker.heartbeat("g", 1, a.member_id, None) == ErrorCode.none
+        finally:
+            taker.close()
+
+    run(test)
