@@ -59,10 +59,10 @@ class DoorProducer:
     """An idempotent librdkafka producer bootstrapped from both front doors: one record every few
     milliseconds with a unique value, until stopped; delivery reports kept."""
 
-    def __init__(self, bootstrap: str, prefix: str = "door") -> None:
+    def __init__(self, bootstrap: str, prefix: str = "door", **settings: object) -> None:
         self.prefix = prefix  # of each value: `<prefix>-<n>`
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                                  "logger": _Quiet()})
+                                  "logger": _Quiet(), **settings})
         self.sent: list[bytes] = []
         self.delivered: list[bytes] = []
         self.sent_at: dict[bytes, float] = {}  # time.monotonic() of each produce and delivery report
@@ -99,6 +99,12 @@ class DoorProducer:
         self._stop.set()
         self._thread.join(10)
         return self.producer.flush(timeout_s)
+
+    def undelivered(self) -> dict[int, int]:
+        """partition -> records sent and not (yet) delivered."""
+        delivered = set(self.delivered)
+        missing = [int(v.split(b"-")[-1]) for v in self.sent if v not in delivered]
+        return {p: sum(1 for i in missing if i % DOOR_PARTITIONS == p) for p in range(DOOR_PARTITIONS)}
 
 
 class _Quiet:
