@@ -47,6 +47,15 @@ def producer(cluster: KafkaCluster, max_message_bytes: int, timeout_ms: int = DE
     return _producers[key]
 
 
+def connect(cluster: KafkaCluster, max_message_bytes: int, topics: Iterable[str],
+            timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS, wait_s: float = 10.0) -> None:
+    """This process's producer (`producer`) made and connected ahead of its first publication, its metadata of
+    `topics` fetched: what a standby's warm-up does, so the first responses after a takeover are sent at once."""
+    p = producer(cluster, max_message_bytes, timeout_ms)
+    for topic in topics:
+        p.list_topics(topic, timeout=wait_s)
+
+
 class Publication:
     """One target partition's responses and dead letters of a micro-batch: sent after its commit (`send`),
     then one wait for every delivery report (`finish`), which raises on the first failure, so a micro-batch

@@ -56,10 +56,10 @@ from streaming.door_command import start_front_door
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
-from streaming.query import start_gateway, stop_gracefully, topic_specs
+from streaming.query import sink_config, start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, is_local, stop_session
 from streaming.shared_storage import SharedStorageError, check_shared_storage
-from streaming.standby import rehearse, warm_up
+from streaming.standby import KeepWarm, rehearse, warm_up
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import run_status
 from streaming.submit import add_arguments as add_submit_arguments
@@ -194,8 +194,9 @@ def _stand_by(spark: SparkSession, config: GatewayConfig, lock: DriverLock, stop
               started: float) -> bool:
     """A standby's wait: Python workers warmed, the query's plan rehearsed, then the driver lock; False when
     stopped first."""
+    sink = sink_config(config)
     try:
-        warmed = warm_up(spark)
+        warmed = warm_up(spark, sink).seconds
         rehearsed = rehearse(spark, config)
     except Exception as e:  # a cold start at takeover is slower, not wrong
         log.warning("standby: warming up failed (%s); the query starts cold at takeover", e)
@@ -207,10 +208,15 @@ def _stand_by(spark: SparkSession, config: GatewayConfig, lock: DriverLock, stop
              "waiting for the active driver (%s) to stop", time.monotonic() - started, warmed,
              f"{rehearsed:.1f} s" if rehearsed is not None else "- (no topics in the registry)", who)
     waiting = time.monotonic()
-    if not lock.wait(stop):
-        return False
-    log.warning("standby: the active driver is gone after %.1f s of waiting; taking over (front door, query from "
-                "the checkpoint)", time.monotonic() - waiting)
+    keep_warm = KeepWarm(spark, sink)
+    keep_warm.start()
+    try:
+        if not lock.wait(stop):
+            return False
+    finally:
+        keep_warm.stop()  # a warm-up under way finishes beside the query's start
+    log.warning("standby: the active driver is gone after %.1f s of waiting (kept warm %d time(s)); taking over "
+                "(front door, query from the checkpoint)", time.monotonic() - waiting, keep_warm.runs)
     return True
 
 

@@ -3,7 +3,8 @@
 `gateway run --standby` starts its JVM and Spark session (on a cluster: its application and executors),
 its metrics and health endpoints, and then:
 - `warm_up`: one small Python job over every executor core, so the Python workers are forked, the packed
-  environment unpacked and the gateway's modules imported;
+  environment unpacked, the gateway's modules imported and each worker's producer of responses connected;
+  again every `KEEP_WARM_S` while it waits (`KeepWarm`), since Spark ends a worker idle for a minute;
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
   RocksDB state store, the same shuffle — over the last message of each ingress partition, with a scratch
   checkpoint and no sink work (nothing stored or published), so Spark's generated code (cached per JVM by its text), the
@@ -20,10 +21,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -31,8 +37,9 @@ from pyspark.sql import SparkSession
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_publisher import KAFKA_CLIENT_LOG, connect
 from sinks.micro_batch import NOOP_SINK, GatewaySink
+from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
@@ -42,20 +49,62 @@ from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.standby")
 
+# A standby warms its Python workers up again this often: well inside Spark's one minute for an idle worker
+KEEP_WARM_S = 20.0
 
-def _import_gateway(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs in each Python worker: imports what the stage and the sink import."""
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What a warm-up did: its seconds, and the Python workers (host, pid) its tasks ran in."""
+
+    seconds: float
+    workers: frozenset[tuple[str, int]]
+
+
+def _import_gateway(sink: SinkConfig | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs in each Python worker: imports what the stage and the sink import, and connects the worker's
+    producer of responses and dead letters (`sink`); yields the worker's host and pid."""
     import streaming.stage  # noqa: F401  (the stateful stage, the sink's work and the validators under them)
 
-    yield from batches
+    if sink is not None:
+        connect(sink.cluster, sink.max_message_bytes, (sink.response_topic, sink.dlq_topic), sink.publish_timeout_ms)
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"host": [socket.gethostname()], "pid": [os.getpid()]})
 
 
-def warm_up(spark: SparkSession) -> float:
-    """One Python task per executor core (local: per local core); returns the seconds it took."""
+def warm_up(spark: SparkSession, sink: SinkConfig | None = None) -> WarmUp:
+    """One Python task per executor core (local: per local core)."""
     started = time.monotonic()
     slots = max(1, spark.sparkContext.defaultParallelism)
-    spark.range(0, slots, numPartitions=slots).mapInArrow(_import_gateway, "id long").count()
-    return time.monotonic() - started
+    rows = (spark.range(0, slots, numPartitions=slots)
+            .mapInArrow(partial(_import_gateway, sink), "host string, pid long").collect())
+    return WarmUp(time.monotonic() - started, frozenset((r.host, r.pid) for r in rows))
+
+
+class KeepWarm(threading.Thread):
+    """A standby's warm-up again every `every_s` until `stop()`: Spark ends a Python worker idle for a minute
+    (PythonWorkerFactory's IDLE_WORKER_TIMEOUT_NS), which would take the imports and the connected producers
+    with it, so a standby waiting for weeks keeps them as they were at its start."""
+
+    def __init__(self, spark: SparkSession, sink: SinkConfig | None, every_s: float = KEEP_WARM_S) -> None:
+        super().__init__(name="standby-keep-warm", daemon=True)
+        self.spark, self.sink, self.every_s = spark, sink, every_s
+        self._stopping = threading.Event()
+        self.runs = self.failures = 0
+        self.workers: frozenset[tuple[str, int]] = frozenset()  # those of the last warm-up
+
+    def run(self) -> None:
+        while not self._stopping.wait(self.every_s):
+            try:
+                self.workers = warm_up(self.spark, self.sink).workers
+                self.runs += 1
+            except Exception as e:  # noqa: BLE001 - a cold worker at takeover is slower, not wrong
+                self.failures += 1
+                log.warning("standby: keeping warm failed (%s); trying again in %.0f s", e, self.every_s)
+
+    def stop(self) -> None:
+        self._stopping.set()
 
 
 def _last_messages(config: GatewayConfig) -> str | None:

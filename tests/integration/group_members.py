@@ -201,13 +201,18 @@ class KafkajsMember(ProcessMember):
         super().__init__(name, ["node", str(NODE_DIR / "group_consumer.js"), bootstrap, group, topic, name])
 
 
-def compile_group_consumer(work: Path) -> Path:
+def compile_java_client(work: Path, source: Path) -> Path:
+    """`source` (a test program of the Java client's) compiled by the JDK's javac into `work`/classes."""
     classes = work / "classes"
     javac = Path(java_executable()).resolve().parent / "javac"
     done = subprocess.run([str(javac), "-Xlint:all", "-Werror", "-cp", kafka_classpath(KAFKA_JARS_DIR), "-d",
-                           str(classes), str(JAVA_SOURCE)], capture_output=True, text=True, timeout=180)
+                           str(classes), str(source)], capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"javac failed:\n{done.stdout}\n{done.stderr}"
     return classes
+
+
+def compile_group_consumer(work: Path) -> Path:
+    return compile_java_client(work, JAVA_SOURCE)
 
 
 def until(condition: Callable[[], bool], members: Sequence[GroupMember], what: str, timeout_s: float = 120) -> None:

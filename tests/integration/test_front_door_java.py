@@ -46,7 +46,7 @@ from tests.integration.front_door_harness import (
     running_front_door,
 )
 from tests.integration.gateway_io import read_all
-from tests.integration.group_members import client_log_config
+from tests.integration.group_members import client_log_config, compile_java_client
 
 pytestmark = pytest.mark.integration
 
@@ -151,12 +151,7 @@ def _tail(text: str, lines: int = 60) -> str:
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory: pytest.TempPathFactory) -> Probe:
     work = tmp_path_factory.mktemp("java-probe")
-    classes = work / "classes"
-    javac = Path(java_executable()).resolve().parent / "javac"
-    done = subprocess.run([str(javac), "-Xlint:all", "-Werror", "-cp", kafka_classpath(KAFKA_JARS_DIR), "-d",
-                           str(classes), str(PROBE_SOURCE)], capture_output=True, text=True, timeout=JAVA_TIMEOUT_S)
-    assert done.returncode == 0, f"javac failed:\n{done.stdout}\n{done.stderr}"
-    return Probe(classes, work)
+    return Probe(compile_java_client(work, PROBE_SOURCE), work)
 
 
 def stored(root: Path, topic: str, partition: int) -> list[ConsumerRecord]:
