@@ -61,7 +61,7 @@ class DoorProducer:
 
     def __init__(self, bootstrap: str, prefix: str = "door", **settings: object) -> None:
         self.prefix = prefix  # of each value: `<prefix>-<n>`
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1000,
+        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                                   "logger": _Quiet(), **settings})
         self.sent: list[bytes] = []
         self.delivered: list[bytes] = []
