@@ -2,7 +2,7 @@
 their own on local Spark: test_door_failover.py): an active driver and a `--standby` one, both as an operator starts them, the standby ready
 (and rehearsed, on its scratch topic) before any traffic; the active is killed with kill -9 (driver and JVM) mid-stream; the standby takes the driver lock, starts the front door
 and the query from the checkpoint. What must hold: the fault tests' accounting for the ingress traffic,
-an idempotent librdkafka producer bootstrapped from both front doors delivering every record once and in
+an idempotent librdkafka producer (`steady_producers.py`) bootstrapped from both front doors delivering every record once and in
 order through the failover, a third driver without `--standby` refused while one is active, and the
 standby's query starting only after it took the lock. Reported: kill -> first response to traffic sent after
 it, and kill -> the producer's first acknowledgement of a record sent after it.
@@ -15,16 +15,14 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-
-from confluent_kafka import KafkaError, Message, Producer
 
 from sinks.storage.log_reader import read
 from streaming.config import REPO_ROOT, GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, ResponseWatch, _wait_for, account, send_wave
 from tests.integration.ports import free_ports
+from tests.integration.steady_producers import SteadyProducer, librdkafka_producer
 
 # Spark's default log4j layout ("25/11/26 13:04:15 WARN Utils: ..."), which conf/log4j2.properties replaces
 SPARK_DEFAULT_LINE = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) ", re.M)
@@ -55,65 +53,6 @@ def door_process_configs(config: GatewayConfig, work_dir: Path) -> tuple[Gateway
     return active, active, door
 
 
-class DoorProducer:
-    """An idempotent librdkafka producer bootstrapped from both front doors: one record every few
-    milliseconds with a unique value, until stopped; delivery reports kept."""
-
-    def __init__(self, bootstrap: str, prefix: str = "door", **settings: object) -> None:
-        self.prefix = prefix  # of each value: `<prefix>-<n>`
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                                  "logger": _Quiet(), **settings})
-        self.sent: list[bytes] = []
-        self.delivered: list[bytes] = []
-        self.sent_at: dict[bytes, float] = {}  # time.monotonic() of each produce and delivery report
-        self.delivered_at: dict[bytes, float] = {}
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _report(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            value = bytes(msg.value())
-            self.delivered.append(value)
-            self.delivered_at[value] = time.monotonic()
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            value = f"{self.prefix}-{i:06d}".encode()
-            self.producer.produce(DOOR_TOPIC, value=value, partition=i % DOOR_PARTITIONS, on_delivery=self._report)
-            self.sent.append(value)
-            self.sent_at[value] = time.monotonic()
-            i += 1
-            self.producer.poll(0.005)
-
-    def first_ack_after(self, moment: float) -> float:
-        """Seconds from `moment` to the first delivery report of a record produced after it."""
-        return min(at for value, at in self.delivered_at.items() if self.sent_at[value] > moment) - moment
-
-    def stop(self, timeout_s: float) -> int:
-        """Stops producing; the records still undelivered after `timeout_s`."""
-        self._stop.set()
-        self._thread.join(10)
-        return self.producer.flush(timeout_s)
-
-    def undelivered(self) -> dict[int, int]:
-        """partition -> records sent and not (yet) delivered."""
-        delivered = set(self.delivered)
-        missing = [int(v.split(b"-")[-1]) for v in self.sent if v not in delivered]
-        return {p: sum(1 for i in missing if i % DOOR_PARTITIONS == p) for p in range(DOOR_PARTITIONS)}
-
-
-class _Quiet:
-    """librdkafka's log lines about a front door that is down (expected here)."""
-
-    def log(self, *_: object) -> None:
-        pass
-
-
 def _third_driver(config_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "streaming", "run", "--config", str(config_path)],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
@@ -125,7 +64,7 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
     watch = ResponseWatch(config)
     active = GatewayDriver(config, work_dir, "active").start()
     standby = GatewayDriver(standby_config, work_dir, "standby", ("--standby",)).start()
-    producer: DoorProducer | None = None
+    producer: SteadyProducer | None = None
     try:
         # ready before any traffic, as on a fresh deployment: its rehearsal runs on its scratch topic
         _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", start_timeout_s)
@@ -136,25 +75,26 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         assert third_driver.returncode == 2, refusal[-3000:]
         assert "another driver runs query" in refusal and f"pid {active.proc.pid}" in refusal  # type: ignore[union-attr]
 
-        producer = DoorProducer(f"{config.front_door_address},{standby_config.front_door_address}")
-        _wait_for(lambda: len(producer.delivered) >= 50, "records through the active's front door", 120)
+        producer = librdkafka_producer(f"{config.front_door_address},{standby_config.front_door_address}", DOOR_TOPIC,
+                                       "door", DOOR_PARTITIONS)
+        _wait_for(lambda: len(producer.acked) >= 50, "records through the active's front door", 120)
         second = send_wave(config, 300, 10_000)
         _wait_for(lambda: watch.answered(second) >= 50, "part of the wave to be answered", 120)
         assert "taking over" not in standby.log()
         assert "gateway query" not in standby.log()  # two actives never run at once
 
         active.kill()
-        killed = time.monotonic()
+        killed, killed_at = time.monotonic(), time.time()
         third = send_wave(config, 300, 20_000)
         watch.wait_all(first + second + third, 300)
         to_response = watch.first_after(third) - killed
-        delivered = len(producer.delivered)
         try:
-            _wait_for(lambda: len(producer.delivered) > delivered + 50, "records through the standby's front door", 120)
+            _wait_for(lambda: sum(1 for sent, _ in list(producer.acked.values()) if sent > killed_at) >= 50,
+                      "records through the standby's front door", 120)
         except TimeoutError as e:  # what the producer and the standby saw, for a failure that is rare
-            raise TimeoutError(f"{e}; {len(producer.sent)} sent, {len(producer.delivered)} delivered, errors "
-                               f"{producer.errors[-3:]}; the standby's log ends:\n{standby.log()[-4000:]}") from None
-        assert producer.stop(120) == 0
+            raise TimeoutError(f"{e}; {len(producer.acked)} acknowledged, errors {producer.errors[-3:]}; the "
+                               f"standby's log ends:\n{standby.log()[-4000:]}") from None
+        assert producer.stop(120) == []
         assert producer.errors == []
 
         log = standby.log()
@@ -163,9 +103,9 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         result = account(config, first + second + third)
 
         root = config.path(config.segments_root)
-        by_partition = [[r.value for r in read(root, DOOR_TOPIC, p, 0, 10**6)] for p in range(DOOR_PARTITIONS)]
+        by_partition = [[r.value.decode() for r in read(root, DOOR_TOPIC, p, 0, 10**6)] for p in range(DOOR_PARTITIONS)]
         stored = [v for values in by_partition for v in values]
-        assert sorted(stored) == sorted(producer.sent) == sorted(producer.delivered)  # each once, none lost
+        assert sorted(stored) == sorted(producer.sent) == sorted(producer.acked)  # each once, none lost
         assert all(values == sorted(values) for values in by_partition)  # in the order sent
         for driver_log in (active.log(), log):  # Spark's lines in the gateway's format, the routine ones left out
             assert not SPARK_DEFAULT_LINE.search(driver_log), SPARK_DEFAULT_LINE.findall(driver_log)[:3]
@@ -173,13 +113,13 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
         ready = re.search(r"standby: ready ([\d.]+) s after start", log)
         assert re.search(r"the query's plan rehearsed in [\d.]+ s", log), log[-3000:]  # warm on an empty topic
         return {"kill_to_first_response_s": round(to_response, 1),
-                "kill_to_first_door_ack_s": round(producer.first_ack_after(killed), 1),
+                "kill_to_first_door_ack_s": round(producer.first_ack_after(killed_at), 1),
                 "standby_ready_after_start_s": float(ready.group(1)) if ready else None,
                 "door_records": len(stored), **vars(result)}
     finally:
         watch.stop()
         if producer is not None:
-            producer.stop(1)
+            producer.kill()
         for driver in (active, standby):
             if driver.proc is not None and driver.proc.poll() is None:
                 driver.kill()

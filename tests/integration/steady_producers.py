@@ -29,7 +29,7 @@ from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpat
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "SteadyProducer.java"
 GO_PROGRAM = Path(__file__).parent / "go" / "bin" / "steady_producer"
-INTERVAL_MS = 5  # one record per client every 5 ms
+INTERVAL_MS = 15  # one record per client every 15 ms: ~67 a second
 FLUSH_TIMEOUT_MS = 120_000
 
 
