@@ -28,6 +28,9 @@ from front_door.node import Node
 DOOR_KIND = "door"  # the doors topic's record kind (`security/store.py`'s key form `<kind>/<name>`)
 HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
+# How often a door looks for a session that ran out: the doors fence a silent one within this of each other
+# (and of its deadline), so their Metadata answers disagree for no longer
+EXPIRY_CHECK_MS = 250
 MAX_NODES_PER_DOOR = 100  # node ids reserved per door id
 
 

@@ -1,6 +1,6 @@
 """A door's part in the doors' cluster (`door_cluster.py` says what it is): it registers on the doors topic
 before serving, heartbeats every `HEARTBEAT_INTERVAL_MS`, follows the other doors' registrations, fences
-those whose session ran out, and deletes its own record when it stops.
+those whose session ran out (checked every `EXPIRY_CHECK_MS`), and deletes its own record when it stops.
 
 When the live doors change, the groups whose coordinator moves are handed over as Kafka hands over an offsets
 partition between leaders: the door that loses a group unloads it at once (its waiting members are answered
@@ -24,6 +24,7 @@ from typing import Any
 
 from front_door.door_cluster import (
     DOOR_KIND,
+    EXPIRY_CHECK_MS,
     HEARTBEAT_INTERVAL_MS,
     DoorCluster,
     DoorRegistration,
@@ -104,7 +105,8 @@ class DoorMembership:
             self._changed.set()
         else:
             self._owned = owned
-        self._tasks = [asyncio.ensure_future(self._heartbeats()), asyncio.ensure_future(self._follow())]
+        self._tasks = [asyncio.ensure_future(self._heartbeats()), asyncio.ensure_future(self._expiry()),
+                       asyncio.ensure_future(self._follow())]
         return self._owned
 
     # ------------------------------------------------------------------ following
@@ -122,10 +124,14 @@ class DoorMembership:
             log.warning("front door %d: heartbeat not written: %s", own.door_id, e)
 
     async def _heartbeats(self) -> None:
-        assert self.cluster is not None
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 1000)
             await self._heartbeat_once()
+
+    async def _expiry(self) -> None:
+        assert self.cluster is not None
+        while True:
+            await asyncio.sleep(EXPIRY_CHECK_MS / 1000)
             if self.cluster.expire(_monotonic_ms()):
                 self._changed.set()
 

@@ -71,7 +71,7 @@ class GatewayListener(BridgedListener):
             # one INFO line per micro-batch is the observer's (sinks.metrics.observer); Spark's figures are
             # on the exporter and here at DEBUG
             log_event("progress", logging.DEBUG, query=progress.get("name"), run_id=progress.get("runId"),
-                  phases_ms=progress.get("durationMs"), **figures)
+                      phases_ms=progress.get("durationMs"), **figures)
         except Exception:  # noqa: BLE001 — a metrics problem must not be lost on the listener bus
             log.exception("could not record query progress")
 

@@ -95,13 +95,19 @@ class KeepWarm(threading.Thread):
         self.workers: frozenset[tuple[str, int]] = frozenset()  # those of the last warm-up
 
     def run(self) -> None:
+        failing = False
         while not self._stopping.wait(self.every_s):
             try:
                 self.workers = warm_up(self.spark, self.sink).workers
                 self.runs += 1
+                if failing:
+                    log.info("standby: warm again")
+                failing = False
             except Exception as e:  # noqa: BLE001 - a cold worker at takeover is slower, not wrong
                 self.failures += 1
-                log.warning("standby: keeping warm failed (%s); trying again in %.0f s", e, self.every_s)
+                if not failing and not self._stopping.is_set():  # once per streak: an outage may be long
+                    log.warning("standby: keeping warm failed (%s); trying again every %.0f s", e, self.every_s)
+                failing = True
 
     def stop(self) -> None:
         self._stopping.set()

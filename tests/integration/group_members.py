@@ -1,7 +1,7 @@
 """Group consumers of real clients for the tests, one interface for each: librdkafka (confluent-kafka, in
-process), the Java client (`java/GroupConsumer.java`, a JVM per member) and kafkajs
-(`node/group_consumer.js`, `make setup` installs it), the last two driven through stdin and read through
-their JSON lines. Each records what it was assigned and every record it read; `until` polls them
+process), the Java client (`java/GroupConsumer.java`, a JVM per member), kafkajs (`node/group_consumer.js`,
+`make setup` installs it) and franz-go (`go/group_consumer`), the last three driven through stdin and read
+through their JSON lines. Each records what it was assigned and every record it read; `until` polls them
 all until a condition on the group's own progress holds (never a fixed duration)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpat
 JAVA_SOURCE = Path(__file__).parent / "java" / "GroupConsumer.java"
 JAVA_CLASS = "GroupConsumer"
 NODE_DIR = Path(__file__).parent / "node"
+GO_GROUP_CONSUMER = Path(__file__).parent / "go" / "bin" / "group_consumer"
 SESSION_MS = 6_000  # Kafka's group.min.session.timeout.ms
 # the Java client's assignors by the names librdkafka gives the same protocols
 JAVA_ASSIGNORS = {
@@ -199,6 +200,17 @@ class KafkajsMember(ProcessMember):
     def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
         assert (NODE_DIR / "node_modules" / "kafkajs").is_dir(), f"kafkajs not installed: run `make setup` ({NODE_DIR})"
         super().__init__(name, ["node", str(NODE_DIR / "group_consumer.js"), bootstrap, group, topic, name])
+
+
+class FranzGoMember(ProcessMember):
+    """franz-go (`go/group_consumer`, `make go` builds it) with the range balancer; its "assigned" events add
+    partitions, as the Java client's listener does."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str,
+                 metadata_max_age_ms: int | None = None) -> None:
+        assert GO_GROUP_CONSUMER.exists(), f"{GO_GROUP_CONSUMER} is missing: `make go` builds it"
+        super().__init__(name, [str(GO_GROUP_CONSUMER), bootstrap, group, topic, name,
+                                *([] if metadata_max_age_ms is None else [str(metadata_max_age_ms)])])
 
 
 def compile_java_client(work: Path, source: Path) -> Path:

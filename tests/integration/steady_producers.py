@@ -37,14 +37,15 @@ class SteadyProducer:
     """A steady producer process; `acked` (value -> (sent, acknowledged), wall-clock seconds), `errors`, and
     after `stop()`, `sent` (every value it sent, in order)."""
 
-    def __init__(self, name: str, prefix: str, cmd: Sequence[str]) -> None:
-        self.name, self.prefix = name, prefix
+    def __init__(self, name: str, prefix: str, cmd: Sequence[str], log_path: Path | None = None) -> None:
+        self.name, self.prefix, self.log_path = name, prefix, log_path
         self.acked: dict[str, tuple[float, float]] = {}
         self.errors: list[str] = []
         self.sent: list[str] = []
         self._closed = threading.Event()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, preexec_fn=_idle_priority)
+        stderr = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115 - the child's
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                     preexec_fn=_idle_priority)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -92,10 +93,12 @@ def _idle_priority() -> None:
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
-def librdkafka_producer(bootstrap: str, topic: str, prefix: str, partitions: int, **settings: object) -> SteadyProducer:
+def librdkafka_producer(bootstrap: str, topic: str, prefix: str, partitions: int, log_path: Path | None = None,
+                        **settings: object) -> SteadyProducer:
+    """`log_path`: librdkafka's log lines (with its `debug` contexts of `settings`) go there."""
     return SteadyProducer("librdkafka", prefix, [
         sys.executable, "-m", "tests.integration.steady_producers", bootstrap, topic, prefix, str(partitions),
-        str(INTERVAL_MS), str(FLUSH_TIMEOUT_MS), *(f"{k}={v}" for k, v in settings.items())])
+        str(INTERVAL_MS), str(FLUSH_TIMEOUT_MS), *(f"{k}={v}" for k, v in settings.items())], log_path)
 
 
 def java_producer(classes: Path, bootstrap: str, topic: str, prefix: str, partitions: int,
@@ -125,7 +128,7 @@ def main(argv: Sequence[str]) -> None:
 
     bootstrap, topic, prefix, partitions, interval_ms, flush_timeout_ms, *settings = argv
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "logger": _Quiet(), **dict(s.split("=", 1) for s in settings)})
+                         "logger": _Stderr(), **dict(s.split("=", 1) for s in settings)})
     stop = threading.Event()
     threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
 
@@ -150,11 +153,12 @@ def main(argv: Sequence[str]) -> None:
     _emit({"event": "closed", "sent": sent})
 
 
-class _Quiet:
-    """librdkafka's log lines about a front door that is down (expected where this runs)."""
+class _Stderr:
+    """librdkafka's log lines, with the wall-clock time, on stderr (which the test keeps in a file)."""
 
-    def log(self, *_: object) -> None:
-        pass
+    def log(self, _level: int, fmt: str, *args: object) -> None:
+        print(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} {fmt % args if args else fmt}",
+              file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

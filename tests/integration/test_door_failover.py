@@ -1,7 +1,7 @@
 """Three front doors as processes of their own (`gateway door`, one node each, on one doors topic), an active
 driver and a standby without doors of their own; three idempotent producers of real clients (librdkafka, the
-Java client, franz-go: `steady_producers.py`) bootstrapped from all three doors, and a consumer group of two
-members (librdkafka and the Java client) reading through them. The standby is ready (rehearsed on its scratch topic) while the ingress topic is still empty.
+Java client, franz-go: `steady_producers.py`) bootstrapped from all three doors, and a consumer group of three
+members (librdkafka, the Java client and franz-go) reading through them. The standby is ready (rehearsed on its scratch topic) while the ingress topic is still empty.
 Mid-stream, the door coordinating the group is killed with kill -9, then the active driver. What must hold:
 every record acknowledged is stored exactly once and in order per partition and client, nothing is left
 unacknowledged, and the group continues from its commits under its new coordinator (a later member of the
@@ -28,7 +28,7 @@ from streaming.config import GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.gateway_io import create_gateway_topics
 from tests.integration.group_members import JAVA_SOURCE as GROUP_CONSUMER_SOURCE
-from tests.integration.group_members import JavaMember, compile_java_client
+from tests.integration.group_members import FranzGoMember, JavaMember, ProcessMember, compile_java_client
 from tests.integration.ports import free_ports
 from tests.integration.standby_harness import DOOR_PARTITIONS, DOOR_TOPIC, door_process_configs
 from tests.integration.steady_producers import (
@@ -106,7 +106,7 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
     standby = GatewayDriver(standby_config, tmp_path, "standby", ("--standby",))
     producers: list[SteadyProducer] = []
     readers: list[GroupReader] = []
-    java_reader: JavaMember | None = None
+    members: list[ProcessMember] = []  # the Java client's and franz-go's members of the group
     try:
         for door in doors:
             door.start()
@@ -118,14 +118,17 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
         _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", 300)
         bootstrap = ",".join(addresses)
         producers += [
-            librdkafka_producer(bootstrap, DOOR_TOPIC, "librdkafka", DOOR_PARTITIONS, **CLIENT_METADATA),
+            librdkafka_producer(bootstrap, DOOR_TOPIC, "librdkafka", DOOR_PARTITIONS, tmp_path / "librdkafka.log",
+                                debug="eos,topic,metadata,broker,protocol", **CLIENT_METADATA),
             java_producer(java_classes, bootstrap, DOOR_TOPIC, "java", DOOR_PARTITIONS,
                           **{"metadata.max.age.ms": METADATA_REFRESH_MS}),
             franz_go_producer(bootstrap, DOOR_TOPIC, "franz-go", DOOR_PARTITIONS,
                               metadata_max_age_ms=METADATA_REFRESH_MS)]
         readers.append(GroupReader(bootstrap))
-        java_reader = JavaMember(java_classes, bootstrap, GROUP, DOOR_TOPIC, "java-reader",
-                                 settings=(f"metadata.max.age.ms={METADATA_REFRESH_MS}",))
+        members += [JavaMember(java_classes, bootstrap, GROUP, DOOR_TOPIC, "java-reader",
+                               settings=(f"metadata.max.age.ms={METADATA_REFRESH_MS}",)),
+                    FranzGoMember(bootstrap, GROUP, DOOR_TOPIC, "franz-go-reader",
+                                  metadata_max_age_ms=METADATA_REFRESH_MS)]
 
         def every_client(moment: float, count: int, what: str, timeout_s: float) -> None:
             try:
@@ -136,8 +139,8 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
                     for p in producers)) from None
 
         every_client(0, 100, "records produced through the doors by every client", 180)
-        _wait_for(lambda: len(readers[0].values) >= 20 and len(java_reader.read) >= 20,
-                  "records read through the doors by both members of the group", 120)
+        _wait_for(lambda: len(readers[0].values) >= 20 and all(len(m.read) >= 20 for m in members),
+                  "records read through the doors by every member of the group", 120)
 
         admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped handle never answers
         coordinator = admin.describe_consumer_groups([GROUP])[GROUP].result(timeout=60).coordinator.id
@@ -154,12 +157,13 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
         every_client(driver_killed, 100, "records of every client after the driver's kill", 300)
         for p in producers:
             unacknowledged = p.stop(120)
-            assert unacknowledged == [], f"{p.name}: {len(unacknowledged)} unacknowledged, {unacknowledged[:3]}"
+            assert unacknowledged == [], (f"{p.name}: {len(unacknowledged)} unacknowledged, {unacknowledged[:3]} "
+                                          f"(its log: {p.log_path})")
             assert p.errors == [], f"{p.name}: {p.errors[:3]}"
         acked = {v for p in producers for v in p.acked}
 
         def group_read() -> set[str]:
-            return set(readers[0].values) | set(java_reader.read)
+            return set(readers[0].values).union(*(m.read for m in members))
 
         try:
             _wait_for(lambda: group_read() >= acked, "the group to read every record", 180)
@@ -169,7 +173,8 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
                                f"{len(readers[0].values)}; assignment {readers[0].consumer.assignment()}; "
                                "librdkafka's last lines:\n" + "\n".join(readers[0].log.lines)) from None
         readers[0].close()
-        java_reader.close()  # it committed what it read after each poll, and leaves the group
+        for member in members:
+            member.close()  # it committed what it read after each poll, and leaves the group
 
         # a later member of the group starts from the commits the new coordinator took over
         later = librdkafka_producer(bootstrap, DOOR_TOPIC, "later", DOOR_PARTITIONS, **CLIENT_METADATA)
@@ -207,8 +212,9 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
             producer.kill()
         for reader in readers:
             reader._stop.set()
-        if java_reader is not None and java_reader.proc.poll() is None:
-            java_reader.crash()
+        for member in members:
+            if member.proc.poll() is None:
+                member.crash()
         for process in (*doors, active, standby):
             if process.proc is not None and process.proc.poll() is None:
                 process.kill()
