@@ -23,10 +23,10 @@ GO_SCRAM_CLIENT := tests/integration/go/bin/scram_client
 # The login flood of `make bench` (no modules beyond Go's own).
 GO_LOGIN_FLOOD_DIR := tests/integration/go/login_flood
 GO_LOGIN_FLOOD := tests/integration/go/bin/login_flood
-# franz-go's steady producer and group consumer of the doors' failover test (the SCRAM client's modules).
-GO_STEADY_PRODUCER_DIR := tests/integration/go/steady_producer
+# franz-go's steady producer and group consumer of the doors' failover test: one module, the SCRAM client's modules.
+GO_CLIENTS_DIR := tests/integration/go/clients
+GO_CLIENTS_SOURCES := $(GO_CLIENTS_DIR)/go.mod $(GO_CLIENTS_DIR)/go.sum $(wildcard $(GO_CLIENTS_DIR)/*/*.go)
 GO_STEADY_PRODUCER := tests/integration/go/bin/steady_producer
-GO_GROUP_CONSUMER_DIR := tests/integration/go/group_consumer
 GO_GROUP_CONSUMER := tests/integration/go/bin/group_consumer
 
 .PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak
@@ -57,10 +57,8 @@ $(GO_SCRAM_CLIENT): $(GO_SCRAM_CLIENT_DIR)/main.go $(GO_SCRAM_CLIENT_DIR)/go.mod
 	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 $(GO_LOGIN_FLOOD): $(GO_LOGIN_FLOOD_DIR)/main.go $(GO_LOGIN_FLOOD_DIR)/go.mod
 	cd $(GO_LOGIN_FLOOD_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
-$(GO_STEADY_PRODUCER): $(GO_STEADY_PRODUCER_DIR)/main.go $(GO_STEADY_PRODUCER_DIR)/go.mod $(GO_STEADY_PRODUCER_DIR)/go.sum
-	cd $(GO_STEADY_PRODUCER_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
-$(GO_GROUP_CONSUMER): $(GO_GROUP_CONSUMER_DIR)/main.go $(GO_GROUP_CONSUMER_DIR)/go.mod $(GO_GROUP_CONSUMER_DIR)/go.sum
-	cd $(GO_GROUP_CONSUMER_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
+$(GO_STEADY_PRODUCER) $(GO_GROUP_CONSUMER): $(GO_CLIENTS_SOURCES)
+	cd $(GO_CLIENTS_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ ./$(notdir $@)
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c

@@ -9,29 +9,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"gateway/tests/clients/jsonlines"
 )
 
-var out = struct {
-	sync.Mutex
-	enc *json.Encoder
-}{enc: json.NewEncoder(os.Stdout)}
-
-func emit(event map[string]any) {
-	out.Lock()
-	defer out.Unlock()
-	_ = out.enc.Encode(event)
-}
+var emit = jsonlines.Emit
 
 func main() {
 	if len(os.Args) != 7 && len(os.Args) != 8 {
@@ -64,13 +54,7 @@ func main() {
 		emit(map[string]any{"event": "error", "value": nil, "message": err.Error()})
 		os.Exit(1)
 	}
-	stop := make(chan struct{})
-	go func() {
-		scanner := bufio.NewScanner(os.Stdin)
-		for scanner.Scan() && strings.TrimSpace(scanner.Text()) != "stop" {
-		}
-		close(stop)
-	}()
+	stop := jsonlines.StopOn("stop")
 	sent := 0
 	ticker := time.NewTicker(time.Duration(interval) * time.Millisecond)
 	defer ticker.Stop()

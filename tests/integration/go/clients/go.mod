@@ -1,4 +1,4 @@
-module gateway/tests/steady_producer
+module gateway/tests/clients
 
 go 1.26.0
 

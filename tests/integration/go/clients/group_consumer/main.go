@@ -9,30 +9,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"gateway/tests/clients/jsonlines"
 )
 
-var out = struct {
-	sync.Mutex
-	enc *json.Encoder
-}{enc: json.NewEncoder(os.Stdout)}
-
-func emit(event map[string]any) {
-	out.Lock()
-	defer out.Unlock()
-	_ = out.enc.Encode(event)
-}
+var emit = jsonlines.Emit
 
 func partitions(assigned map[string][]int32) []int32 {
 	all := []int32{}
@@ -86,10 +76,9 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	stop := jsonlines.StopOn("close")
 	go func() {
-		scanner := bufio.NewScanner(os.Stdin)
-		for scanner.Scan() && strings.TrimSpace(scanner.Text()) != "close" {
-		}
+		<-stop
 		cancel()
 	}()
 	for ctx.Err() == nil {
