@@ -4,7 +4,7 @@ franz-go (`go/steady_producer`, `make go` builds it). Each sends `<prefix>-NNNNN
 every few milliseconds until stopped, and prints one line per acknowledgement with the wall-clock times of the
 send and the acknowledgement (see the Java source for the lines).
 
-The processes run at a lower CPU priority (nice 10): they stand for clients on hosts of their own. On these
+The processes run at Linux's idle priority (SCHED_IDLE): they stand for clients on hosts of their own. On these
 two shared cores a client's own CPU would otherwise slow the gateway it waits for: librdkafka's idempotent
 producer busy-polls while a partition's requests wait (docs/clients.md), which is all of a failover.
 
