@@ -3,7 +3,7 @@ applies the connection quotas before anything else runs on one — before a TLS 
 read. A connection over its IP's KIP-612 quota (`connection_quotas.py`) is kept unread for the throttle time
 and then closed (Kafka's `DelayedCloseSocket`), so a flooding host costs the door an accept and a close per
 connection: no transport, no TLS handshake, no task. Every other connection becomes an asyncio stream (TLS
-negotiated first on an SSL listener) served by `serve`, as `asyncio.start_server` would serve it.
+negotiated first on an SSL listener) served by `serve` in the task that accepted it.
 """
 
 from __future__ import annotations
@@ -116,10 +116,17 @@ class Acceptor:
         """The accepted socket as a stream (after the TLS handshake on an SSL listener); a client that fails the
         handshake or goes away first closes only its own connection."""
         reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=self._loop)
-        protocol = asyncio.StreamReaderProtocol(reader, self._serve, loop=self._loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=self._loop)
         try:
-            await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._tls)
+            transport, _ = await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._tls)
         except (OSError, EOFError) as e:  # ssl.SSLError and TimeoutError are OSErrors
             log.debug("front door: connection not established: %s", e)
             with contextlib.suppress(OSError):
                 conn.close()
+            return
+        # Served in this task (no second task per connection, as a flood of short connections costs one each);
+        # from here on the connection ends with the door's stop, not with the acceptor's close.
+        task = asyncio.current_task()
+        if task is not None:
+            self._handshakes.discard(task)
+        await self._serve(reader, asyncio.StreamWriter(transport, protocol, reader, self._loop))

@@ -175,7 +175,6 @@ READABLE: dict[int, tuple[int, int]] = {
 # Requests a connection may have in flight before the front door stops reading from it; their bytes are
 # bounded too, by max_request_bytes per connection (front_door/in_flight.py).
 MAX_IN_FLIGHT_PER_CONNECTION = 100
-AUTHENTICATION_FAILED = "authentication failed"
 # Kafka's sasl.server.max.receive.size: the largest frame read before a connection is authenticated
 SASL_MAX_RECEIVE_BYTES = 524288
 
@@ -458,14 +457,28 @@ class FrontDoor:
         self._connections.add(task)
         self._writers.add(writer)
         connections = self.metrics.connected(node_id)
-        responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
-        sender = asyncio.create_task(self._send_in_order(responses, writer, peer))
         try:
             connection = self._connection(listener, node_id, peer, writer)
-            if connection is not None:
-                await self._read_requests(connection, reader, responses)
+            # Before authentication one request is answered at a time, written as it is answered: a failed
+            # login costs no response queue and no sender task (a flood of them is many short connections).
+            if connection is not None and (connection.sasl is None or await self._authenticate(connection, reader,
+                                                                                              writer)):
+                await self._serve_authenticated(connection, reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
             pass  # the client went away, possibly mid-frame
+        finally:
+            writer.close()
+            connections.dec()
+            self._connections.discard(task)
+            self._writers.discard(writer)
+
+    async def _serve_authenticated(self, connection: _Connection, reader: asyncio.StreamReader,
+                                   writer: asyncio.StreamWriter) -> None:
+        """Requests read and started in order, several in flight; answered in order by a sender of their own."""
+        responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None] = asyncio.Queue(MAX_IN_FLIGHT_PER_CONNECTION)
+        sender = asyncio.create_task(self._send_in_order(responses, writer, connection.peer))
+        try:
+            await self._read_requests(connection, reader, responses)
         except asyncio.CancelledError:
             sender.cancel()
             raise
@@ -476,10 +489,6 @@ class FrontDoor:
                 sender.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await sender
-            writer.close()
-            connections.dec()
-            self._connections.discard(task)
-            self._writers.discard(writer)
 
     def _connection(self, listener: Listener, node_id: int, peer: Any, writer: asyncio.StreamWriter) -> _Connection | None:
         """What a new connection knows of itself; None when it must close (a certificate no mapping rule takes)."""
@@ -509,10 +518,6 @@ class FrontDoor:
         peer = conn.peer
         while True:
             prefix = await reader.readexactly(SIZE.size)
-            if conn.sasl is not None and conn.principal is ANONYMOUS:
-                if not await self._authenticate(conn, prefix, reader, responses):
-                    return
-                continue
             try:
                 size = frame_size(prefix, self.settings.max_request_bytes)
                 await in_flight.acquire(size)
@@ -522,8 +527,9 @@ class FrontDoor:
                 self.metrics.bytes_in.inc(SIZE.size + size)
             except UnsupportedApiError as e:
                 in_flight.release(size)
-                if not await self._unsupported(e, peer, responses):
+                if (answer := self._unsupported(e, peer)) is None:
                     return
+                await responses.put(_done(answer))
                 continue
             except BadRequestError as e:
                 self.metrics.request("unknown", "INVALID_REQUEST")
@@ -535,85 +541,89 @@ class FrontDoor:
             await asyncio.sleep(0)
             await responses.put(task)
 
-    async def _unsupported(self, e: UnsupportedApiError, peer: Any,
-                           responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> bool:
-        """An API or version the door does not read: ApiVersions is answered in v0 (KIP-511), anything else
-        closes the connection (False)."""
+    def _unsupported(self, e: UnsupportedApiError, peer: Any) -> bytes | None:
+        """An API or version the door does not read: ApiVersions is answered in v0 (KIP-511, the answer
+        returned), anything else closes the connection (None)."""
         self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
         if e.api_key == ApiKey.API_VERSIONS:
             body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
-            await responses.put(_done(encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)))
-            return True
+            return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)
         log.info("closing connection from %s: %s", peer, e)
-        return False
+        return None
 
-    async def _authenticate(self, conn: _Connection, prefix: bytes, reader: asyncio.StreamReader,
-                            responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> bool:
-        """One frame of a SASL listener's connection before authentication (`security/sasl_server.py`);
-        False when the connection closes."""
+    async def _authenticate(self, conn: _Connection, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> bool:
+        """A SASL listener's connection until it is authenticated (`security/sasl_server.py`): True once it is,
+        False when the connection closes (each answer is written before)."""
+        while conn.principal is ANONYMOUS:
+            prefix = await reader.readexactly(SIZE.size)
+            answer, keep_open = await self._authentication_frame(conn, prefix, reader)
+            if answer is not None:
+                writer.write(answer)
+                self.metrics.bytes_out.inc(len(answer))
+                await writer.drain()
+            if not keep_open:
+                return False
+        return True
+
+    async def _authentication_frame(self, conn: _Connection, prefix: bytes,
+                                    reader: asyncio.StreamReader) -> tuple[bytes | None, bool]:
+        """One frame before authentication: its answer (None: none) and whether the connection stays open."""
         sasl = conn.sasl
         assert sasl is not None
         (size,) = SIZE.unpack(prefix)
         if not 0 <= size <= SASL_MAX_RECEIVE_BYTES:  # Kafka's sasl.server.max.receive.size
             log.info("closing connection from %s on %s: SASL receive of %d bytes (at most %d before "
                      "authentication)", conn.peer, conn.listener.name, size, SASL_MAX_RECEIVE_BYTES)
-            return False
+            return None, False
         frame = await reader.readexactly(size)
+        self.metrics.bytes_in.inc(SIZE.size + size)
         if sasl.raw_tokens:  # after a v0 handshake: the bare token, answered bare
-            answer = await self._sasl_token(conn, frame, None)
-            if answer is None:
-                return False
-            await responses.put(_done(SIZE.pack(len(answer)) + answer))
-            return True
+            token = await self._sasl_token(conn, frame, None)
+            return (None, False) if token is None else (SIZE.pack(len(token)) + token, True)
         try:
             request = parse_request(frame, READABLE, conn.node_id, conn.client_host, ANONYMOUS, conn.listener.name)
         except UnsupportedApiError as e:
-            return await self._unsupported(e, conn.peer, responses)
+            answer = self._unsupported(e, conn.peer)
+            return answer, answer is not None
         except BadRequestError as e:
             self.metrics.request("unknown", "INVALID_REQUEST")
             log.info("closing connection from %s: %s", conn.peer, e)
-            return False
+            return None, False
         name = api_name(request.api_key)
         if request.api_key not in BEFORE_AUTHENTICATION or (
                 request.api_key == ApiKey.SASL_AUTHENTICATE and sasl.state is not SaslState.AUTHENTICATE):
             log.info("closing connection from %s on %s: Unexpected Kafka request of type %s during SASL handshake",
                      conn.peer, conn.listener.name, name)
             self.metrics.request(name, "ILLEGAL_SASL_STATE")
-            return False
+            return None, False
 
-        def answer(body: Any) -> asyncio.Task[bytes | CloseConnection | None]:
+        def answer(body: Any) -> bytes:
             code = getattr(body, "error_code", 0)
             self.metrics.request(name, _error_name(int(code)))
-            return _done(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+            return encode_response(request.api_key, request.api_version, request.correlation_id, body)
 
         if request.api_key == ApiKey.API_VERSIONS:
-            await responses.put(answer(await api_versions.handle(conn.context, request)))
-            return True
+            return answer(await api_versions.handle(conn.context, request)), True
         enabled = [m.value for m in sasl.enabled]
         if request.api_key == ApiKey.SASL_HANDSHAKE:
             try:
                 chosen = sasl.handshake(request.body.mechanism, request.api_version)
             except IllegalSaslState as e:
                 log.info("closing connection from %s: %s", conn.peer, e)
-                return False
+                return None, False
             if chosen is None:  # UnsupportedSaslMechanismException: answered, then closed
-                await responses.put(answer(sasl_handshake.handshake_body(
-                    request.api_version, ErrorCode.unsupported_sasl_mechanism, enabled)))
                 self.metrics.authenticated("unsupported", ok=False)  # a label per client-chosen name would grow
                 log.info("closing connection from %s on %s: unsupported SASL mechanism %r (enabled: %s)", conn.peer,
                          conn.listener.name, request.body.mechanism, ", ".join(enabled))
-                await responses.put(_done(CloseConnection("unsupported SASL mechanism")))
-                return False
-            await responses.put(answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)))
-            return True
+                return answer(sasl_handshake.handshake_body(
+                    request.api_version, ErrorCode.unsupported_sasl_mechanism, enabled)), False
+            return answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)), True
         token = await self._sasl_token(conn, request.body.auth_bytes, request)
-        if token is None:
-            await responses.put(answer(sasl_authenticate.authenticate_body(
-                request.api_version, ErrorCode.sasl_authentication_failed, sasl.failure)))
-            await responses.put(_done(CloseConnection(AUTHENTICATION_FAILED)))
-            return False
-        await responses.put(answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token)))
-        return True
+        if token is None:  # answered, then closed (Kafka's failed authentication)
+            return answer(sasl_authenticate.authenticate_body(
+                request.api_version, ErrorCode.sasl_authentication_failed, sasl.failure)), False
+        return answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token)), True
 
     async def _sasl_token(self, conn: _Connection, token: bytes, request: Request | None) -> bytes | None:
         """The server's answer to one client token; None after a failed login, once Kafka's
@@ -659,8 +669,7 @@ class FrontDoor:
                 log.exception("request from %s failed; closing the connection", peer)
                 data = CloseConnection("the request failed")
             if isinstance(data, CloseConnection):
-                if data.reason != AUTHENTICATION_FAILED:  # logged, rate-limited, where it failed
-                    log.info("closing connection from %s: %s", peer, data.reason)
+                log.info("closing connection from %s: %s", peer, data.reason)
                 writer.close()
                 while not responses.empty():  # what was still queued is not answered on a closed connection
                     if (queued := responses.get_nowait()) is not None:

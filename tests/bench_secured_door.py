@@ -1,6 +1,7 @@
 """`make bench`, the secured front door: the Java client's documented settings through a SASL_SSL listener
 (SCRAM-SHA-512 over TLS) beside the PLAINTEXT listener of the same door, in one run, alternating which goes
-first; then the same client on PLAINTEXT alone and beside a flood of failed logins (bad PLAIN passwords from
+first. The door is a `gateway door` process in front of the query, as a door exposed to clients is deployed
+(docs/deployment.md); then the same client on PLAINTEXT alone and beside a flood of failed logins (bad PLAIN passwords from
 one host, 127.0.0.2, 500 a second, each answered after Kafka's 100 ms delay), first with no quota, then with
 that IP held to a KIP-612 connection creation rate quota set with `kafka-configs.sh` through the door (the
 operator's answer to such a host, on Kafka as here). Reported, never asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
@@ -17,9 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from embedded.local_kafka import run_kafka_tool
+from front_door.leadership import DEFAULT_NODES
+from streaming.config import GatewayConfig
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door
 from tests.bench_stack import Row, Stack, print_table, target
+from tests.integration.fault_harness import GatewayDriver, _wait_for
+from tests.integration.ports import free_ports
 from tests.integration.secured_door import ADMIN, ADMIN_PASSWORD, add_user, make_certificates
 
 # the documented Java row's records (quick, full): 20-60 s each through the door
@@ -29,6 +34,9 @@ FLOOD_RATE = 500  # failed logins a second from one client
 FLOOD_IN_FLIGHT = 256  # at most this many at once (each waits Kafka's 100 ms delay before its answer)
 FLOOD_SOURCE = "127.0.0.2"  # the flooding host, apart from the producer's 127.0.0.1
 FLOOD_IP_QUOTA = 10  # connection_creation_rate for the flooding IP in the quota's rows
+LISTENERS = ("SASL_SSL", "SASL_PLAINTEXT", "PLAINTEXT")
+# Rows run and not reported first: a fresh Spark session's throughput still climbs over its first minute.
+WARM_UP_ROWS = 2
 
 
 def _java_sasl_props(ca: str) -> tuple[tuple[str, str], ...]:
@@ -74,60 +82,67 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
     print("\n== the front door secured: the Java client's documented settings through SASL_SSL (SCRAM-SHA-512, TLS) "
           "beside PLAINTEXT on the same door; then PLAINTEXT beside a flood of failed logins ==")
     certificates = make_certificates(stack.work / "door-certificates")
-    block = {"listeners": "SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
-             "ssl.keystore.location": certificates.door, "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}
-    doors: list[Any] = []
+    block: dict[str, Any] = {"ssl.keystore.location": str(certificates.door),
+                             "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}
     runner = ClientRun(stack.work / "secured-door", quick)
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 4  # an even number: each side goes first as often
     quota_pair = f"a login flood, its IP held to {FLOOD_IP_QUOTA} connections/s"
     # (beside, plain alone)
     pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": [], quota_pair: []}
     floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: []}
-    with gateway_with_front_door(stack, on_start=doors.append, front_door_security=block,
-                                 security_topic=f"security-{uuid.uuid4().hex[:8]}") as (_, query):
-        door = doors[0]
+    configs: list[GatewayConfig] = []
+    with gateway_with_front_door(stack, on_config=configs.append) as (_, query):
+        bases = {name: free_ports(DEFAULT_NODES) for name in LISTENERS}
+        block["listeners"] = ",".join(f"{name}://127.0.0.1:{bases[name]}" for name in LISTENERS)
+        door = GatewayDriver(configs[0].with_overrides(
+            front_door_address=f"127.0.0.1:{bases['PLAINTEXT']}", front_door_security=block, security_topic=f"security-{uuid.uuid4().hex[:8]}",
+            metrics_address="127.0.0.1:0"), stack.work, "secured-door", command="door").start()
+        try:
+            _wait_for(lambda: "front door nodes" in door.log(), "the door process to serve", 120)
 
-        def address(listener: str) -> str:
-            bound = door.listener_addresses[listener][0]
-            return f"{bound.host}:{bound.port}"
+            def address(listener: str) -> str:
+                return f"127.0.0.1:{bases[listener]}"
 
-        add_user({"bootstrap.servers": address("PLAINTEXT")}, ADMIN, ADMIN_PASSWORD)
-        secured = replace(JAVA_DOCUMENTED, props=JAVA_DOCUMENTED.props + _java_sasl_props(certificates.ca))
+            add_user({"bootstrap.servers": address("PLAINTEXT")}, ADMIN, ADMIN_PASSWORD)
+            secured = replace(JAVA_DOCUMENTED, props=JAVA_DOCUMENTED.props + _java_sasl_props(certificates.ca))
 
-        def run(listener: str, setting: ClientSetting, label: str) -> Row:
-            return runner.row(setting, f"front door {label}", address(listener), setting.topic(),
-                              partial(_progress_since, query, _last_batch(query)))
+            def run(listener: str, setting: ClientSetting, label: str) -> Row:
+                return runner.row(setting, f"door process {label}", address(listener), setting.topic(),
+                                  partial(_progress_since, query, _last_batch(query)))
 
-        def sasl_ssl() -> Row:
-            return run("SASL_SSL", secured, "SASL_SSL")
+            def sasl_ssl() -> Row:
+                return run("SASL_SSL", secured, "SASL_SSL")
 
-        def flooded(name: str) -> Row:
-            bound = door.listener_addresses["SASL_PLAINTEXT"][0]
-            with LoginFlood((bound.host, bound.port)) as flooding:
-                row = run("PLAINTEXT", JAVA_DOCUMENTED, f"PLAINTEXT beside {name}")
-            floods[name].append(flooding)
-            return row
+            def flooded(name: str) -> Row:
+                host, port = address("SASL_PLAINTEXT").split(":")
+                with LoginFlood((host, int(port))) as flooding:
+                    row = run("PLAINTEXT", JAVA_DOCUMENTED, f"PLAINTEXT beside {name}")
+                floods[name].append(flooding)
+                return row
 
-        def held_to_a_quota() -> None:
-            set_quota = run_kafka_tool("kafka.admin.ConfigCommand", [
-                "--bootstrap-server", address("PLAINTEXT"), "--alter", "--entity-type", "ips", "--entity-name",
-                FLOOD_SOURCE, "--add-config", f"connection_creation_rate={FLOOD_IP_QUOTA}"])
-            if set_quota.returncode != 0:
-                raise SystemExit(f"kafka-configs could not set the flood's quota: {set_quota.stderr[-2000:]}")
+            def held_to_a_quota() -> None:
+                set_quota = run_kafka_tool("kafka.admin.ConfigCommand", [
+                    "--bootstrap-server", address("PLAINTEXT"), "--alter", "--entity-type", "ips", "--entity-name",
+                    FLOOD_SOURCE, "--add-config", f"connection_creation_rate={FLOOD_IP_QUOTA}"])
+                if set_quota.returncode != 0:
+                    raise SystemExit(f"kafka-configs could not set the flood's quota: {set_quota.stderr[-2000:]}")
 
-        run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")  # warm-up of the JVMs and the door, not reported
-        # Each pair side by side, alternating which goes first: the JVMs still warm up over the run.
-        for name, other in (("SASL_SSL", sasl_ssl), ("a login flood", partial(flooded, "a login flood")),
-                            (quota_pair, partial(flooded, quota_pair))):
-            if name == quota_pair:
-                held_to_a_quota()
-            for i in range(rounds):
-                if i % 2 == 0:
-                    plain = run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
-                    pairs[name].append((other(), plain))
-                else:
-                    beside = other()
-                    pairs[name].append((beside, run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")))
+            for _ in range(WARM_UP_ROWS):  # the JVMs (Spark's, the broker's, the client's) and the door
+                run("PLAINTEXT", JAVA_DOCUMENTED, "warm-up")
+            # Each pair side by side, alternating which goes first: the JVMs still warm up over the run.
+            for name, other in (("SASL_SSL", sasl_ssl), ("a login flood", partial(flooded, "a login flood")),
+                                (quota_pair, partial(flooded, quota_pair))):
+                if name == quota_pair:
+                    held_to_a_quota()
+                for i in range(rounds):
+                    if i % 2 == 0:
+                        plain = run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
+                        pairs[name].append((other(), plain))
+                    else:
+                        beside = other()
+                        pairs[name].append((beside, run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")))
+        finally:
+            door.stop(60)
     print_table([row for name in pairs for pair in pairs[name] for row in reversed(pair)], tail=True)
     for name, runs in floods.items():
         if runs:
