@@ -53,6 +53,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_JARS_DIR = REPO_ROOT / ".jvm" / "kafka"
 
 BROKER_HEAP = "512m"  # the machine also runs Spark; Kafka's scripts default to 1 GiB
+# Kafka's own GC settings (kafka-run-class.sh): a broker that serves a cluster's traffic
+KAFKA_GC = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20")
+# `gateway run`'s embedded broker serves a demo and a developer's tries: the serial collector and C1 alone spend
+# less CPU starting it, which on two cores shared with Spark's start brings the first response about 2 s sooner
+# (docs/performance.md); a broker under load wants KAFKA_GC and the JDK's tiered compilation.
+QUICK_START_JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 TOOL_HEAP = "256m"
 DEFAULT_START_TIMEOUT_S = 120.0
 DEFAULT_STOP_TIMEOUT_S = 30.0
@@ -161,15 +167,15 @@ def tools_log4j_config() -> Path:
 
 
 def java_command(main_class: str, args: Sequence[str], *, heap: str, log4j_config: Path,
-                 class_data: Sequence[str] | None = None) -> list[str]:
-    """`java ... <main_class> <args>` with Kafka's classpath and GC settings, and a small heap; `class_data`:
-    the class data sharing options (default: the archive `make jars` made, if any; class_data_sharing.py)."""
+                 class_data: Sequence[str] | None = None, jvm: Sequence[str] = KAFKA_GC) -> list[str]:
+    """`java ... <main_class> <args>` with Kafka's classpath, a small heap and `jvm`'s collector and compiler
+    options (Kafka's GC settings by default); `class_data`: the class data sharing options (default: the
+    archive `make jars` made, if any; class_data_sharing.py)."""
     return [
         java_executable(),
         *(using(KAFKA_ARCHIVE) if class_data is None else class_data),
         f"-Xmx{heap}",
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
+        *jvm,
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j_config}",
@@ -274,6 +280,7 @@ class LocalKafka:
         format_args: Sequence[str] = (),
         client_config: Mapping[str, str] | None = None,
         class_data: Sequence[str] | None = None,
+        jvm: Sequence[str] = KAFKA_GC,
     ) -> None:
         """A broker on `port` (plaintext by default).
 
@@ -285,9 +292,11 @@ class LocalKafka:
         KRaft controller listener's port in its own properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
         `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`, the only way to have SCRAM users
         before the broker can serve the AlterUserScramCredentials request that would create them).
-        `class_data`: the broker JVM's class data sharing options (`java_command`).
+        `class_data`: the broker JVM's class data sharing options, `jvm` its collector and compiler options
+        (`java_command`; QUICK_START_JVM for a broker that serves a demo).
         """
         self.class_data = class_data
+        self.jvm = tuple(jvm)
         self.work_dir = Path(work_dir).resolve()
         # The gateway's hops through this broker (contract.limits): the default is the default
         # gateway's (front door requests up to Kafka's socket.request.max.bytes).
@@ -422,6 +431,7 @@ class LocalKafka:
             heap=self.heap,
             log4j_config=self.work_dir / "log4j2.xml",
             class_data=self.class_data,
+            jvm=self.jvm,
         )
         with self.stdout_path.open("ab") as out:  # the child keeps its own copy of the descriptor
             self._proc = spawn_tied_to_parent(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.work_dir)

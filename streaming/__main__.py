@@ -34,7 +34,7 @@ from typing import Any
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
-from embedded.local_kafka import LocalKafka, free_port
+from embedded.local_kafka import QUICK_START_JVM, LocalKafka, free_port
 from front_door.door_cluster import DuplicateDoorError
 from front_door.metrics import FrontDoorMetrics
 from front_door.security.store import SecurityStoreError
@@ -109,7 +109,8 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
         try:
             if not config.bootstrap_servers:
                 port = config.local_broker_port if _port_free(config.local_broker_port) else free_port()
-                broker = LocalKafka(config.path(config.local_broker_dir), port=port, limits=config.ingress_limits())
+                broker = LocalKafka(config.path(config.local_broker_dir), port=port, limits=config.ingress_limits(),
+                                    jvm=QUICK_START_JVM)
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)

@@ -13,6 +13,11 @@ Every JVM the tests start (Spark sessions, gateways run as commands, a standalon
 executors) keeps its scratch directories under the session's tmp dir (`SPARK_LOCAL_DIRS`), not in `/tmp`:
 a JVM that a fault test kills leaves them behind, and they go with the session's directory, which
 pytest removes after a run that passed (`tmp_path_retention_policy = "failed"` in pyproject.toml).
+
+Every JVM the tests start compiles with C1 alone (`TEST_JVM_OPTIONS` in `JAVA_TOOL_OPTIONS`, which every JVM
+reads and notes on its stderr): the tests' JVMs live seconds to minutes, where C2's compilations cost more CPU
+than they save, and the suite is CPU-bound on two cores. `make bench` starts its JVMs with the JDK's tiered
+compilation, as the gateway runs.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ if TYPE_CHECKING:  # imported by the fixture: sessions without it need neither t
 _BROKER_KEY = pytest.StashKey[LocalKafka]()
 _SECURED_BROKER_KEY = pytest.StashKey["SecuredKafka"]()
 _LOG_TAIL_LINES = 40
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# Set on import, before any fixture starts a JVM (pytest-xdist's workers import this file too).
+if TEST_JVM_OPTIONS not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
+    os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {TEST_JVM_OPTIONS}".strip()
 
 
 @pytest.fixture(scope="session", autouse=True)
