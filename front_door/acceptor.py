@@ -2,7 +2,8 @@
 applies the connection quotas before anything else runs on one — before a TLS handshake, before a byte is
 read. A connection over its IP's KIP-612 quota (`connection_quotas.py`) is kept unread for the throttle time
 and then closed (Kafka's `DelayedCloseSocket`), so a flooding host costs the door an accept and a close per
-connection: no transport, no TLS handshake, no task. Every other connection becomes an asyncio stream (TLS
+connection: no transport, no TLS handshake, no task. One that would exceed its IP's `max.connections.per.ip`
+(`connection_limits.py`) is closed at once, as Kafka's `TooManyConnectionsException` closes it. Every other connection becomes an asyncio stream (TLS
 negotiated first on an SSL listener) served by `serve` in the task that accepted it.
 """
 
@@ -15,6 +16,8 @@ import socket
 import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
+
+from front_door.connection_limits import ConnectionsPerIp
 
 log = logging.getLogger("gateway.front_door")
 
@@ -49,13 +52,18 @@ def bind(host: str, port: int) -> socket.socket:
 
 class Acceptor:
     """Accepts on `sock` once started; `throttle_ms(ip)` records each connection in its IP's quota and says how
-    long to keep it before closing it (0: serve it); `on_throttled()` counts those kept."""
+    long to keep it before closing it (0: serve it); `on_throttled()` counts those kept; `per_ip` counts the
+    connections served by IP (shared by the door's listeners), `on_rejected(ip, maximum)` is told of each
+    closed for going over its IP's maximum."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, serve: Serve,
                  tls: ssl.SSLContext | None, throttle_ms: Callable[[str], int],
-                 on_throttled: Callable[[], None]) -> None:
+                 on_throttled: Callable[[], None], per_ip: ConnectionsPerIp | None = None,
+                 on_rejected: Callable[[str, int], None] | None = None) -> None:
         self._loop, self._sock, self._serve, self._tls = loop, sock, serve, tls
         self._throttle_ms, self._on_throttled = throttle_ms, on_throttled
+        self._per_ip = per_ip or ConnectionsPerIp()
+        self._on_rejected = on_rejected or (lambda ip, maximum: None)
         self._held: set[socket.socket] = set()  # throttled, closed when their time is up
         self._handshakes: set[asyncio.Task[None]] = set()
         self._serving = False
@@ -96,14 +104,20 @@ class Acceptor:
                 self._serving = False
                 self._loop.call_later(ACCEPT_PAUSE_S, self.start)
                 return
-            throttle_ms = self._throttle_ms(peer[0]) if isinstance(peer, tuple) else 0
+            address = peer[0] if isinstance(peer, tuple) else None
+            throttle_ms = self._throttle_ms(address) if address is not None else 0
             if throttle_ms:
                 self._held.add(conn)
                 self._loop.call_later(throttle_ms / 1000, self._close_held, conn)
                 self._on_throttled()
                 continue
+            # ConnectionQuotas.inc: the rate is recorded first, then the IP's open connections counted
+            if address is not None and (maximum := self._per_ip.admit(address)) is not None:
+                conn.close()
+                self._on_rejected(address, maximum)
+                continue
             conn.setblocking(False)
-            task = self._loop.create_task(self._connect(conn))
+            task = self._loop.create_task(self._connect(conn, address))
             self._handshakes.add(task)
             task.add_done_callback(self._handshakes.discard)
 
@@ -112,21 +126,26 @@ class Acceptor:
             self._held.discard(conn)
             conn.close()
 
-    async def _connect(self, conn: socket.socket) -> None:
-        """The accepted socket as a stream (after the TLS handshake on an SSL listener); a client that fails the
-        handshake or goes away first closes only its own connection."""
-        reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=self._loop)
-        protocol = asyncio.StreamReaderProtocol(reader, loop=self._loop)
+    async def _connect(self, conn: socket.socket, address: str | None) -> None:
+        """The accepted socket as a stream (after the TLS handshake on an SSL listener), served; a client that
+        fails the handshake or goes away first closes only its own connection. Its IP's count is released
+        when it ends."""
         try:
-            transport, _ = await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._tls)
-        except (OSError, EOFError) as e:  # ssl.SSLError and TimeoutError are OSErrors
-            log.debug("front door: connection not established: %s", e)
-            with contextlib.suppress(OSError):
-                conn.close()
-            return
-        # Served in this task (no second task per connection, as a flood of short connections costs one each);
-        # from here on the connection ends with the door's stop, not with the acceptor's close.
-        task = asyncio.current_task()
-        if task is not None:
-            self._handshakes.discard(task)
-        await self._serve(reader, asyncio.StreamWriter(transport, protocol, reader, self._loop))
+            reader = asyncio.StreamReader(limit=STREAM_LIMIT, loop=self._loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=self._loop)
+            try:
+                transport, _ = await self._loop.connect_accepted_socket(lambda: protocol, conn, ssl=self._tls)
+            except (OSError, EOFError) as e:  # ssl.SSLError and TimeoutError are OSErrors
+                log.debug("front door: connection not established: %s", e)
+                with contextlib.suppress(OSError):
+                    conn.close()
+                return
+            # Served in this task (no second task per connection, as a flood of short connections costs one
+            # each); from here on the connection ends with the door's stop, not with the acceptor's close.
+            task = asyncio.current_task()
+            if task is not None:
+                self._handshakes.discard(task)
+            await self._serve(reader, asyncio.StreamWriter(transport, protocol, reader, self._loop))
+        finally:
+            if address is not None:
+                self._per_ip.release(address)

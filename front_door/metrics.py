@@ -57,6 +57,9 @@ class FrontDoorMetrics:
         self.connections_throttled = Counter(f"{P}connections_throttled_total", "Client connections closed unread "
                                              "for going over their IP's connection_creation_rate quota (KIP-612), by "
                                              "listener.", ["listener"], registry=r)
+        self.connections_rejected = Counter(f"{P}connections_rejected_total", "Client connections closed at once "
+                                            "for going over their IP's max.connections.per.ip, by listener.",
+                                            ["listener"], registry=r)
         self.authentications = Counter(f"{P}authentications_total", "Client authentications, by mechanism (a "
                                        "SASL mechanism, SSL for a client certificate) and result (success, failure).",
                                        ["mechanism", "result"], registry=r)

@@ -78,6 +78,7 @@ from front_door import (
 from front_door.acceptor import Acceptor, bind
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
+from front_door.connection_limits import ConnectionsPerIp
 from front_door.connection_quotas import ConnectionQuotas
 from front_door.context import AppendSignal, Context
 from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS, MAX_NODES_PER_DOOR, DoorCluster, first_node_id
@@ -275,6 +276,10 @@ class FrontDoor:
         self._security_store: KafkaSecurityStore | None = None
         self._membership: DoorMembership | None = None
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
+        self._rejected_connections = OncePerWindow()  # by client address
+        # open connections by client address, across the listeners (max.connections.per.ip)
+        self._per_ip = ConnectionsPerIp(settings.security.max_connections_per_ip,
+                                        dict(settings.security.max_connections_per_ip_overrides))
         self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
@@ -413,8 +418,17 @@ class FrontDoor:
                         port, e, listener.name)
             sock = bind(host, 0)
         throttled = self.metrics.connections_throttled.labels(listener.name)
+        rejected = self.metrics.connections_rejected.labels(listener.name)
+
+        def on_rejected(ip: str, maximum: int) -> None:
+            rejected.inc()
+            if (suppressed := self._rejected_connections.due(ip)) is not None:  # a flood: a line a minute
+                log.info("Rejected connection from /%s, address already has the configured maximum of %d "
+                         "connections.%s", ip, maximum, self._rejected_connections.more(suppressed))
+
         return Acceptor(self._loop, sock, functools.partial(self._serve, listener, node_id), tls,
-                        lambda ip: self._quotas.throttle_ms(ip, int(time.time() * 1000)), throttled.inc)
+                        lambda ip: self._quotas.throttle_ms(ip, int(time.time() * 1000)), throttled.inc,
+                        self._per_ip, on_rejected)
 
     def cluster_problem(self, timeout_s: float = 5.0) -> str | None:
         """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""

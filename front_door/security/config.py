@@ -25,6 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from front_door.connection_limits import (
+    MAX_CONNECTIONS_PER_IP,
+    MAX_CONNECTIONS_PER_IP_OVERRIDES,
+    ConnectionLimitError,
+    ConnectionsPerIp,
+    parse_overrides,
+)
 from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
 from front_door.security.principal import KafkaPrincipal
@@ -39,7 +46,7 @@ DEFAULT_SASL_MECHANISMS = (SaslMechanism.SCRAM_SHA_512, SaslMechanism.SCRAM_SHA_
 KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "ssl.keystore.location",
         "ssl.key.password", "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-        "connection.failed.authentication.delay.ms")
+        "connection.failed.authentication.delay.ms", MAX_CONNECTIONS_PER_IP, MAX_CONNECTIONS_PER_IP_OVERRIDES)
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,8 @@ class FrontDoorSecurity:
     super_users: frozenset[KafkaPrincipal] = field(default_factory=frozenset)
     allow_everyone_if_no_acl_found: bool = False
     failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS
+    max_connections_per_ip: int | None = None  # None: no limit (Kafka's Int.MaxValue)
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()  # (host, maximum)
 
     @property
     def sasl(self) -> bool:
@@ -126,7 +135,17 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     delay = value("connection.failed.authentication.delay.ms")
     if delay is not None and (not delay.isdigit()):
         raise KafkaSecurityError(f"{BLOCK}.connection.failed.authentication.delay.ms: a number of ms, got {delay!r}")
+    per_ip = value(MAX_CONNECTIONS_PER_IP)
+    if per_ip is not None and not per_ip.strip().isdigit():
+        raise KafkaSecurityError(f"{BLOCK}.{MAX_CONNECTIONS_PER_IP}: a number of connections, got {per_ip!r}")
+    try:
+        overrides = parse_overrides(value(MAX_CONNECTIONS_PER_IP_OVERRIDES) or "")
+        ConnectionsPerIp(int(per_ip) if per_ip is not None else None, overrides)  # Kafka's checks, at start
+    except ConnectionLimitError as e:
+        raise KafkaSecurityError(f"{BLOCK}: {e}") from None
     return FrontDoorSecurity(
+        max_connections_per_ip=int(per_ip) if per_ip is not None else None,
+        max_connections_per_ip_overrides=tuple(overrides.items()),
         listeners=listeners, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms,
         authorizer=bool(authorizer), super_users=super_users,
         allow_everyone_if_no_acl_found=_bool("allow.everyone.if.no.acl.found",

@@ -1,8 +1,9 @@
 """Per-IP connection creation rate quotas (KIP-612) side by side on Apache Kafka and on the front door: the
 same `kafka-configs.sh` commands print the same, and the same burst of connections from one IP is cut at
 the same count (a broker's quota window counts as ten samples, so a quota of 1/s lets a burst of 10 through,
-then closes connections unanswered). The flood comes from its own loopback address, so nothing else of the
-tests is throttled."""
+then closes connections unanswered). Likewise `max.connections.per.ip.overrides`: an IP's connections past
+its maximum are closed unanswered, and a closed one frees a slot. Each flood comes from its own loopback
+address, so nothing else of the tests is throttled."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ import pytest
 
 from embedded.local_kafka import LocalKafka, run_kafka_tool
 from streaming.config import GatewayConfig
+from tests.integration.fault_harness import _wait_for
 from tests.integration.gateway_io import create_gateway_topics
 from tests.integration.secured_door import Door, make_certificates, secured_door_config, start_door
 
 FLOODING_IP = "127.0.0.23"  # only this test connects from it
 TLS_FLOODING_IP = "127.0.0.24"  # only the TLS test connects from it
+LIMITED_IP = "127.0.0.25"  # only the max.connections.per.ip test connects from it
+LIMIT = 2
 BURST = 30
 API_VERSIONS_V0 = struct.pack(">hhih", 18, 0, 1, 5) + b"flood"
 
@@ -131,3 +135,80 @@ def test_a_throttled_connection_gets_no_tls_handshake(gateway_config: GatewayCon
         assert _handshakes_of_a_burst(running.address("SSL"), certificates.ca) == 10
     finally:
         running.door.stop()
+
+
+def _connect_and_ask(address: tuple[str, int]) -> tuple[socket.socket, bool]:
+    """A connection from LIMITED_IP sending ApiVersions; whether it was answered (else closed unanswered)."""
+    s = socket.socket()
+    s.settimeout(30)
+    s.bind((LIMITED_IP, 0))
+    s.connect(address)
+    try:
+        s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+        return s, len(s.recv(4)) == 4
+    except (ConnectionResetError, BrokenPipeError):
+        return s, False
+
+
+def _limited(address: tuple[str, int]) -> list[bool]:
+    """LIMIT + 1 connections held open at once, then the first closed and one more opened: whether each
+    was answered."""
+    held: list[socket.socket] = []
+    try:
+        answered = []
+        for _ in range(LIMIT + 1):
+            s, ok = _connect_and_ask(address)
+            (held.append(s) if ok else s.close())
+            answered.append(ok)
+        held.pop(0).close()
+        # The server counts the closed connection out when it reads its end: asked again until it has.
+        freed: list[bool] = []
+
+        def admitted() -> bool:
+            s, ok = _connect_and_ask(address)
+            (held.append(s) if ok else s.close())
+            freed.append(ok)
+            return ok
+
+        _wait_for(admitted, "a slot freed by a closed connection", 30)
+        return [*answered, freed[-1]]
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_max_connections_per_ip_closes_what_is_over_and_a_closed_one_frees_a_slot_as_kafka_does(
+        kafka: LocalKafka, gateway_config: GatewayConfig) -> None:
+    """Kafka: the dynamic `max.connections.per.ip.overrides` set with kafka-configs; the door: the same key
+    in its `front_door_security` block."""
+    host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    setting = f"max.connections.per.ip.overrides={LIMITED_IP}:{LIMIT}"
+    added = _configs(kafka.bootstrap_servers, "--alter", "--entity-type", "brokers", "--entity-default",
+                     "--add-config", setting)
+    assert added.returncode == 0, added.stdout + added.stderr
+    results: dict[str, list[bool]] = {}
+    try:
+        def over_the_limit_is_closed() -> bool:
+            held = [_connect_and_ask((host, int(port))) for _ in range(LIMIT + 1)]
+            for s, _ in held:
+                s.close()
+            return not held[-1][1]
+
+        _wait_for(over_the_limit_is_closed, "Kafka to apply the dynamic setting", 60)
+        results["kafka"] = _limited((host, int(port)))
+    finally:
+        removed = _configs(kafka.bootstrap_servers, "--alter", "--entity-type", "brokers", "--entity-default",
+                           "--delete-config", "max.connections.per.ip.overrides")
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+    config = gateway_config.with_overrides(
+        security_topic=f"security-{uuid.uuid4().hex[:8]}",
+        front_door_security={"max.connections.per.ip.overrides": f"{LIMITED_IP}:{LIMIT}"})
+    create_gateway_topics(config)
+    running = start_door(config)
+    try:
+        results["door"] = _limited(running.address("PLAINTEXT"))
+        rejected = running.door.metrics.connections_rejected.labels("PLAINTEXT")._value.get()
+    finally:
+        running.door.stop()
+    assert results == {"kafka": [True, True, False, True], "door": [True, True, False, True]}
+    assert rejected >= 1

@@ -22,7 +22,7 @@ DATASOURCE_REF = {"type": "prometheus", "uid": "${datasource}"}
 # PromQL words that look like metric names but are functions, keywords or label names
 PROMQL_WORDS = {"sum", "by", "rate", "histogram_quantile", "max", "time", "le", "topic", "outcome", "error",
                 "partition", "reason", "phase", "api", "without", "on", "ignoring", "increase", "avg", "min",
-                "group", "state", "mechanism", "result", "instance", "direction"}
+                "group", "state", "mechanism", "result", "instance", "direction", "listener"}
 # What the operators' dashboard must show: a metric family per area.
 REQUIRED = {
     "throughput (records)": "gateway_records_total",

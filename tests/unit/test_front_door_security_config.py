@@ -70,12 +70,15 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
         "ssl.truststore.location": "${env:CA}", "ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "plain, SCRAM-SHA-256", "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:admin;User:CN=ops,O=Example", "allow.everyone.if.no.acl.found": "true",
-        "connection.failed.authentication.delay.ms": "250",
+        "connection.failed.authentication.delay.ms": "250", "max.connections.per.ip": "0",
+        "max.connections.per.ip.overrides": "10.0.0.1:5, localhost:2",
     }, tmp_path, {"CA": str(tmp_path / "ca.pem")})
     assert security.sasl and security.authorizer and security.allow_everyone_if_no_acl_found
     assert security.sasl_mechanisms == (SaslMechanism.PLAIN, SaslMechanism.SCRAM_SHA_256)
     assert security.super_users == {user("admin"), user("CN=ops,O=Example")}
     assert security.failed_authentication_delay_ms == 250
+    assert security.max_connections_per_ip == 0
+    assert security.max_connections_per_ip_overrides == (("10.0.0.1", 5), ("localhost", 2))
     assert security.tls is not None and security.tls.server_context() is not None
 
 
@@ -87,6 +90,10 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     ({"super.users": "admin"}, "super.users"),
     ({"allow.everyone.if.no.acl.found": "yes"}, "true or false"),
     ({"connection.failed.authentication.delay.ms": "soon"}, "a number of ms"),
+    ({"max.connections.per.ip": "many"}, "a number of connections"),
+    ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
+    ({"max.connections.per.ip.overrides": "10.0.0.1"}, "is not host:count"),
+    ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "contains invalid addresses"),
     ({"ssl.client.auth": "required"}, None),  # without a keystore: TLS settings are not read
     ({"sasl.password": "x"}, "unknown setting"),
 ])

@@ -1,0 +1,88 @@
+"""Per-IP connection counts, as Kafka's `ConnectionQuotas` keeps them (`max.connections.per.ip` and
+`max.connections.per.ip.overrides`, SocketServerConfigs): every accepted connection is counted against its
+IP across the door's listeners, and one that would go over the IP's maximum is closed at once, unread —
+Kafka's acceptor logs "Rejected connection from …, address already has the configured maximum of N
+connections." and closes the channel. Its count is released when the connection ends. Without a maximum
+there is no limit (Kafka's default `Int.MaxValue`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Mapping
+
+MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
+MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides"
+
+
+class ConnectionLimitError(ValueError):
+    """A `max.connections.per.ip*` setting Kafka would refuse."""
+
+
+def parse_overrides(text: str) -> dict[str, int]:
+    """`host:N,host:N` (Kafka's CSV map: hostnames or addresses, each with its maximum)."""
+    overrides: dict[str, int] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: {entry!r} is not host:count")
+        overrides[host] = int(count)
+    return overrides
+
+
+def _resolve(host: str) -> str:
+    """An override's host as the address connections arrive from (a name resolved once, as Kafka's
+    `InetAddress.getByName` does when the setting is read)."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    try:
+        return str(ipaddress.ip_address(socket.gethostbyname(host)))
+    except (OSError, UnicodeError, ValueError):
+        raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}") from None
+
+
+class ConnectionsPerIp:
+    """The door's open connections by client address; `admit` counts one in, `release` out."""
+
+    def __init__(self, default_max: int | None = None, overrides: Mapping[str, int] | None = None) -> None:
+        if default_max == 0 and not overrides:  # KafkaConfig.validateValues
+            raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP} can be set to zero only if "
+                                       f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
+        self._default = default_max
+        self._overrides = {_resolve(host): count for host, count in (overrides or {}).items()}
+        self._counts: dict[str, int] = {}
+
+    @property
+    def limited(self) -> bool:
+        return self._default is not None or bool(self._overrides)
+
+    def maximum(self, address: str) -> int | None:
+        return self._overrides.get(address, self._default)
+
+    def admit(self, address: str) -> int | None:
+        """Count a new connection from `address`: None when it may stay, else the maximum it would exceed
+        (its count is then not kept: the connection is closed at once)."""
+        if not self.limited:
+            return None
+        count = self._counts.get(address, 0)
+        limit = self.maximum(address)
+        if limit is not None and count >= limit:
+            return limit
+        self._counts[address] = count + 1
+        return None
+
+    def release(self, address: str) -> None:
+        count = self._counts.get(address, 0) - 1
+        if count > 0:
+            self._counts[address] = count
+        else:
+            self._counts.pop(address, None)
+
+    def open(self, address: str) -> int:
+        return self._counts.get(address, 0)

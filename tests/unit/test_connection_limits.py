@@ -1,0 +1,48 @@
+"""max.connections.per.ip and its overrides, counted as Kafka's ConnectionQuotas counts them."""
+
+from __future__ import annotations
+
+import pytest
+
+from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, parse_overrides
+
+
+def test_an_ip_is_admitted_up_to_its_maximum_and_a_release_frees_a_slot() -> None:
+    limits = ConnectionsPerIp(2)
+    assert [limits.admit("10.0.0.1") for _ in range(3)] == [None, None, 2]
+    assert limits.open("10.0.0.1") == 2  # the one closed at once is not counted
+    assert limits.admit("10.0.0.2") is None  # each IP its own count
+    limits.release("10.0.0.1")
+    assert limits.admit("10.0.0.1") is None
+    assert limits.admit("10.0.0.1") == 2
+
+
+def test_overrides_take_names_and_addresses_and_zero_shuts_an_ip_out() -> None:
+    limits = ConnectionsPerIp(None, parse_overrides("localhost:1, 10.0.0.9:0,[::1]:3"))
+    assert limits.maximum("127.0.0.1") == 1  # localhost resolved once, as InetAddress.getByName
+    assert limits.maximum("::1") == 3
+    assert limits.admit("10.0.0.9") == 0
+    assert limits.maximum("10.0.0.8") is None  # no default: no limit
+    assert all(limits.admit("10.0.0.8") is None for _ in range(1000))
+
+
+def test_without_any_maximum_nothing_is_counted() -> None:
+    limits = ConnectionsPerIp()
+    assert not limits.limited
+    assert limits.admit("10.0.0.1") is None and limits.open("10.0.0.1") == 0
+    limits.release("10.0.0.1")  # the acceptor releases every connection it served
+    assert limits.open("10.0.0.1") == 0
+
+
+@pytest.mark.parametrize("default,overrides,match", [
+    (0, None, "can be set to zero only if max.connections.per.ip.overrides property is set"),
+    (None, {"no-such-host.invalid": 1}, "contains invalid addresses : no-such-host.invalid"),
+])
+def test_kafkas_checks_of_the_settings(default: int | None, overrides: dict[str, int] | None, match: str) -> None:
+    with pytest.raises(ConnectionLimitError, match=match):
+        ConnectionsPerIp(default, overrides)
+
+
+def test_an_override_without_a_count_is_refused() -> None:
+    with pytest.raises(ConnectionLimitError, match="is not host:count"):
+        parse_overrides("10.0.0.1:many")
