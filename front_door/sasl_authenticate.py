@@ -2,8 +2,8 @@
 
 The exchange runs per connection before authentication (`security/sasl_server.py`, driven by `server.py`);
 what reaches this handler is a SaslAuthenticate Kafka answers from `KafkaApis`: on a listener without SASL or
-after a successful authentication — ILLEGAL_SASL_STATE. `session_lifetime_ms` (v1+) is 0: the door does not
-ask for re-authentication (Kafka's `connections.max.reauth.ms` default).
+after a successful authentication — ILLEGAL_SASL_STATE. `session_lifetime_ms` (v1+) is the session's lifetime
+once the exchange completes: `connections.max.reauth.ms` (KIP-368), 0 when sessions last (Kafka's default).
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from front_door.context import Context
 from front_door.messages import build, response_module
 from front_door.wire import Request
 
-NO_SESSION_LIFETIME = i64Timedelta.parse(datetime.timedelta(0))
 
-
-def authenticate_body(version: int, code: ErrorCode, message: str | None, auth_bytes: bytes = b"") -> Any:
+def authenticate_body(version: int, code: ErrorCode, message: str | None, auth_bytes: bytes = b"",
+                      session_lifetime_ms: int = 0) -> Any:
     module = response_module(ApiKey.SASL_AUTHENTICATE, version)
     return build(module.SaslAuthenticateResponse, error_code=code, error_message=message, auth_bytes=auth_bytes,
-                 session_lifetime=NO_SESSION_LIFETIME)
+                 session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=session_lifetime_ms)))
 
 
 async def handle(_ctx: Context, request: Request) -> Any:

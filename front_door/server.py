@@ -178,6 +178,10 @@ READABLE: dict[int, tuple[int, int]] = {
 MAX_IN_FLIGHT_PER_CONNECTION = 100
 # Kafka's sasl.server.max.receive.size: the largest frame read before a connection is authenticated
 SASL_MAX_RECEIVE_BYTES = 524288
+# KIP-368: a SaslHandshake on an authenticated connection begins a re-authentication, at most once a second
+# (KafkaChannel.maybeBeginServerReauthentication; more often it is answered as KafkaApis answers it)
+REAUTHENTICATION_START = ApiKey.SASL_HANDSHAKE.to_bytes(2, "big")
+MIN_REAUTH_INTERVAL_S = 1.0
 
 
 def api_name(api_key: int) -> str:
@@ -535,9 +539,24 @@ class FrontDoor:
             try:
                 size = frame_size(prefix, self.settings.max_request_bytes)
                 await in_flight.acquire(size)
+                frame = await reader.readexactly(size)
+                if conn.session_expires is not None:  # KIP-368 (SocketServer's Processor, KafkaChannel)
+                    now = time.monotonic()
+                    if now > conn.session_expires:
+                        log.info("closing connection from %s on %s: its SASL session (%s) expired %.1f s ago "
+                                 "without re-authentication", peer, conn.listener.name, conn.principal,
+                                 now - conn.session_expires)
+                        return
+                    if frame[:2] == REAUTHENTICATION_START and now - conn.reauthenticated >= MIN_REAUTH_INTERVAL_S:
+                        in_flight.release(size)
+                        self.metrics.bytes_in.inc(SIZE.size + size)
+                        if not await self._reauthenticate(conn, frame, reader, responses):
+                            return
+                        continue
                 # the frame is dropped once parsed: kio copies out what the request holds
-                request = parse_request(await reader.readexactly(size), READABLE, conn.node_id, conn.client_host,
-                                        conn.principal, conn.listener.name)
+                request = parse_request(frame, READABLE, conn.node_id, conn.client_host, conn.principal,
+                                        conn.listener.name)
+                del frame
                 self.metrics.bytes_in.inc(SIZE.size + size)
             except UnsupportedApiError as e:
                 in_flight.release(size)
@@ -569,31 +588,65 @@ class FrontDoor:
                             writer: asyncio.StreamWriter) -> bool:
         """A SASL listener's connection until it is authenticated (`security/sasl_server.py`): True once it is,
         False when the connection closes (each answer is written before)."""
+
+        async def write(answer: bytes) -> None:
+            writer.write(answer)
+            self.metrics.bytes_out.inc(len(answer))
+            await writer.drain()
+
+        return await self._sasl_exchange(conn, reader, write)
+
+    async def _reauthenticate(self, conn: _Connection, handshake: bytes, reader: asyncio.StreamReader,
+                              responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> bool:
+        """KIP-368: a SaslHandshake on an authenticated connection whose session expires starts a new exchange,
+        answered in order after the requests before it; the mechanism and the principal must stay the same
+        (SaslServerAuthenticator's ReauthInfo). False when the connection closes."""
+        sasl = conn.sasl
+        assert sasl is not None and sasl.mechanism is not None and sasl.credentials is not None
+        conn.reauthenticated = time.monotonic()  # at most one re-authentication a second, as Kafka
+        previous = conn.principal
+        conn.sasl = SaslConnection(sasl.enabled, sasl.credentials, reauthenticating=True, previous=sasl.mechanism)
+        conn.principal = ANONYMOUS  # until the exchange completes; requests in flight keep theirs
+
+        async def queue(answer: bytes) -> None:
+            await responses.put(_done(answer))
+
+        ok = await self._sasl_exchange(conn, reader, queue, handshake, previous)
+        if not ok:
+            conn.principal = previous  # the connection closes; what it answers is said as before
+        return ok
+
+    async def _sasl_exchange(self, conn: _Connection, reader: asyncio.StreamReader,
+                             deliver: Callable[[bytes], Awaitable[None]], first: bytes | None = None,
+                             previous: KafkaPrincipal | None = None) -> bool:
+        """Frames of a SASL exchange until it completes (True) or the connection closes (False), each answer
+        handed to `deliver`; `first`: a frame already read; `previous`: the principal a re-authentication must
+        keep."""
         while conn.principal is ANONYMOUS:
-            prefix = await reader.readexactly(SIZE.size)
-            answer, keep_open = await self._authentication_frame(conn, prefix, reader)
+            if first is not None:
+                frame, first = first, None
+            else:
+                (size,) = SIZE.unpack(await reader.readexactly(SIZE.size))
+                if not 0 <= size <= SASL_MAX_RECEIVE_BYTES:  # Kafka's sasl.server.max.receive.size
+                    log.info("closing connection from %s on %s: SASL receive of %d bytes (at most %d before "
+                             "authentication)", conn.peer, conn.listener.name, size, SASL_MAX_RECEIVE_BYTES)
+                    return False
+                frame = await reader.readexactly(size)
+                self.metrics.bytes_in.inc(SIZE.size + size)
+            answer, keep_open = await self._authentication_frame(conn, frame, previous)
             if answer is not None:
-                writer.write(answer)
-                self.metrics.bytes_out.inc(len(answer))
-                await writer.drain()
+                await deliver(answer)
             if not keep_open:
                 return False
         return True
 
-    async def _authentication_frame(self, conn: _Connection, prefix: bytes,
-                                    reader: asyncio.StreamReader) -> tuple[bytes | None, bool]:
-        """One frame before authentication: its answer (None: none) and whether the connection stays open."""
+    async def _authentication_frame(self, conn: _Connection, frame: bytes,
+                                    previous: KafkaPrincipal | None) -> tuple[bytes | None, bool]:
+        """One frame of a SASL exchange: its answer (None: none) and whether the connection stays open."""
         sasl = conn.sasl
         assert sasl is not None
-        (size,) = SIZE.unpack(prefix)
-        if not 0 <= size <= SASL_MAX_RECEIVE_BYTES:  # Kafka's sasl.server.max.receive.size
-            log.info("closing connection from %s on %s: SASL receive of %d bytes (at most %d before "
-                     "authentication)", conn.peer, conn.listener.name, size, SASL_MAX_RECEIVE_BYTES)
-            return None, False
-        frame = await reader.readexactly(size)
-        self.metrics.bytes_in.inc(SIZE.size + size)
         if sasl.raw_tokens:  # after a v0 handshake: the bare token, answered bare
-            token = await self._sasl_token(conn, frame, None)
+            token = await self._sasl_token(conn, frame, previous)
             return (None, False) if token is None else (SIZE.pack(len(token)) + token, True)
         try:
             request = parse_request(frame, READABLE, conn.node_id, conn.client_host, ANONYMOUS, conn.listener.name)
@@ -626,6 +679,11 @@ class FrontDoor:
             except IllegalSaslState as e:
                 log.info("closing connection from %s: %s", conn.peer, e)
                 return None, False
+            if chosen is not None and sasl.previous is not None and chosen is not sasl.previous:
+                log.info("closing connection from %s on %s: SASL mechanism '%s' requested by client is not "
+                         "supported for re-authentication of mechanism '%s'", conn.peer, conn.listener.name,
+                         chosen.value, sasl.previous.value)  # the handshake is answered, then the channel closed
+                return answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)), False
             if chosen is None:  # UnsupportedSaslMechanismException: answered, then closed
                 self.metrics.authenticated("unsupported", ok=False)  # a label per client-chosen name would grow
                 log.info("closing connection from %s on %s: unsupported SASL mechanism %r (enabled: %s)", conn.peer,
@@ -633,35 +691,45 @@ class FrontDoor:
                 return answer(sasl_handshake.handshake_body(
                     request.api_version, ErrorCode.unsupported_sasl_mechanism, enabled)), False
             return answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)), True
-        token = await self._sasl_token(conn, request.body.auth_bytes, request)
+        token = await self._sasl_token(conn, request.body.auth_bytes, previous)
         if token is None:  # answered, then closed (Kafka's failed authentication)
             return answer(sasl_authenticate.authenticate_body(
                 request.api_version, ErrorCode.sasl_authentication_failed, sasl.failure)), False
-        return answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token)), True
+        lifetime_ms = self.settings.security.connections_max_reauth_ms if conn.principal is not ANONYMOUS else 0
+        return answer(sasl_authenticate.authenticate_body(request.api_version, ErrorCode.none, None, token,
+                                                          lifetime_ms)), True
 
-    async def _sasl_token(self, conn: _Connection, token: bytes, request: Request | None) -> bytes | None:
+    async def _sasl_token(self, conn: _Connection, token: bytes, previous: KafkaPrincipal | None) -> bytes | None:
         """The server's answer to one client token; None after a failed login, once Kafka's
         connection.failed.authentication.delay.ms has passed (a flood of bad logins is slowed, not answered
-        at once)."""
+        at once). `previous`: the principal a re-authentication must keep."""
         sasl = conn.sasl
         assert sasl is not None and sasl.mechanism is not None
         mechanism = sasl.mechanism.value
         try:
             answer = sasl.authenticate(token)
+            if previous is not None and sasl.principal is not None and sasl.principal != previous:
+                raise SaslAuthenticationFailed(  # ReauthInfo.ensurePrincipalUnchanged
+                    f"Cannot change principals during re-authentication from {previous.principal_type}."
+                    f"{previous.name}: {sasl.principal.principal_type}.{sasl.principal.name}")
         except (SaslAuthenticationFailed, IllegalSaslState) as e:
             sasl.failure = str(e)
             self.metrics.authenticated(mechanism, ok=False)
             suppressed = self._failed_logins.due((conn.client_host, mechanism))
             if suppressed is not None:  # a flood of bad logins from one host: a line a minute, not one each
                 cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
-                log.info("Failed authentication with %s on %s (%s): %s%s%s", conn.client_host, conn.listener.name,
-                         mechanism, e, cause, self._failed_logins.more(suppressed))
+                log.info("Failed %s with %s on %s (%s): %s%s%s",
+                         "re-authentication" if sasl.reauthenticating else "authentication", conn.client_host,
+                         conn.listener.name, mechanism, e, cause, self._failed_logins.more(suppressed))
             await asyncio.sleep(self.settings.security.failed_authentication_delay_ms / 1000)
             return None
         if sasl.principal is not None:
             conn.principal = sasl.principal
+            reauth_ms = self.settings.security.connections_max_reauth_ms
+            conn.session_expires = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else None
             self.metrics.authenticated(mechanism, ok=True)
-            log.debug("%s authenticated as %s with %s", conn.peer, conn.principal, mechanism)
+            log.debug("%s %s as %s with %s", conn.peer, "re-authenticated" if sasl.reauthenticating else
+                      "authenticated", conn.principal, mechanism)
         return answer
 
     async def _handle(self, context: Context, request: Request) -> bytes | CloseConnection | None:
@@ -707,6 +775,10 @@ class _Connection:
     client_host: str  # as Kafka shows it: "/127.0.0.1"
     principal: KafkaPrincipal
     sasl: SaslConnection | None
+    # KIP-368: when the SASL session ends unless re-authenticated (monotonic s; None: it lasts), and when the
+    # last re-authentication began
+    session_expires: float | None = None
+    reauthenticated: float = 0.0
 
 
 def _done(data: bytes | CloseConnection) -> asyncio.Task[bytes | CloseConnection | None]:

@@ -46,7 +46,8 @@ DEFAULT_SASL_MECHANISMS = (SaslMechanism.SCRAM_SHA_512, SaslMechanism.SCRAM_SHA_
 KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "ssl.keystore.location",
         "ssl.key.password", "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-        "connection.failed.authentication.delay.ms", MAX_CONNECTIONS_PER_IP, MAX_CONNECTIONS_PER_IP_OVERRIDES)
+        "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", MAX_CONNECTIONS_PER_IP,
+        MAX_CONNECTIONS_PER_IP_OVERRIDES)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class FrontDoorSecurity:
     super_users: frozenset[KafkaPrincipal] = field(default_factory=frozenset)
     allow_everyone_if_no_acl_found: bool = False
     failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS
+    # KIP-368: a SASL session's lifetime, after which a client must have re-authenticated (0: sessions last)
+    connections_max_reauth_ms: int = 0
     max_connections_per_ip: int | None = None  # None: no limit (Kafka's Int.MaxValue)
     max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()  # (host, maximum)
 
@@ -135,6 +138,10 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     delay = value("connection.failed.authentication.delay.ms")
     if delay is not None and (not delay.isdigit()):
         raise KafkaSecurityError(f"{BLOCK}.connection.failed.authentication.delay.ms: a number of ms, got {delay!r}")
+    reauth = value("connections.max.reauth.ms")
+    if reauth is not None and not reauth.isdigit():
+        raise KafkaSecurityError(f"{BLOCK}.connections.max.reauth.ms: a number of ms (0: no re-authentication), "
+                                 f"got {reauth!r}")
     per_ip = value(MAX_CONNECTIONS_PER_IP)
     if per_ip is not None and not per_ip.strip().isdigit():
         raise KafkaSecurityError(f"{BLOCK}.{MAX_CONNECTIONS_PER_IP}: a number of connections, got {per_ip!r}")
@@ -151,6 +158,7 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
         allow_everyone_if_no_acl_found=_bool("allow.everyone.if.no.acl.found",
                                              value("allow.everyone.if.no.acl.found") or "false"),
         failed_authentication_delay_ms=int(delay) if delay is not None else FAILED_AUTHENTICATION_DELAY_MS,
+        connections_max_reauth_ms=int(reauth) if reauth is not None else 0,
     )
 
 

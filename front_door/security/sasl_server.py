@@ -8,7 +8,9 @@
 - PLAIN (RFC 4616, `PlainSaslServer`) and SCRAM-SHA-256/512 (RFC 5802, `ScramSaslServer`, with `scramp`)
   check against the users' SCRAM credentials (`scram_credentials.py`);
 - a failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message, after
-  `connection.failed.authentication.delay.ms`, and closes the connection (`server.py` waits and closes).
+  `connection.failed.authentication.delay.ms`, and closes the connection (`server.py` waits and closes);
+- with `connections.max.reauth.ms` (KIP-368) an authenticated connection runs a new exchange (`reauthenticating`)
+  with the mechanism it used before (`previous`); `server.py` checks the principal stays the same.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class SaslConnection:
     handshake_version: int = 1
     principal: KafkaPrincipal | None = None
     failure: str | None = None  # Kafka's message for the client after a failed login
+    reauthenticating: bool = False  # KIP-368: a new exchange on an authenticated connection
+    previous: SaslMechanism | None = None  # ... which must use the mechanism it used before
     _scram: Any = field(default=None, repr=False)  # scramp's server, between the two SCRAM rounds
     _scram_user: str | None = None
 
@@ -108,8 +112,8 @@ class SaslConnection:
     def _scram_step(self, token: bytes) -> bytes:
         assert self.mechanism is not None
         failed = SaslAuthenticationFailed(  # SaslServerAuthenticator's message for a SaslException
-            f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
-            f"{self.mechanism.value}")
+            f"Authentication failed during {'re-authentication' if self.reauthenticating else 'authentication'} "
+            f"due to invalid credentials with SASL mechanism {self.mechanism.value}")
         try:
             message = token.decode("utf-8")
             if self._scram is None:  # client-first

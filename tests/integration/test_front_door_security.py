@@ -4,11 +4,13 @@ Kafka's wire spoken directly where a test needs bytes no client sends."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -182,6 +184,102 @@ def test_hostile_bytes_close_only_their_own_connection(door: Door, certificates:
         conn.receive(SASL_HANDSHAKE, 1)
         conn.sock.sendall(b"\x00\x00\x01\x00partial")
     assert _logs_in(door, certificates, ADMIN, ADMIN_PASSWORD)
+
+
+# ============================================================================== re-authentication (KIP-368)
+
+REAUTH_MS = 2000
+
+
+@pytest.fixture
+def reauth_door(gateway_config: GatewayConfig, certificates: Certificates) -> Iterator[Door]:
+    Path(gateway_config.topics_file).write_text(json.dumps(FRONT_DOOR_TOPICS))
+    config = secured_door_config(gateway_config, certificates, **{"connections.max.reauth.ms": str(REAUTH_MS)})
+    create_gateway_topics(config)
+    running = start_door(config)
+    try:
+        add_user({"bootstrap.servers": running.bootstrap("PLAINTEXT")}, ADMIN, ADMIN_PASSWORD)
+        add_user({"bootstrap.servers": running.bootstrap("PLAINTEXT")}, "dave", "dave-secret")
+        yield running
+    finally:
+        running.door.stop()
+
+
+def _plain_login(conn: WireConnection, user: str, password: str) -> Any:
+    conn.send(SASL_HANDSHAKE, 1, request_body(SASL_HANDSHAKE, 1, mechanism="PLAIN"))
+    assert conn.receive(SASL_HANDSHAKE, 1).error_code == ErrorCode.none
+    conn.send(SASL_AUTHENTICATE, 2, request_body(SASL_AUTHENTICATE, 2, auth_bytes=f"\0{user}\0{password}".encode()))
+    return conn.receive(SASL_AUTHENTICATE, 2)
+
+
+def _metadata_answered(conn: WireConnection) -> bool:
+    try:
+        conn.send(METADATA, 12, request_body(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                                             include_topic_authorized_operations=False))
+        return conn.receive(METADATA, 12) is not None
+    except OSError:
+        return False
+
+
+def test_a_session_is_renewed_by_re_authentication_and_closed_when_it_expires_without(reauth_door: Door) -> None:
+    address = reauth_door.address("SASL_PLAINTEXT")
+    with WireConnection(address) as conn:
+        answer = _plain_login(conn, ADMIN, ADMIN_PASSWORD)
+        assert answer.error_code == ErrorCode.none and answer.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+        assert _metadata_answered(conn)
+        renewed = _plain_login(conn, ADMIN, ADMIN_PASSWORD)  # a SaslHandshake on the authenticated connection
+        assert renewed.error_code == ErrorCode.none and renewed.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+        assert _metadata_answered(conn)
+    with WireConnection(address) as conn:
+        assert _plain_login(conn, ADMIN, ADMIN_PASSWORD).error_code == ErrorCode.none
+        logged_in = time.monotonic()
+        _until(lambda: not _metadata_answered(conn), "the expired session's connection to close", 30)
+        assert time.monotonic() - logged_in >= REAUTH_MS / 1000  # answered until its session expired
+
+
+def test_re_authentication_keeps_the_principal_and_the_mechanism(reauth_door: Door) -> None:
+    address = reauth_door.address("SASL_PLAINTEXT")
+    with WireConnection(address) as conn:
+        assert _plain_login(conn, ADMIN, ADMIN_PASSWORD).error_code == ErrorCode.none
+        changed = _plain_login(conn, "dave", "dave-secret")
+        assert changed.error_code == ErrorCode.sasl_authentication_failed
+        assert changed.error_message == "Cannot change principals during re-authentication from User.admin: User.dave"
+        assert conn.closes()
+    with WireConnection(address) as conn:
+        assert _plain_login(conn, ADMIN, ADMIN_PASSWORD).error_code == ErrorCode.none
+        conn.send(SASL_HANDSHAKE, 1, request_body(SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-512"))
+        assert conn.receive(SASL_HANDSHAKE, 1).error_code == ErrorCode.none  # answered, then the channel closed
+        assert conn.closes()
+
+
+def test_librdkafka_re_authenticates_its_connections_until_its_user_is_deleted(
+        reauth_door: Door, certificates: Certificates, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.front_door")
+    logins = reauth_door.door.metrics.authentications.labels("SCRAM-SHA-512", "success")
+    settings = client_settings("SASL_SSL", certificates, reauth_door.bootstrap("SASL_SSL"), user="dave",
+                               password="dave-secret")
+    refused: list[KafkaError] = []
+    admin = AdminClient({**settings, "error_cb": lambda e: refused.append(e)
+                         if e.code() == KafkaError._AUTHENTICATION else None})
+    assert "ct" in admin.list_topics(timeout=10).topics
+    first = logins._value.get()
+    # librdkafka re-authenticates each connection at 85-95 % of its session's lifetime; the door answers
+    # throughout and closes none for an expired session
+    _until(lambda: "ct" in admin.list_topics(timeout=10).topics and logins._value.get() >= first + 2,
+           "two re-authentications", 30)
+    assert not refused
+    assert not [r for r in caplog.records if "expired" in r.getMessage()]
+    for future in AdminClient({"bootstrap.servers": reauth_door.bootstrap("PLAINTEXT")}).alter_user_scram_credentials(
+            [UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)]).values():
+        future.result(timeout=30)
+
+    def refused_yet() -> bool:
+        admin.poll(0.5)  # serves the error callback
+        return bool(refused)
+
+    # a deleted user keeps no connection past its session: the next re-authentication is refused
+    _until(refused_yet, "dave's re-authentication refused", 30)
+    assert "Authentication failed during re-authentication" in str(refused[0])
 
 
 # ============================================================================== users

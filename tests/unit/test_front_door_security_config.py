@@ -71,6 +71,7 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
         "sasl.enabled.mechanisms": "plain, SCRAM-SHA-256", "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:admin;User:CN=ops,O=Example", "allow.everyone.if.no.acl.found": "true",
         "connection.failed.authentication.delay.ms": "250", "max.connections.per.ip": "0",
+        "connections.max.reauth.ms": "3600000",
         "max.connections.per.ip.overrides": "10.0.0.1:5, localhost:2",
     }, tmp_path, {"CA": str(tmp_path / "ca.pem")})
     assert security.sasl and security.authorizer and security.allow_everyone_if_no_acl_found
@@ -78,6 +79,7 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     assert security.super_users == {user("admin"), user("CN=ops,O=Example")}
     assert security.failed_authentication_delay_ms == 250
     assert security.max_connections_per_ip == 0
+    assert security.connections_max_reauth_ms == 3_600_000
     assert security.max_connections_per_ip_overrides == (("10.0.0.1", 5), ("localhost", 2))
     assert security.tls is not None and security.tls.server_context() is not None
 
@@ -91,6 +93,7 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     ({"allow.everyone.if.no.acl.found": "yes"}, "true or false"),
     ({"connection.failed.authentication.delay.ms": "soon"}, "a number of ms"),
     ({"max.connections.per.ip": "many"}, "a number of connections"),
+    ({"connections.max.reauth.ms": "-1"}, "0: no re-authentication"),
     ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
     ({"max.connections.per.ip.overrides": "10.0.0.1"}, "is not host:count"),
     ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "contains invalid addresses"),
