@@ -269,7 +269,8 @@ def test_librdkafka_re_authenticates_its_connections_until_its_user_is_deleted(
            "two re-authentications", 30)
     assert not refused
     assert not [r for r in caplog.records if "expired" in r.getMessage()]
-    for future in AdminClient({"bootstrap.servers": reauth_door.bootstrap("PLAINTEXT")}).alter_user_scram_credentials(
+    operator = AdminClient({"bootstrap.servers": reauth_door.bootstrap("PLAINTEXT")})  # kept until its answer
+    for future in operator.alter_user_scram_credentials(
             [UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)]).values():
         future.result(timeout=30)
 
