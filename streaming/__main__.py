@@ -57,7 +57,7 @@ from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
 from streaming.query import sink_config, start_gateway, stop_gracefully, topic_specs
-from streaming.session import build_spark_session, is_local, stop_session
+from streaming.session import QUICK_START_DRIVER_JVM, build_spark_session, is_local, stop_session
 from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.standby import KeepWarm, rehearse, warm_up
 from streaming.status import add_arguments as add_status_arguments
@@ -103,7 +103,8 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
     """Spark's JVM and (without bootstrap servers) the local broker's JVM start side by side (each takes
     seconds; the session needs nothing from the broker); then the gateway's topics are created."""
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
-        spark_start = pool.submit(build_spark_session, config)
+        spark_start = pool.submit(build_spark_session, config,
+                                  driver_jvm=() if config.bootstrap_servers else QUICK_START_DRIVER_JVM)
         broker = None
         absent: set[str] = set()
         try:

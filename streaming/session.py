@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark import SparkConf
@@ -71,7 +72,13 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_settings(config: GatewayConfig) -> dict[str, str]:
+# The driver beside `gateway run`'s embedded broker serves a demo and a developer's tries: the serial collector
+# starts it with less CPU on a small machine (about 2 s sooner first response on two cores, docs/performance.md);
+# a driver in front of an operator's cluster keeps the JDK's default collector.
+QUICK_START_DRIVER_JVM = ("-XX:+UseSerialGC",)
+
+
+def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dict[str, str]:
     """Every Spark setting the gateway makes, with `config.spark_conf` applied last."""
     settings = {
         "spark.master": config.spark_master,
@@ -111,7 +118,7 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
         # Spark's own log lines in the gateway's format, routine warnings left out (conf/log4j2.properties)
         # ... and its classes mapped from the archive `make jars` made, if any (embedded/class_data_sharing.py)
         "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
-                                                   *using(SPARK_DRIVER_ARCHIVE)]),
+                                                   *using(SPARK_DRIVER_ARCHIVE), *driver_jvm]),
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_MAX_RECORDS_PER_BATCH),
         # Workers run the project's interpreter (same venv, same pinned libraries) ...
@@ -127,8 +134,10 @@ def spark_settings(config: GatewayConfig) -> dict[str, str]:
     return settings
 
 
-def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway") -> SparkSession:
-    settings = spark_settings(config)
+def build_spark_session(config: GatewayConfig, app_name: str = "ingest-gateway",
+                        driver_jvm: Sequence[str] = ()) -> SparkSession:
+    """The gateway's session; `driver_jvm`: more options for the driver's JVM (QUICK_START_DRIVER_JVM)."""
+    settings = spark_settings(config, driver_jvm)
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context starts (the setting
     # only reaches it through spark-submit): the packed environment on a cluster, else this interpreter.
     if "spark.archives" in settings and ENVIRONMENT_DIR in settings["spark.pyspark.python"]:

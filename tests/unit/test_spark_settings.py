@@ -1,10 +1,13 @@
 """The Spark settings the gateway makes (streaming/session.py `spark_settings`): its own choices, and an
-operator's `spark_conf` over them."""
+operator's `spark_conf` over them; and the JVM options of the embedded default's driver and broker."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from embedded.local_kafka import QUICK_START_JVM, java_command
 from streaming.config import GatewayConfig
-from streaming.session import ROCKSDB_PROVIDER, spark_settings
+from streaming.session import QUICK_START_DRIVER_JVM, ROCKSDB_PROVIDER, spark_settings
 
 BLOCK_CACHE = "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB"
 
@@ -20,3 +23,17 @@ def test_the_operators_spark_conf_wins() -> None:
     settings = spark_settings(GatewayConfig(spark_conf={BLOCK_CACHE: "64", "spark.driver.memory": "4g"}))
     assert settings[BLOCK_CACHE] == "64"
     assert settings["spark.driver.memory"] == "4g"
+
+
+def test_the_embedded_defaults_quick_start_options_reach_the_drivers_jvm_only_when_asked() -> None:
+    assert "-XX:+UseSerialGC" not in spark_settings(GatewayConfig())["spark.driver.extraJavaOptions"]
+    options = spark_settings(GatewayConfig(), QUICK_START_DRIVER_JVM)["spark.driver.extraJavaOptions"].split()
+    assert "-XX:+UseSerialGC" in options and any(o.startswith("-Dlog4j2.configurationFile=") for o in options)
+
+
+def test_the_embedded_broker_starts_with_the_serial_collector_and_c1_and_others_with_kafkas_gc() -> None:
+    quick = java_command("kafka.Kafka", ["server.properties"], heap="512m", log4j_config=Path("log4j2.xml"),
+                         jvm=QUICK_START_JVM)
+    default = java_command("kafka.Kafka", ["server.properties"], heap="512m", log4j_config=Path("log4j2.xml"))
+    assert {"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"} <= set(quick) and "-XX:+UseG1GC" not in quick
+    assert "-XX:+UseG1GC" in default and "-XX:+UseSerialGC" not in default
