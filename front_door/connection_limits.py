@@ -34,9 +34,9 @@ def parse_overrides(text: str) -> dict[str, int]:
     return overrides
 
 
-def _resolve(host: str) -> str:
-    """An override's host as the address connections arrive from (a name resolved once, as Kafka's
-    `InetAddress.getByName` does when the setting is read)."""
+def arrival_address(host: str) -> str | None:
+    """The address connections from `host` arrive with: an address as written, a name resolved once (as Kafka's
+    `InetAddress.getByName` when the setting is read); None when the name does not resolve."""
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
@@ -44,7 +44,13 @@ def _resolve(host: str) -> str:
     try:
         return str(ipaddress.ip_address(socket.gethostbyname(host)))
     except (OSError, UnicodeError, ValueError):
-        raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}") from None
+        return None
+
+
+def _resolve(host: str) -> str:
+    if (address := arrival_address(host)) is None:
+        raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}")
+    return address
 
 
 class ConnectionsPerIp:

@@ -22,6 +22,7 @@ import logging
 import socket
 from dataclasses import dataclass
 
+from front_door.connection_limits import arrival_address
 from front_door.security.store import QUOTA_KIND, SecurityStore
 
 log = logging.getLogger("gateway.front_door.quotas")
@@ -115,15 +116,10 @@ def resolves(ip: str) -> bool:
 
 def _address(ip: str) -> str | None:
     """The address connections from `ip` arrive with (a host name resolved once, when its quota is applied)."""
-    try:
-        return str(ipaddress.ip_address(ip))
-    except ValueError:
-        pass
-    try:
-        return str(ipaddress.ip_address(socket.gethostbyname(ip)))
-    except (OSError, UnicodeError, ValueError):
+    address = arrival_address(ip)
+    if address is None:
         log.warning("connection quota for %s: the name does not resolve; not enforced", ip)
-        return None
+    return address
 
 
 class ConnectionQuotas:
