@@ -32,7 +32,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     # AuthHelper.computeDescribeClusterResponse: anyone may describe the cluster; its authorized operations,
     # when asked, need DESCRIBE on it (0 without)
     operations = AUTHORIZED_OPERATIONS_OMITTED
-    if ctx.authorizer is not None and request.body.include_cluster_authorized_operations:
+    if request.body.include_cluster_authorized_operations:
         operations = access.authorized_operations(ctx, request, ResourceType.CLUSTER, CLUSTER_NAME) \
             if access.authorize_cluster(ctx, request, AclOperation.DESCRIBE) else 0
     brokers = tuple(build(module.DescribeClusterBroker, broker_id=n.node_id, host=n.host, port=n.port, rack=None,

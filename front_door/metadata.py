@@ -75,8 +75,9 @@ def _unauthorized(module: Any, name: str | None, tid: uuid.UUID | None) -> Any:
 
 def _cluster_operations(ctx: Context, request: Request) -> int:
     """v8-v10's cluster authorized operations when asked (later versions ask DescribeCluster, KIP-700): the
-    bit field with DESCRIBE on the cluster, 0 without it."""
-    if ctx.authorizer is None or not getattr(request.body, "include_cluster_authorized_operations", False):
+    bit field with DESCRIBE on the cluster, 0 without it; every supported operation without an authorizer
+    (`AuthHelper.authorizedOperations`)."""
+    if not getattr(request.body, "include_cluster_authorized_operations", False):
         return AUTHORIZED_OPERATIONS_OMITTED
     if not access.authorize_cluster(ctx, request, AclOperation.DESCRIBE):
         return 0
@@ -97,7 +98,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     # log line) those the principal may not describe, naming one answers TOPIC_AUTHORIZATION_FAILED for it
     describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           (n for n in names if n is not None), log_if_denied=not every_topic)
-    with_operations = ctx.authorizer is not None and getattr(body, "include_topic_authorized_operations", False)
+    with_operations = getattr(body, "include_topic_authorized_operations", False)
     topics = []
     for (name, tid), resolved in zip(asked, names, strict=True):
         if resolved is not None and resolved not in describable:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewPartitions, NewTopic
 
 from front_door.describe_configs import topic_entries
@@ -105,3 +106,20 @@ def test_creating_deleting_and_growing_topics_is_refused_naming_the_registry(doo
     cli = kafka_tool(TOPIC_COMMAND, "--bootstrap-server", door.bootstrap, "--create", "--topic", "new-topic",
                      "--partitions", "1")
     assert cli.returncode != 0 and registry_file in cli.stdout + cli.stderr
+
+
+def test_without_an_authorizer_every_supported_operation_is_reported_as_kafka_reports_it(door: RunningDoor,
+                                                                                         kafka) -> None:
+    """AuthHelper.authorizedOperations with no authorizer: the admin client asks for authorized operations and
+    gets every operation Kafka supports on the resource, from the broker and from the door alike."""
+    twin = f"twin-{uuid.uuid4().hex[:8]}"
+    kafka.create_topics([(twin, 1, {})])
+    answers = {}
+    for name, bootstrap, topic in (("kafka", kafka.bootstrap_servers, twin), ("door", door.bootstrap, "window")):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+        cluster = admin.describe_cluster(include_authorized_operations=True).result(timeout=30)
+        answers[name] = (sorted(o.name for o in described[topic].result(timeout=30).authorized_operations),
+                         sorted(o.name for o in cluster.authorized_operations))
+    assert answers["door"] == answers["kafka"]
+    assert "WRITE" in answers["door"][0] and "ALTER" in answers["door"][1]

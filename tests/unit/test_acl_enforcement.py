@@ -48,7 +48,14 @@ from front_door.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from front_door.metrics import FrontDoorMetrics
 from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from front_door.security.acls import (
+    SUPPORTED_OPERATIONS,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.principal import KafkaPrincipal, user
 from front_door.server import READABLE
@@ -426,5 +433,7 @@ def test_without_an_authorizer_nothing_is_checked(tmp_path: Path) -> None:
     every = door.answer(metadata.handle, 3, 12, req(3, 12).MetadataRequest(
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=True))
     assert sorted(t.name for t in every.topics) == ["clicks", "orders"]
-    assert {t.topic_authorized_operations for t in every.topics} == {AUTHORIZED_OPERATIONS_OMITTED}
+    # AuthHelper.authorizedOperations without an authorizer: every operation Kafka supports on a topic
+    topic_operations = sum(1 << op for op in SUPPORTED_OPERATIONS[ResourceType.TOPIC])
+    assert {t.topic_authorized_operations for t in every.topics} == {topic_operations}
     assert door.denials == []
