@@ -22,6 +22,7 @@ from embedded.local_kafka import java_executable, kafka_classpath, tools_log4j_c
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.group_members import compile_java_client
 from tests.integration.secured_door import (
     ADMIN,
     ADMIN_PASSWORD,
@@ -35,6 +36,8 @@ from tests.integration.secured_door import (
     secured_door_config,
     start_door,
 )
+from tests.integration.steady_producers import JAVA_SOURCE as STEADY_PRODUCER_SOURCE
+from tests.integration.steady_producers import java_producer
 from tests.producer_performance import tools_classpath
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
@@ -281,6 +284,39 @@ def test_librdkafka_re_authenticates_its_connections_until_its_user_is_deleted(
     # a deleted user keeps no connection past its session: the next re-authentication is refused
     _until(refused_yet, "dave's re-authentication refused", 30)
     assert "Authentication failed during re-authentication" in str(refused[0])
+
+
+@pytest.fixture
+def running_reauth(spark, gateway_config: GatewayConfig,  # noqa: ANN001
+                   certificates: Certificates) -> Iterator[RunningDoor]:
+    config = secured_door_config(gateway_config, certificates, **{"connections.max.reauth.ms": str(REAUTH_MS)})
+    with running_front_door(spark, config) as running:
+        add_user({"bootstrap.servers": _listener_bootstrap(running, "PLAINTEXT")}, ADMIN, ADMIN_PASSWORD)
+        yield running
+
+
+def test_the_java_client_re_authenticates_while_it_produces(running_reauth: RunningDoor, certificates: Certificates,
+                                                            tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's own client renews its sessions between and beside its produce requests (answered in order
+    behind them), and loses no record and no connection to an expired session."""
+    caplog.set_level(logging.INFO, logger="gateway.front_door")
+    logins = running_reauth.door.metrics.authentications.labels("SCRAM-SHA-512", "success")
+    classes = compile_java_client(tmp_path / "java", STEADY_PRODUCER_SOURCE)
+    producer = java_producer(
+        classes, _listener_bootstrap(running_reauth, "SASL_SSL"), "ct", "java", 2,
+        **{"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+           "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                               f'username="{ADMIN}" password="{ADMIN_PASSWORD}";',
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certificates.ca)})
+    try:
+        _until(lambda: len(producer.acked) > 0, "the Java producer's first acknowledgement", 120)
+        first = logins._value.get()
+        _until(lambda: logins._value.get() >= first + 3, "three re-authentications while producing", 60)
+        unacknowledged = producer.stop(60)
+    finally:
+        producer.kill()
+    assert not unacknowledged and not producer.errors, (unacknowledged[:5], producer.errors[:5])
+    assert not [r for r in caplog.records if "expired" in r.getMessage() or "re-authentication" in r.getMessage()]
 
 
 # ============================================================================== users
