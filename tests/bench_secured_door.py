@@ -12,17 +12,19 @@ import statistics
 import subprocess
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from embedded.local_kafka import run_kafka_tool
+from embedded.local_kafka import LocalKafka, run_kafka_tool
 from front_door.leadership import DEFAULT_NODES
 from streaming.config import GatewayConfig
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door
-from tests.bench_stack import Row, Stack, print_table, target
+from tests.bench_stack import Row, Stack, print_table
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.ports import free_ports
 from tests.integration.secured_door import ADMIN, ADMIN_PASSWORD, add_user, make_certificates
@@ -78,6 +80,26 @@ class LoginFlood:
         self.unanswered_per_second = unanswered / elapsed
 
 
+@contextmanager
+def flood_target_broker(work: Path) -> Iterator[tuple[str, int]]:
+    """An Apache Kafka broker of its own with a SASL_PLAINTEXT listener taking PLAIN logins (one user, so the
+    flood's logins fail as at the door): its address."""
+    base = free_ports(3)  # PLAINTEXT, SASL_PLAINTEXT, CONTROLLER
+    broker = LocalKafka(work / "flood-target-kafka", port=base, controller_port=base + 2, broker_properties={
+        "listeners": f"PLAINTEXT://127.0.0.1:{base},SASL_PLAINTEXT://127.0.0.1:{base + 1},"
+                     f"CONTROLLER://127.0.0.1:{base + 2}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            f'org.apache.kafka.common.security.plain.PlainLoginModule required user_{ADMIN}="{ADMIN_PASSWORD}";',
+    })
+    broker.start()
+    try:
+        yield "127.0.0.1", base + 1
+    finally:
+        broker.stop()
+
+
 def bench_secured_door(stack: Stack, quick: bool) -> None:
     print("\n== the front door secured: the Java client's documented settings through SASL_SSL (SCRAM-SHA-512, TLS) "
           "beside PLAINTEXT on the same door; then PLAINTEXT beside a flood of failed logins ==")
@@ -87,9 +109,11 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
     runner = ClientRun(stack.work / "secured-door", quick)
     rounds = 1 if quick else 4  # an even number: each side goes first as often
     quota_pair = f"a login flood, its IP held to {FLOOD_IP_QUOTA} connections/s"
+    kafka_pair = "the same flood at a Kafka broker's SASL_PLAINTEXT listener"
     # (beside, plain alone)
-    pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": [], quota_pair: []}
-    floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: []}
+    pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": [], quota_pair: [],
+                                               kafka_pair: []}
+    floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: [], kafka_pair: []}
     configs: list[GatewayConfig] = []
     with gateway_with_front_door(stack, on_config=configs.append) as (_, query):
         bases = {name: free_ports(DEFAULT_NODES) for name in LISTENERS}
@@ -113,9 +137,9 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
             def sasl_ssl() -> Row:
                 return run("SASL_SSL", secured, "SASL_SSL")
 
-            def flooded(name: str) -> Row:
+            def flooded(name: str, target: tuple[str, int] | None = None) -> Row:
                 host, port = address("SASL_PLAINTEXT").split(":")
-                with LoginFlood((host, int(port))) as flooding:
+                with LoginFlood(target or (host, int(port))) as flooding:
                     row = run("PLAINTEXT", JAVA_DOCUMENTED, f"PLAINTEXT beside {name}")
                 floods[name].append(flooding)
                 return row
@@ -130,10 +154,7 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
             for _ in range(WARM_UP_ROWS):  # the JVMs (Spark's, the broker's, the client's) and the door
                 run("PLAINTEXT", JAVA_DOCUMENTED, "warm-up")
             # Each pair side by side, alternating which goes first: the JVMs still warm up over the run.
-            for name, other in (("SASL_SSL", sasl_ssl), ("a login flood", partial(flooded, "a login flood")),
-                                (quota_pair, partial(flooded, quota_pair))):
-                if name == quota_pair:
-                    held_to_a_quota()
+            def side_by_side(name: str, other: Callable[[], Row]) -> None:
                 for i in range(rounds):
                     if i % 2 == 0:
                         plain = run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")
@@ -141,6 +162,13 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
                     else:
                         beside = other()
                         pairs[name].append((beside, run("PLAINTEXT", JAVA_DOCUMENTED, "PLAINTEXT")))
+
+            side_by_side("SASL_SSL", sasl_ssl)
+            side_by_side("a login flood", partial(flooded, "a login flood"))
+            with flood_target_broker(stack.work) as target:  # its JVM started and idle on both sides of the pairs
+                side_by_side(kafka_pair, partial(flooded, kafka_pair, target))
+            held_to_a_quota()
+            side_by_side(quota_pair, partial(flooded, quota_pair))
         finally:
             door.stop(60)
     print_table([row for name in pairs for pair in pairs[name] for row in reversed(pair)], tail=True)
@@ -158,11 +186,14 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
         return statistics.median(ratios) if ratios else None
 
     sasl, flood_ratio, quota_ratio = pair_ratio("SASL_SSL"), pair_ratio("a login flood"), pair_ratio(quota_pair)
+    kafka_ratio = pair_ratio(kafka_pair)
     print("\nratios and targets (records/s, the median of the pairs' ratios):")
     target("SASL_SSL / PLAINTEXT, Java documented settings", "-" if sasl is None else f"{sasl:.2f}", ">= 0.85",
            None if sasl is None else sasl >= 0.85)
     target("PLAINTEXT beside a login flood / alone", "-" if flood_ratio is None else f"{flood_ratio:.2f}", ">= 0.9",
            None if flood_ratio is None else flood_ratio >= 0.9)
+    print(f"  for comparison, PLAINTEXT beside the same flood at a Kafka broker / alone: "
+          f"{'-' if kafka_ratio is None else f'{kafka_ratio:.2f}'}")
     target(f"PLAINTEXT beside the flood, its IP held to {FLOOD_IP_QUOTA}/s / alone",
            "-" if quota_ratio is None else f"{quota_ratio:.2f}", ">= 0.9",
            None if quota_ratio is None else quota_ratio >= 0.9)
