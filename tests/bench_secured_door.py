@@ -24,7 +24,7 @@ from front_door.leadership import DEFAULT_NODES
 from streaming.config import GatewayConfig
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door
-from tests.bench_stack import Row, Stack, print_table
+from tests.bench_stack import Row, Stack, print_table, target
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.ports import free_ports
 from tests.integration.secured_door import ADMIN, ADMIN_PASSWORD, add_user, make_certificates
@@ -165,8 +165,8 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
 
             side_by_side("SASL_SSL", sasl_ssl)
             side_by_side("a login flood", partial(flooded, "a login flood"))
-            with flood_target_broker(stack.work) as target:  # its JVM started and idle on both sides of the pairs
-                side_by_side(kafka_pair, partial(flooded, kafka_pair, target))
+            with flood_target_broker(stack.work) as kafka_listener:  # its JVM idle on both sides of the pairs
+                side_by_side(kafka_pair, partial(flooded, kafka_pair, kafka_listener))
             held_to_a_quota()
             side_by_side(quota_pair, partial(flooded, quota_pair))
         finally:
