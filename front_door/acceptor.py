@@ -3,8 +3,12 @@ applies the connection quotas before anything else runs on one — before a TLS 
 read. A connection over its IP's KIP-612 quota (`connection_quotas.py`) is kept unread for the throttle time
 and then closed (Kafka's `DelayedCloseSocket`), so a flooding host costs the door an accept and a close per
 connection: no transport, no TLS handshake, no task. One that would exceed its IP's `max.connections.per.ip`
-(`connection_limits.py`) is closed at once, as Kafka's `TooManyConnectionsException` closes it. Every other connection becomes an asyncio stream (TLS
-negotiated first on an SSL listener) served by `serve` in the task that accepted it.
+(`connection_limits.py`) is closed at once, as Kafka's `TooManyConnectionsException` closes it. Before either, a
+connection that finds the door or its listener at `max.connections`, or over `max.connection.creation.rate`
+(`connection_slots.py`), is held while the acceptor stops accepting, until its throttle time is over and a
+slot is free (Kafka's `waitForConnectionSlot` blocks its acceptor thread the same way). Every other connection
+becomes an asyncio stream (TLS negotiated first on an SSL listener) served by `serve` in the task that
+accepted it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import contextlib
 import logging
 import socket
 import ssl
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from front_door.connection_limits import ConnectionsPerIp
+from front_door.connection_slots import ConnectionSlots
 
 log = logging.getLogger("gateway.front_door")
 
@@ -54,16 +60,22 @@ class Acceptor:
     """Accepts on `sock` once started; `throttle_ms(ip)` records each connection in its IP's quota and says how
     long to keep it before closing it (0: serve it); `on_throttled()` counts those kept; `per_ip` counts the
     connections served by IP (shared by the door's listeners), `on_rejected(ip, maximum)` is told of each
-    closed for going over its IP's maximum."""
+    closed for going over its IP's maximum; `slots` counts them by `listener` and in all, and
+    `on_blocked(seconds)` is told how long accepting waited for one."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, serve: Serve,
                  tls: ssl.SSLContext | None, throttle_ms: Callable[[str], int],
                  on_throttled: Callable[[], None], per_ip: ConnectionsPerIp | None = None,
-                 on_rejected: Callable[[str, int], None] | None = None) -> None:
+                 on_rejected: Callable[[str, int], None] | None = None, listener: str = "PLAINTEXT",
+                 slots: ConnectionSlots | None = None, on_blocked: Callable[[float], None] | None = None) -> None:
         self._loop, self._sock, self._serve, self._tls = loop, sock, serve, tls
         self._throttle_ms, self._on_throttled = throttle_ms, on_throttled
         self._per_ip = per_ip or ConnectionsPerIp()
         self._on_rejected = on_rejected or (lambda ip, maximum: None)
+        self._listener, self._slots = listener, slots or ConnectionSlots()
+        self._on_blocked = on_blocked or (lambda seconds: None)
+        # the connection accepting waits with (Kafka's blocked acceptor), until when, since when
+        self._waiting: tuple[socket.socket, Any, float, float] | None = None
         self._held: set[socket.socket] = set()  # throttled, closed when their time is up
         self._handshakes: set[asyncio.Task[None]] = set()
         self._serving = False
@@ -73,8 +85,13 @@ class Acceptor:
         host, port = self._sock.getsockname()[:2]
         return host, port
 
+    @property
+    def waiting_for_slot(self) -> bool:
+        """Whether accepting has stopped, a connection in hand, until a slot is free."""
+        return self._waiting is not None
+
     def start(self) -> None:
-        if not self._serving and self._sock.fileno() >= 0:
+        if not self._serving and self._waiting is None and self._sock.fileno() >= 0:
             self._serving = True
             self._loop.add_reader(self._sock.fileno(), self._accept)
 
@@ -85,6 +102,9 @@ class Acceptor:
             self._loop.remove_reader(self._sock.fileno())
             self._serving = False
         self._sock.close()
+        if self._waiting is not None:
+            self._waiting[0].close()
+            self._waiting = None
         for held in self._held:
             held.close()
         self._held.clear()
@@ -104,22 +124,57 @@ class Acceptor:
                 self._serving = False
                 self._loop.call_later(ACCEPT_PAUSE_S, self.start)
                 return
-            address = peer[0] if isinstance(peer, tuple) else None
-            throttle_ms = self._throttle_ms(address) if address is not None else 0
-            if throttle_ms:
-                self._held.add(conn)
-                self._loop.call_later(throttle_ms / 1000, self._close_held, conn)
-                self._on_throttled()
-                continue
-            # ConnectionQuotas.inc: the rate is recorded first, then the IP's open connections counted
-            if address is not None and (maximum := self._per_ip.admit(address)) is not None:
-                conn.close()
-                self._on_rejected(address, maximum)
-                continue
-            conn.setblocking(False)
-            task = self._loop.create_task(self._connect(conn, address))
-            self._handshakes.add(task)
-            task.add_done_callback(self._handshakes.discard)
+            if self._slots.limited:  # ConnectionQuotas.inc: waitForConnectionSlot comes first
+                wait_ms = self._slots.throttle_ms(self._listener, int(time.time() * 1000))
+                if wait_ms or not self._slots.available(self._listener):
+                    self._wait_for_slot(conn, peer, wait_ms)
+                    return
+            self._admit(conn, peer)
+
+    def _wait_for_slot(self, conn: socket.socket, peer: Any, wait_ms: int) -> None:
+        """Stop accepting, holding `conn` until `wait_ms` is over and a slot is free."""
+        self._loop.remove_reader(self._sock.fileno())
+        self._serving = False
+        now = self._loop.time()
+        self._waiting = (conn, peer, now + wait_ms / 1000, now)
+        if wait_ms:
+            self._loop.call_later(wait_ms / 1000, self._slot_wait_over)
+        else:
+            self._slots.when_released(self._slot_wait_over)
+
+    def _slot_wait_over(self) -> None:
+        if self._waiting is None:  # closed meanwhile
+            return
+        conn, peer, until, since = self._waiting
+        if self._loop.time() < until:  # a release came before the throttle time was over
+            self._loop.call_at(until, self._slot_wait_over)
+            return
+        if not self._slots.available(self._listener):
+            self._slots.when_released(self._slot_wait_over)
+            return
+        self._waiting = None
+        self._on_blocked(self._loop.time() - since)
+        self._admit(conn, peer)
+        self.start()
+
+    def _admit(self, conn: socket.socket, peer: Any) -> None:
+        """The IP's quota, then its maximum (ConnectionQuotas.inc); served when both let it in."""
+        address = peer[0] if isinstance(peer, tuple) else None
+        throttle_ms = self._throttle_ms(address) if address is not None else 0
+        if throttle_ms:
+            self._held.add(conn)
+            self._loop.call_later(throttle_ms / 1000, self._close_held, conn)
+            self._on_throttled()
+            return
+        if address is not None and (maximum := self._per_ip.admit(address)) is not None:
+            conn.close()
+            self._on_rejected(address, maximum)
+            return
+        self._slots.take(self._listener)
+        conn.setblocking(False)
+        task = self._loop.create_task(self._connect(conn, address))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
 
     def _close_held(self, conn: socket.socket) -> None:
         if conn in self._held:
@@ -149,3 +204,4 @@ class Acceptor:
         finally:
             if address is not None:
                 self._per_ip.release(address)
+            self._slots.release(self._listener)

@@ -60,6 +60,10 @@ class FrontDoorMetrics:
         self.connections_rejected = Counter(f"{P}connections_rejected_total", "Client connections closed at once "
                                             "for going over their IP's max.connections.per.ip, by listener.",
                                             ["listener"], registry=r)
+        self.accept_blocked = Counter(f"{P}accept_blocked_seconds_total", "Time the listener's acceptors stopped "
+                                      "accepting, waiting for a connection slot (max.connections, "
+                                      "max.connection.creation.rate; Kafka's AcceptorBlockedPercent), by listener.",
+                                      ["listener"], registry=r)
         self.authentications = Counter(f"{P}authentications_total", "Client authentications, by mechanism (a "
                                        "SASL mechanism, SSL for a client certificate) and result (success, failure).",
                                        ["mechanism", "result"], registry=r)

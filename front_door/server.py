@@ -80,6 +80,7 @@ from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.connection_limits import ConnectionsPerIp
 from front_door.connection_quotas import ConnectionQuotas
+from front_door.connection_slots import ConnectionSlots
 from front_door.context import AppendSignal, Context
 from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS, MAX_NODES_PER_DOOR, DoorCluster, first_node_id
 from front_door.door_membership import DoorMembership
@@ -284,6 +285,8 @@ class FrontDoor:
         # open connections by client address, across the listeners (max.connections.per.ip)
         self._per_ip = ConnectionsPerIp(settings.security.max_connections_per_ip,
                                         dict(settings.security.max_connections_per_ip_overrides))
+        # open connections and their creation rates, for the door and by listener (max.connections*)
+        self._slots = ConnectionSlots(settings.security.connection_slots)
         self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
@@ -432,7 +435,8 @@ class FrontDoor:
 
         return Acceptor(self._loop, sock, functools.partial(self._serve, listener, node_id), tls,
                         lambda ip: self._quotas.throttle_ms(ip, int(time.time() * 1000)), throttled.inc,
-                        self._per_ip, on_rejected)
+                        self._per_ip, on_rejected, listener.name, self._slots,
+                        self.metrics.accept_blocked.labels(listener.name).inc)
 
     def cluster_problem(self, timeout_s: float = 5.0) -> str | None:
         """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""

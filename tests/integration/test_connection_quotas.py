@@ -3,7 +3,9 @@ same `kafka-configs.sh` commands print the same, and the same burst of connectio
 the same count (a broker's quota window counts as ten samples, so a quota of 1/s lets a burst of 10 through,
 then closes connections unanswered). Likewise `max.connections.per.ip.overrides`: an IP's connections past
 its maximum are closed unanswered, and a closed one frees a slot. Each flood comes from its own loopback
-address, so nothing else of the tests is throttled."""
+address, so nothing else of the tests is throttled. And a listener's `max.connections` and
+`max.connection.creation.rate` refuse nothing: a connection past them waits, unanswered, for a slot or for its
+throttle time, on a broker of its own with those listeners as on the door."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from embedded.local_kafka import LocalKafka, run_kafka_tool
 from streaming.config import GatewayConfig
 from tests.integration.fault_harness import _wait_for
 from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.ports import free_ports
 from tests.integration.secured_door import Door, make_certificates, secured_door_config, start_door
 
 FLOODING_IP = "127.0.0.23"  # only this test connects from it
@@ -208,3 +211,84 @@ def test_max_connections_per_ip_closes_what_is_over_and_a_closed_one_frees_a_slo
         running.door.stop()
     assert results == {"kafka": [False, True], "door": [False, True]}
     assert rejected >= 1
+
+
+SLOTS = 2  # listener.name.limited.max.connections
+PACED_BURST = 13  # connections at once on a listener with max.connection.creation.rate=1: 10 pass, 3 wait
+NOT_ANSWERED_S = 2.0  # how long a connection waiting for a slot is watched for an answer that must not come
+LISTENER_LIMITS = {"listener.name.limited.max.connections": str(SLOTS),
+                   "listener.name.paced.max.connection.creation.rate": "1"}
+
+
+def _ask(address: tuple[str, int]) -> socket.socket:
+    s = socket.create_connection(address, timeout=30)
+    s.sendall(struct.pack(">i", len(API_VERSIONS_V0)) + API_VERSIONS_V0)
+    return s
+
+
+def _answered(s: socket.socket) -> bool:
+    try:
+        return len(s.recv(4)) == 4
+    except ConnectionResetError:
+        return False
+
+
+def _waits_for_a_slot(address: tuple[str, int]) -> list[bool]:
+    """SLOTS connections answered; one more not answered while they are open, and answered once one closes."""
+    held = [_ask(address) for _ in range(SLOTS)]
+    try:
+        answered = [_answered(s) for s in held]
+        waiting = _ask(address)
+        with waiting:
+            waiting.settimeout(NOT_ANSWERED_S)
+            try:
+                early = _answered(waiting)
+            except TimeoutError:
+                early = False
+            held.pop(0).close()
+            waiting.settimeout(30)
+            return [*answered, early, _answered(waiting)]
+    finally:
+        for s in held:
+            s.close()
+
+
+def _paced_burst(address: tuple[str, int]) -> int:
+    socks = [_ask(address) for _ in range(PACED_BURST)]
+    try:
+        return sum(_answered(s) for s in socks)
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_listeners_max_connections_and_creation_rate_make_connections_wait_and_refuse_none_as_kafka_does(
+        gateway_config: GatewayConfig, tmp_path: Path) -> None:
+    """The same listener settings on an Apache Kafka broker and on the door: past max.connections a connection
+    is not read until another closes; past max.connection.creation.rate (a burst counted over 10 s, as for an
+    IP's quota) it is served after its throttle time; neither is closed."""
+    base = free_ports(4)
+    names = ("PLAINTEXT", "LIMITED", "PACED")
+    broker = LocalKafka(tmp_path / "listener-limits-kafka", port=base, controller_port=base + 3, broker_properties={
+        "listeners": ",".join(f"{n}://127.0.0.1:{base + i}" for i, n in enumerate(names))
+        + f",CONTROLLER://127.0.0.1:{base + 3}",
+        "advertised.listeners": ",".join(f"{n}://127.0.0.1:{base + i}" for i, n in enumerate(names)),
+        "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in (*names, "CONTROLLER")),
+        **LISTENER_LIMITS})
+    broker.start()
+    try:
+        kafka = {"slots": _waits_for_a_slot(("127.0.0.1", base + 1)), "paced": _paced_burst(("127.0.0.1", base + 2))}
+    finally:
+        broker.stop()
+    config = gateway_config.with_overrides(security_topic=f"security-{uuid.uuid4().hex[:8]}", front_door_security={
+        "listeners": ",".join(f"{n}://127.0.0.1:0" for n in names),
+        "listener.security.protocol.map": ",".join(f"{n}:PLAINTEXT" for n in names), **LISTENER_LIMITS})
+    create_gateway_topics(config)
+    running = start_door(config)
+    try:
+        door = {"slots": _waits_for_a_slot(running.address("LIMITED")), "paced": _paced_burst(running.address("PACED"))}
+        blocked = {name: running.door.metrics.accept_blocked.labels(name)._value.get() for name in names}
+    finally:
+        running.door.stop()
+    assert kafka == door == {"slots": [True, True, False, True], "paced": PACED_BURST}
+    assert blocked["LIMITED"] > 0 and blocked["PACED"] > 0 and blocked["PLAINTEXT"] == 0

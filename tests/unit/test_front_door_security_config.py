@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trustme
 
+from front_door.connection_slots import SlotLimits
 from front_door.security.config import (
     STANDARD_AUTHORIZER,
     exposed_unauthenticated,
@@ -99,6 +100,10 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "contains invalid addresses"),
     ({"ssl.client.auth": "required"}, None),  # without a keystore: TLS settings are not read
     ({"sasl.password": "x"}, "unknown setting"),
+    ({"max.connections": "-1"}, "max.connections: a whole number, at least 0"),
+    ({"max.connection.creation.rate": "1.5"}, "max.connection.creation.rate: a whole number"),
+    ({"listener.name.external.max.connections": "5"}, "the door has no listener 'external'"),
+    ({"listener.name.plaintext.max.connection.rate": "5"}, "unknown setting"),
 ])
 def test_a_wrong_setting_is_named(block: dict[str, str], match: str | None) -> None:
     if match is None:
@@ -106,6 +111,19 @@ def test_a_wrong_setting_is_named(block: dict[str, str], match: str | None) -> N
         return
     with pytest.raises(KafkaSecurityError, match=match):
         load_front_door_security(block)
+
+
+def test_connection_slots_for_the_door_and_per_listener_in_kafkas_names() -> None:
+    security = load_front_door_security({
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "max.connections": "100", "max.connection.creation.rate": "0",
+        "listener.name.internal.max.connections": "3", "listener.name.plaintext.max.connection.creation.rate": "7"})
+    assert security.connection_slots == SlotLimits(100, 0, {"INTERNAL": 3}, {"PLAINTEXT": 7})
+    # without listeners: the one PLAINTEXT listener on front_door_address
+    assert load_front_door_security({"listener.name.plaintext.max.connections": "2"}).connection_slots == \
+        SlotLimits(listener_max_connections={"PLAINTEXT": 2})
+    assert not load_front_door_security({"max.connections.per.ip": "5"}).connection_slots.limited
 
 
 def test_a_listener_beyond_loopback_needs_tls_or_sasl() -> None:
