@@ -23,6 +23,9 @@ GO_SCRAM_CLIENT := tests/integration/go/bin/scram_client
 # The login flood of `make bench` (no modules beyond Go's own).
 GO_LOGIN_FLOOD_DIR := tests/integration/go/login_flood
 GO_LOGIN_FLOOD := tests/integration/go/bin/login_flood
+# the bench's cheapest answerer of that flood, for comparison
+GO_LOGIN_REFUSER_DIR := tests/integration/go/login_refuser
+GO_LOGIN_REFUSER := tests/integration/go/bin/login_refuser
 # franz-go's steady producer and group consumer of the doors' failover test: one module, the SCRAM client's modules.
 GO_CLIENTS_DIR := tests/integration/go/clients
 GO_CLIENTS_SOURCES := $(GO_CLIENTS_DIR)/go.mod $(GO_CLIENTS_DIR)/go.sum $(wildcard $(GO_CLIENTS_DIR)/*/*.go)
@@ -52,11 +55,13 @@ $(NODE_CLIENTS)/node_modules/.installed: $(NODE_CLIENTS)/package-lock.json
 	npm ci --prefix $(NODE_CLIENTS) --no-audit --no-fund --loglevel=error
 	touch $@
 
-go: $(GO_SCRAM_CLIENT) $(GO_LOGIN_FLOOD) $(GO_STEADY_PRODUCER) $(GO_GROUP_CONSUMER)
+go: $(GO_SCRAM_CLIENT) $(GO_LOGIN_FLOOD) $(GO_LOGIN_REFUSER) $(GO_STEADY_PRODUCER) $(GO_GROUP_CONSUMER)
 $(GO_SCRAM_CLIENT): $(GO_SCRAM_CLIENT_DIR)/main.go $(GO_SCRAM_CLIENT_DIR)/go.mod $(GO_SCRAM_CLIENT_DIR)/go.sum
 	cd $(GO_SCRAM_CLIENT_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 $(GO_LOGIN_FLOOD): $(GO_LOGIN_FLOOD_DIR)/main.go $(GO_LOGIN_FLOOD_DIR)/go.mod
 	cd $(GO_LOGIN_FLOOD_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
+$(GO_LOGIN_REFUSER): $(GO_LOGIN_REFUSER_DIR)/main.go $(GO_LOGIN_REFUSER_DIR)/go.mod
+	cd $(GO_LOGIN_REFUSER_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ .
 $(GO_STEADY_PRODUCER) $(GO_GROUP_CONSUMER): $(GO_CLIENTS_SOURCES)
 	cd $(GO_CLIENTS_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ ./$(notdir $@)
 

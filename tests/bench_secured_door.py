@@ -4,7 +4,9 @@ first. The door is a `gateway door` process in front of the query, as a door exp
 (docs/deployment.md); then the same client on PLAINTEXT alone and beside a flood of failed logins (bad PLAIN passwords from
 one host, 127.0.0.2, 500 a second, each answered after Kafka's 100 ms delay), first with no quota, then with
 that IP held to a KIP-612 connection creation rate quota set with `kafka-configs.sh` through the door (the
-operator's answer to such a host, on Kafka as here). Reported, never asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
+operator's answer to such a host, on Kafka as here). For comparison, the same flood aimed at an Apache Kafka
+broker, and at the least a server can do to answer it (`login_refuser`: canned answers), shows what the flood
+itself costs the producer on two shared cores. Each row's CPU by process is printed. Reported, never asserted. Alone: `python -m tests.bench --only secured-door` (`--quick` for a smoke run)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from front_door.leadership import DEFAULT_NODES
 from streaming.config import GatewayConfig
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door
-from tests.bench_stack import Row, Stack, print_table, target
+from tests.bench_stack import Row, Stack, print_cpu, print_table, target
+from tests.cpu_ledger import CpuLedger, RowCpu
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.ports import free_ports
 from tests.integration.secured_door import ADMIN, ADMIN_PASSWORD, add_user, make_certificates
@@ -51,6 +54,7 @@ def _java_sasl_props(ca: str) -> tuple[tuple[str, str], ...]:
 # Built by `make go` (the Makefile's GO_LOGIN_FLOOD): the attacker must share this machine's two cores with the
 # door and the producer, so it is written to cost as little CPU as it can.
 LOGIN_FLOOD = Path(__file__).resolve().parent / "integration" / "go" / "bin" / "login_flood"
+LOGIN_REFUSER = LOGIN_FLOOD.with_name("login_refuser")
 
 
 class LoginFlood:
@@ -100,6 +104,27 @@ def flood_target_broker(work: Path) -> Iterator[tuple[str, int]]:
         broker.stop()
 
 
+@contextmanager
+def login_refuser() -> Iterator[tuple[str, int]]:
+    """The least a server can do to answer the flood (tests/integration/go/login_refuser, canned answers after
+    Kafka's delay), in a process of its own on loopback: its address."""
+    if not LOGIN_REFUSER.exists():
+        raise SystemExit(f"{LOGIN_REFUSER} is missing: `make go` builds it")
+    proc = subprocess.Popen([str(LOGIN_REFUSER), "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        host, port = proc.stdout.readline().strip().rsplit(":", 1)
+        yield host, int(port)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _per_record_us(rows: list[Row], part: Callable[[CpuLedger], float]) -> str:
+    values = [v for r in rows if r.cpu is not None and (v := r.cpu.per_record_us(part)) is not None]
+    return f"{statistics.median(values):.2f}" if values else "-"
+
+
 def bench_secured_door(stack: Stack, quick: bool) -> None:
     print("\n== the front door secured: the Java client's documented settings through SASL_SSL (SCRAM-SHA-512, TLS) "
           "beside PLAINTEXT on the same door; then PLAINTEXT beside a flood of failed logins ==")
@@ -110,10 +135,11 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
     rounds = 1 if quick else 4  # an even number: each side goes first as often
     quota_pair = f"a login flood, its IP held to {FLOOD_IP_QUOTA} connections/s"
     kafka_pair = "the same flood at a Kafka broker's SASL_PLAINTEXT listener"
+    refuser_pair = "the same flood at canned answers (login_refuser)"
     # (beside, plain alone)
     pairs: dict[str, list[tuple[Row, Row]]] = {"SASL_SSL": [], "a login flood": [], quota_pair: [],
-                                               kafka_pair: []}
-    floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: [], kafka_pair: []}
+                                               kafka_pair: [], refuser_pair: []}
+    floods: dict[str, list[LoginFlood]] = {"a login flood": [], quota_pair: [], kafka_pair: [], refuser_pair: []}
     configs: list[GatewayConfig] = []
     with gateway_with_front_door(stack, on_config=configs.append) as (_, query):
         bases = {name: free_ports(DEFAULT_NODES) for name in LISTENERS}
@@ -131,8 +157,10 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
             secured = replace(JAVA_DOCUMENTED, props=JAVA_DOCUMENTED.props + _java_sasl_props(certificates.ca))
 
             def run(listener: str, setting: ClientSetting, label: str) -> Row:
-                return runner.row(setting, f"door process {label}", address(listener), setting.topic(),
-                                  partial(_progress_since, query, _last_batch(query)))
+                with stack.cpu_measured(door_pid=door.proc.pid if door.proc else None) as window:
+                    row = runner.row(setting, f"door process {label}", address(listener), setting.topic(),
+                                     partial(_progress_since, query, _last_batch(query)))
+                return replace(row, cpu=RowCpu(window, setting.records(quick)))
 
             def sasl_ssl() -> Row:
                 return run("SASL_SSL", secured, "SASL_SSL")
@@ -167,11 +195,20 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
             side_by_side("a login flood", partial(flooded, "a login flood"))
             with flood_target_broker(stack.work) as kafka_listener:  # its JVM idle on both sides of the pairs
                 side_by_side(kafka_pair, partial(flooded, kafka_pair, kafka_listener))
+            with login_refuser() as refuser:
+                side_by_side(refuser_pair, partial(flooded, refuser_pair, refuser))
             held_to_a_quota()
             side_by_side(quota_pair, partial(flooded, quota_pair))
         finally:
             door.stop(60)
-    print_table([row for name in pairs for pair in pairs[name] for row in reversed(pair)], tail=True)
+    rows = [row for name in pairs for pair in pairs[name] for row in reversed(pair)]
+    print_table(rows, tail=True)
+    print_cpu(rows)
+    sasl_rows, plain_rows = [b for b, _ in pairs["SASL_SSL"]], [p for _, p in pairs["SASL_SSL"]]
+    print("\n  CPU per record, median of the SASL_SSL pairs (SASL_SSL / PLAINTEXT), µs: door process "
+          f"{_per_record_us(sasl_rows, lambda u: u.door)} / {_per_record_us(plain_rows, lambda u: u.door)}, "
+          f"client {_per_record_us(sasl_rows, lambda u: u.clients)} / {_per_record_us(plain_rows, lambda u: u.clients)}, "
+          f"whole machine {_per_record_us(sasl_rows, lambda u: u.busy)} / {_per_record_us(plain_rows, lambda u: u.busy)}")
     for name, runs in floods.items():
         if runs:
             print(f"\n  {name}: {statistics.median(f.attempted_per_second for f in runs):.0f} logins attempted, "
@@ -186,14 +223,15 @@ def bench_secured_door(stack: Stack, quick: bool) -> None:
         return statistics.median(ratios) if ratios else None
 
     sasl, flood_ratio, quota_ratio = pair_ratio("SASL_SSL"), pair_ratio("a login flood"), pair_ratio(quota_pair)
-    kafka_ratio = pair_ratio(kafka_pair)
+    kafka_ratio, refuser_ratio = pair_ratio(kafka_pair), pair_ratio(refuser_pair)
     print("\nratios and targets (records/s, the median of the pairs' ratios):")
     target("SASL_SSL / PLAINTEXT, Java documented settings", "-" if sasl is None else f"{sasl:.2f}", ">= 0.85",
            None if sasl is None else sasl >= 0.85)
     target("PLAINTEXT beside a login flood / alone", "-" if flood_ratio is None else f"{flood_ratio:.2f}", ">= 0.9",
            None if flood_ratio is None else flood_ratio >= 0.9)
     print(f"  for comparison, PLAINTEXT beside the same flood at a Kafka broker / alone: "
-          f"{'-' if kafka_ratio is None else f'{kafka_ratio:.2f}'}")
+          f"{'-' if kafka_ratio is None else f'{kafka_ratio:.2f}'}; at canned answers (the least a server can do): "
+          f"{'-' if refuser_ratio is None else f'{refuser_ratio:.2f}'}")
     target(f"PLAINTEXT beside the flood, its IP held to {FLOOD_IP_QUOTA}/s / alone",
            "-" if quota_ratio is None else f"{quota_ratio:.2f}", ">= 0.9",
            None if quota_ratio is None else quota_ratio >= 0.9)

@@ -274,10 +274,12 @@ class Stack:
         assert self.spark is not None
         return int(self.spark._jvm.java.lang.ProcessHandle.current().pid())
 
-    def cpu_measured(self, broker: LocalKafka | None = None) -> AbstractContextManager[LedgerWindow]:
+    def cpu_measured(self, broker: LocalKafka | None = None,
+                     door_pid: int | None = None) -> AbstractContextManager[LedgerWindow]:
         """The machine's CPU by role over the block (`tests.cpu_ledger`); `broker`: the one the row's query
-        reads (default the stack's), so its TLS and SASL work counts as the broker's, not as 'other'."""
-        return measured(self.spark_pid(), (broker or self.broker).pid)
+        reads (default the stack's), so its TLS and SASL work counts as the broker's, not as 'other';
+        `door_pid`: the row's `gateway door` process, counted as its own role."""
+        return measured(self.spark_pid(), (broker or self.broker).pid, door_pid)
 
     def latency(self, kind: str, payloads: list[tuple[str, int, bytes]], count: int, per_second: float,
                 trigger: str) -> tuple[list[float], list[float]]:

@@ -28,6 +28,7 @@ class CpuLedger:
     broker: float
     bench: float  # this process: the driver's Python, the front door and its librdkafka threads
     clients: float  # this process's children it has waited for: the producers of each row
+    door: float  # a `gateway door` process of the row's, where it has one
     busy: float
 
     def since(self, earlier: CpuLedger) -> CpuLedger:
@@ -42,11 +43,11 @@ class CpuLedger:
     def serving(self) -> float:
         """Everything but the clients: what the gateway's side (Spark, its workers, the broker, the front door)
         spent."""
-        return self.spark_jvm + self.python_workers + self.broker + self.bench
+        return self.spark_jvm + self.python_workers + self.broker + self.bench + self.door
 
     def roles(self) -> dict[str, float]:
         return {"Spark JVM": self.spark_jvm, "Python workers": self.python_workers, "broker": self.broker,
-                "driver + front door": self.bench, "clients": self.clients}
+                "driver + front door": self.bench, "clients": self.clients, "door process": self.door}
 
 
 def _stat_fields(pid: int | str) -> list[str]:
@@ -90,7 +91,7 @@ def _machine_busy() -> float:
     return (user + nice + system + irq + softirq + steal) / _TICKS
 
 
-def cpu_ledger(spark_pid: int, broker_pid: int | None) -> CpuLedger | None:
+def cpu_ledger(spark_pid: int, broker_pid: int | None, door_pid: int | None = None) -> CpuLedger | None:
     """The ledger now, or None where /proc does not show it (another OS, the JVM gone)."""
     try:
         table = _process_table()
@@ -100,7 +101,8 @@ def cpu_ledger(spark_pid: int, broker_pid: int | None) -> CpuLedger | None:
         return None
     workers = sum(_own_s(table[p]) + _children_s(table[p]) for p in _descendants(table, spark_pid))
     broker = _own_s(table[broker_pid]) if broker_pid in table else 0.0
-    return CpuLedger(_own_s(spark), workers, broker, _own_s(me), _children_s(me), busy)
+    door = _own_s(table[door_pid]) if door_pid in table else 0.0
+    return CpuLedger(_own_s(spark), workers, broker, _own_s(me), _children_s(me), door, busy)
 
 
 @dataclass
@@ -113,15 +115,15 @@ class LedgerWindow:
 
 
 @contextmanager
-def measured(spark_pid: int, broker_pid: int | None) -> Iterator[LedgerWindow]:
+def measured(spark_pid: int, broker_pid: int | None, door_pid: int | None = None) -> Iterator[LedgerWindow]:
     """The ledger's difference over the block, in `window.used` once it ends."""
-    window = LedgerWindow(_began=cpu_ledger(spark_pid, broker_pid))
+    window = LedgerWindow(_began=cpu_ledger(spark_pid, broker_pid, door_pid))
     began = time.monotonic()
     try:
         yield window
     finally:
         window.seconds = time.monotonic() - began
-        after = cpu_ledger(spark_pid, broker_pid)
+        after = cpu_ledger(spark_pid, broker_pid, door_pid)
         if window._began is not None and after is not None:
             window.used = after.since(window._began)
 
@@ -138,7 +140,7 @@ class RowCpu:
         return None if used is None or self.records <= 0 else part(used) / self.records * 1e6
 
 
-ROLE_COLUMNS = ("Spark JVM", "Python workers", "broker", "driver + front door", "clients", "other")
+ROLE_COLUMNS = ("Spark JVM", "Python workers", "broker", "driver + front door", "clients", "door process", "other")
 
 
 def print_ledgers(rows: Mapping[str, RowCpu]) -> None:
