@@ -9,8 +9,11 @@ there is no limit (Kafka's default `Int.MaxValue`).
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Mapping
+
+log = logging.getLogger("gateway.front_door")
 
 MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
 MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides"
@@ -47,26 +50,37 @@ def arrival_address(host: str) -> str | None:
         return None
 
 
-def _resolve(host: str) -> str:
-    if (address := arrival_address(host)) is None:
-        raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}")
-    return address
+def check_per_ip(default_max: int | None, overrides: Mapping[str, int] | None) -> None:
+    """`KafkaConfig.validateValues`: a maximum of 0 for every IP needs overrides naming the IPs let in."""
+    if default_max == 0 and not overrides:
+        raise ConnectionLimitError(f"requirement failed: {MAX_CONNECTIONS_PER_IP} can be set to zero only if "
+                                   f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
 
 
 class ConnectionsPerIp:
     """The door's open connections by client address; `admit` counts one in, `release` out."""
 
     def __init__(self, default_max: int | None = None, overrides: Mapping[str, int] | None = None) -> None:
-        if default_max == 0 and not overrides:  # KafkaConfig.validateValues
-            raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP} can be set to zero only if "
-                                       f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} property is set.")
-        self._default = default_max
-        self._overrides = {_resolve(host): count for host, count in (overrides or {}).items()}
         self._counts: dict[str, int] = {}
+        self.reconfigure(default_max, overrides)
 
-    @property
-    def limited(self) -> bool:
-        return self._default is not None or bool(self._overrides)
+    def reconfigure(self, default_max: int | None, overrides: Mapping[str, int] | None, strict: bool = True) -> None:
+        """New maxima (a dynamic broker config changed); the open connections stay counted, and one over a
+        lowered maximum stays open, as in Kafka's `ConnectionQuotas.updateMaxConnectionsPerIp`. An override's
+        name that does not resolve is refused when `strict` (the config at start), else left out (a dynamic
+        change, which Kafka stores and logs)."""
+        check_per_ip(default_max, overrides)
+        resolved = {}
+        for host, count in (overrides or {}).items():
+            if (address := arrival_address(host)) is not None:
+                resolved[address] = count
+            elif strict:
+                raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}")
+            else:
+                log.warning("front door: %s names %s, which does not resolve; not enforced",
+                            MAX_CONNECTIONS_PER_IP_OVERRIDES, host)
+        self._default = default_max
+        self._overrides = resolved
 
     def maximum(self, address: str) -> int | None:
         return self._overrides.get(address, self._default)
@@ -74,8 +88,6 @@ class ConnectionsPerIp:
     def admit(self, address: str) -> int | None:
         """Count a new connection from `address`: None when it may stay, else the maximum it would exceed
         (its count is then not kept: the connection is closed at once)."""
-        if not self.limited:
-            return None
         count = self._counts.get(address, 0)
         limit = self.maximum(address)
         if limit is not None and count >= limit:

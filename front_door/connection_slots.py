@@ -74,6 +74,12 @@ class ConnectionSlots:
     def limited(self) -> bool:
         return self.limits.limited
 
+    def reconfigure(self, limits: SlotLimits) -> None:
+        """New maxima (a dynamic broker config changed): the open connections stay, and an acceptor waiting
+        for a slot looks again (a raised maximum may have one for it)."""
+        self.limits = limits
+        self._wake()
+
     def throttle_ms(self, listener: str, now_ms: int) -> int:
         """Record a new connection on `listener` in the door's and the listener's rates; the longer of their
         throttle times (0: none)."""
@@ -99,6 +105,9 @@ class ConnectionSlots:
     def release(self, listener: str) -> None:
         self._total -= 1
         self._by_listener[listener] -= 1
+        self._wake()
+
+    def _wake(self) -> None:
         waiting, self._waiting = self._waiting, []
         for wake in waiting:
             wake()

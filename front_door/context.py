@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
+from front_door.broker_configs import BrokerConfigs
 from front_door.connection_quotas import ConnectionQuotas
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import coordinator, partition_for
@@ -74,6 +75,7 @@ class Context:
     # broker without `authorizer.class.name`
     authorizer: AclAuthorizer | None = None
     quotas: ConnectionQuotas | None = None  # per-IP connection creation rates (None: no security topic)
+    broker_configs: BrokerConfigs | None = None  # the static and dynamic connection caps (DescribeConfigs shows)
     # The live doors (`door_cluster.py`) and this context's listener name in their registrations; None: this
     # door alone is the cluster
     cluster: DoorCluster | None = None

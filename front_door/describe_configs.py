@@ -4,7 +4,9 @@ each with Kafka's source: TOPIC_CONFIG where the registry sets it for the topic,
 it comes from the registry's `defaults` (the gateway's server.properties), DEFAULT_CONFIG where Kafka's
 default applies (`is_default`); with `include_synonyms` the chain below it, as `ConfigHelper` lists it.
 A BROKER resource (this node's id, or "" for the cluster default) gets the registry's defaults and the
-front door's own broker settings. Every config is read-only here: the registry file is where they change.
+front door's own broker settings, read-only (the registry file is where they change), and the connection caps,
+which IncrementalAlterConfigs changes (`broker_configs.py`): DYNAMIC_DEFAULT_BROKER_CONFIG where the cluster
+default sets one, STATIC_BROKER_CONFIG where the `front_door_security` block does, DEFAULT_CONFIG otherwise.
 
 Errors as `KafkaApis.handleDescribeConfigsRequest`/`ConfigHelper` answer: a topic the registry lacks
 UNKNOWN_TOPIC_OR_PARTITION, another broker's id INVALID_REQUEST, an unknown resource type INVALID_REQUEST;
@@ -23,6 +25,9 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.broker_configs import CONNECTION_SETTINGS, DEFAULTS, BrokerConfigs
+from front_door.connection_limits import MAX_CONNECTIONS_PER_IP_OVERRIDES
+from front_door.connection_slots import LISTENER_SETTING
 from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import CLUSTER_NAME, AclOperation
@@ -43,6 +48,7 @@ class ConfigSource(IntEnum):
     """`DescribeConfigsResponse.ConfigSource`"""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -80,6 +86,7 @@ class ConfigEntry:
     source: ConfigSource
     type: ConfigType
     synonyms: tuple[Synonym, ...]
+    read_only: bool = True
 
     @property
     def is_default(self) -> bool:
@@ -123,6 +130,29 @@ def broker_entries(ctx: Context, registry: TopicRegistry) -> list[ConfigEntry]:
            "offset.metadata.max.bytes": (str(ctx.groups.settings.offset_metadata_max_bytes), ConfigType.INT)}
     entries += [ConfigEntry(k, v, ConfigSource.STATIC_BROKER_CONFIG, t, (Synonym(k, v, ConfigSource.STATIC_BROKER_CONFIG),))
                 for k, (v, t) in sorted(own.items())]
+    if ctx.broker_configs is not None:
+        entries += connection_entries(ctx.broker_configs)
+    return entries
+
+
+def connection_entries(configs: BrokerConfigs) -> list[ConfigEntry]:
+    """The connection caps, each with its chain as `ConfigHelper.configSynonyms` lists it (the cluster default's
+    dynamic value, the static one, Kafka's non-empty default; a per-listener cap followed by its base cap's);
+    the four of Kafka's always, the per-listener ones where set."""
+    def chain(key: str) -> list[Synonym]:
+        return [Synonym(key, v, src) for v, src in ((configs.dynamic.get(key), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                                   (configs.static.get(key), ConfigSource.STATIC_BROKER_CONFIG),
+                                                   (DEFAULTS.get(key) or None, ConfigSource.DEFAULT_CONFIG))
+                if v is not None]
+
+    entries = []
+    for key in sorted({*CONNECTION_SETTINGS, *configs.static, *configs.dynamic}):
+        synonyms = chain(key)
+        if (match := LISTENER_SETTING.fullmatch(key)) is not None:
+            synonyms += chain(match.group(2))
+        value, source = (synonyms[0].value, synonyms[0].source) if synonyms else ("", ConfigSource.DEFAULT_CONFIG)
+        kind = ConfigType.STRING if key == MAX_CONNECTIONS_PER_IP_OVERRIDES else ConfigType.INT
+        entries.append(ConfigEntry(key, value, source, kind, tuple(synonyms), read_only=False))
     return entries
 
 
@@ -185,7 +215,7 @@ async def handle(ctx: Context, request: Request) -> Any:
             continue
         code, message, entries = _describe(ctx, registry, request.node_id, r.resource_type, r.resource_name)
         configs = tuple(
-            build(module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=True,
+            build(module.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
                   config_source=int(e.source), is_default=e.is_default, is_sensitive=False,
                   synonyms=tuple(build(module.DescribeConfigsSynonym, name=s.name, value=s.value, source=int(s.source))
                                  for s in e.synonyms) if body.include_synonyms else (),

@@ -59,6 +59,7 @@ from front_door import (
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -78,7 +79,8 @@ from front_door import (
 from front_door.acceptor import Acceptor, bind
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
-from front_door.connection_limits import ConnectionsPerIp
+from front_door.broker_configs import BrokerConfigs
+from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp
 from front_door.connection_quotas import ConnectionQuotas
 from front_door.connection_slots import ConnectionSlots
 from front_door.context import AppendSignal, Context
@@ -155,6 +157,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
     ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas.handle,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
     **ACL_HANDLERS,
@@ -283,11 +286,13 @@ class FrontDoor:
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
         self._rejected_connections = OncePerWindow()  # by client address
         # open connections by client address, across the listeners (max.connections.per.ip)
-        self._per_ip = ConnectionsPerIp(settings.security.max_connections_per_ip,
-                                        dict(settings.security.max_connections_per_ip_overrides))
+        connections = settings.security.connections
+        self._per_ip = ConnectionsPerIp(connections.max_connections_per_ip,
+                                        dict(connections.max_connections_per_ip_overrides))
         # open connections and their creation rates, for the door and by listener (max.connections*)
-        self._slots = ConnectionSlots(settings.security.connection_slots)
+        self._slots = ConnectionSlots(connections.slots)
         self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
+        self._broker_configs: BrokerConfigs | None = None  # the dynamic connection caps, once started
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
@@ -328,9 +333,15 @@ class FrontDoor:
         groups = await self._start_groups()
         credentials, authorizer = await self._start_security()
         quotas = self._quotas = ConnectionQuotas(self._security_store)
+        broker_configs = self._broker_configs = BrokerConfigs(
+            dict(s.security.connection_settings), self._security_store, [listener.name for listener in listeners])
+        broker_configs.subscribe(self._reconfigure_connections)
+        if broker_configs.dynamic:
+            self._reconfigure_connections()
         base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
-                       credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster)
+                       credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster,
+                       broker_configs=broker_configs)
         for listener in listeners:
             self._contexts[listener.name] = dataclasses.replace(base, nodes=advertised[listener.name],
                                                                 listener=listener.name)
@@ -344,6 +355,21 @@ class FrontDoor:
         for acceptor in self._acceptors:
             acceptor.start()
         return self.bound[0]
+
+    def _reconfigure_connections(self) -> None:
+        """The connection caps after a change of the cluster's dynamic broker configs (`broker_configs.py`)."""
+        assert self._broker_configs is not None
+        effective = self._broker_configs.effective()
+        try:
+            parsed = self._broker_configs.connection_settings()
+        except ConnectionLimitError as e:  # checked before it was stored; a static block it no longer fits
+            log.warning("front door: the dynamic broker configs are not applied: %s", e)
+            return
+        self._per_ip.reconfigure(parsed.max_connections_per_ip, dict(parsed.max_connections_per_ip_overrides),
+                                 strict=False)
+        self._slots.reconfigure(parsed.slots)
+        log.info("front door: connection caps now %s", ", ".join(f"{k}={v}" for k, v in sorted(effective.items()))
+                 or "none")
 
     async def _join_doors(self, listeners: tuple[tuple[str, tuple[Node, ...]], ...]) -> DoorCluster | None:
         """With a doors topic: this door registered among the live doors (`door_membership.py`)."""

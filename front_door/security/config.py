@@ -20,25 +20,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from front_door.connection_limits import (
-    MAX_CONNECTIONS_PER_IP,
-    MAX_CONNECTIONS_PER_IP_OVERRIDES,
-    ConnectionLimitError,
-    ConnectionsPerIp,
-    parse_overrides,
-)
-from front_door.connection_slots import (
-    LISTENER_SETTING,
-    MAX_CONNECTION_CREATION_RATE,
-    MAX_CONNECTIONS,
-    SLOT_SETTINGS,
-    SlotLimits,
-)
+from front_door.broker_configs import CONNECTION_SETTINGS, ConnectionSettings, is_dynamic
+from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp
+from front_door.connection_slots import SLOT_SETTINGS
 from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
 from front_door.security.principal import KafkaPrincipal
@@ -53,8 +42,7 @@ DEFAULT_SASL_MECHANISMS = (SaslMechanism.SCRAM_SHA_512, SaslMechanism.SCRAM_SHA_
 KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "ssl.keystore.location",
         "ssl.key.password", "ssl.truststore.location", "ssl.client.auth", "ssl.principal.mapping.rules",
         "sasl.enabled.mechanisms", "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
-        "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", MAX_CONNECTIONS_PER_IP,
-        MAX_CONNECTIONS_PER_IP_OVERRIDES, *SLOT_SETTINGS)
+        "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", *CONNECTION_SETTINGS)
 
 
 @dataclass(frozen=True)
@@ -69,9 +57,10 @@ class FrontDoorSecurity:
     failed_authentication_delay_ms: int = FAILED_AUTHENTICATION_DELAY_MS
     # KIP-368: a SASL session's lifetime, after which a client must have re-authenticated (0: sessions last)
     connections_max_reauth_ms: int = 0
-    max_connections_per_ip: int | None = None  # None: no limit (Kafka's Int.MaxValue)
-    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()  # (host, maximum)
-    connection_slots: SlotLimits = field(default_factory=SlotLimits)  # max.connections and the creation rate
+    # the connection caps (max.connections*), as written (by Kafka's names) and parsed; the cluster's dynamic
+    # broker configs win over them (broker_configs.py)
+    connection_settings: tuple[tuple[str, str], ...] = ()
+    connections: ConnectionSettings = field(default_factory=ConnectionSettings)
 
     @property
     def sasl(self) -> bool:
@@ -90,7 +79,7 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     if not block:
         return FrontDoorSecurity()
     environ = os.environ if environ is None else environ
-    unknown = sorted(k for k in block if k not in KEYS and not LISTENER_SETTING.fullmatch(k))
+    unknown = sorted(k for k in block if k not in KEYS and not is_dynamic(k))
     if unknown:
         raise KafkaSecurityError(f"{BLOCK}: unknown setting(s) {', '.join(unknown)}; supported: {', '.join(KEYS)} "
                                  f"and, for one listener, listener.name.<listener>.{{{', '.join(SLOT_SETTINGS)}}}")
@@ -151,19 +140,15 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     if reauth is not None and not reauth.isdigit():
         raise KafkaSecurityError(f"{BLOCK}.connections.max.reauth.ms: a number of ms (0: no re-authentication), "
                                  f"got {reauth!r}")
-    per_ip = value(MAX_CONNECTIONS_PER_IP)
-    if per_ip is not None and not per_ip.strip().isdigit():
-        raise KafkaSecurityError(f"{BLOCK}.{MAX_CONNECTIONS_PER_IP}: a number of connections, got {per_ip!r}")
+    connection_settings = {key: text for key in block if is_dynamic(key) and (text := value(key)) is not None}
     try:
-        overrides = parse_overrides(value(MAX_CONNECTIONS_PER_IP_OVERRIDES) or "")
-        ConnectionsPerIp(int(per_ip) if per_ip is not None else None, overrides)  # Kafka's checks, at start
+        connections = ConnectionSettings.parse(connection_settings, [listener.name for listener in listeners]
+                                               or ["PLAINTEXT"])
+        ConnectionsPerIp(connections.max_connections_per_ip, dict(connections.max_connections_per_ip_overrides))
     except ConnectionLimitError as e:
         raise KafkaSecurityError(f"{BLOCK}: {e}") from None
-    slots = _slot_limits(block, value, listeners)
     return FrontDoorSecurity(
-        connection_slots=slots,
-        max_connections_per_ip=int(per_ip) if per_ip is not None else None,
-        max_connections_per_ip_overrides=tuple(overrides.items()),
+        connection_settings=tuple(sorted(connection_settings.items())), connections=connections,
         listeners=listeners, tls=tls, principal_rules=rules, sasl_mechanisms=mechanisms,
         authorizer=bool(authorizer), super_users=super_users,
         allow_everyone_if_no_acl_found=_bool("allow.everyone.if.no.acl.found",
@@ -171,29 +156,6 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
         failed_authentication_delay_ms=int(delay) if delay is not None else FAILED_AUTHENTICATION_DELAY_MS,
         connections_max_reauth_ms=int(reauth) if reauth is not None else 0,
     )
-
-
-def _slot_limits(block: Mapping[str, Any], value: Callable[[str], str | None], listeners: tuple[Listener, ...]) -> SlotLimits:
-    """max.connections and max.connection.creation.rate, for the door and for each listener (Kafka's
-    `atLeast(0)` ints); a listener-prefixed one must name a listener of the door."""
-    def count(key: str) -> int | None:
-        text = value(key)
-        if text is not None and not text.strip().isdigit():
-            raise KafkaSecurityError(f"{BLOCK}.{key}: a whole number, at least 0, got {text!r}")
-        return int(text) if text is not None else None
-
-    names = {listener.name.lower(): listener.name for listener in listeners} or {"plaintext": "PLAINTEXT"}
-    per_listener: dict[str, dict[str, int]] = {MAX_CONNECTIONS: {}, MAX_CONNECTION_CREATION_RATE: {}}
-    for key in block:
-        if (match := LISTENER_SETTING.fullmatch(key)) is None:
-            continue
-        name = names.get(match.group(1).lower())
-        if name is None:
-            raise KafkaSecurityError(f"{BLOCK}.{key}: the door has no listener {match.group(1)!r} "
-                                     f"(its listeners: {', '.join(names.values())})")
-        per_listener[match.group(2)][name] = count(key) or 0
-    return SlotLimits(count(MAX_CONNECTIONS), count(MAX_CONNECTION_CREATION_RATE),
-                      per_listener[MAX_CONNECTIONS], per_listener[MAX_CONNECTION_CREATION_RATE])
 
 
 def is_loopback(host: str) -> bool:

@@ -4,7 +4,7 @@ every restart reads the same records and follows them, so a user or an ACL added
 by every door.
 
 A record's key is `<kind>/<name>` (kinds: `scram` for credentials, `acl` for ACL bindings, `quota` for
-client quotas), its value the kind's own bytes; a tombstone (no value) forgets the key. One partition, so one order for every door.
+client quotas, `broker` for dynamic broker configs), its value the kind's own bytes; a tombstone (no value) forgets the key. One partition, so one order for every door.
 `SecurityStore` is what the users and the ACLs read and write; `KafkaSecurityStore` is the real one
 (`security/kafka_store.py`), and the unit tests use an in-memory one with the same shape.
 """
@@ -17,6 +17,7 @@ from typing import Protocol
 SCRAM_KIND = "scram"
 ACL_KIND = "acl"
 QUOTA_KIND = "quota"  # client quotas: per-IP connection creation rates (connection_quotas.py)
+BROKER_KIND = "broker"  # dynamic broker configs for every door (broker_configs.py)
 
 # (kind, name, value or None for a deletion), called on the front door's event loop, in the topic's order
 ChangeListener = Callable[[str, str, bytes | None], None]

@@ -2,7 +2,8 @@
 same `kafka-configs.sh` commands print the same, and the same burst of connections from one IP is cut at
 the same count (a broker's quota window counts as ten samples, so a quota of 1/s lets a burst of 10 through,
 then closes connections unanswered). Likewise `max.connections.per.ip.overrides`: an IP's connections past
-its maximum are closed unanswered, and a closed one frees a slot. Each flood comes from its own loopback
+its maximum are closed unanswered, and a closed one frees a slot, set on both with the same `kafka-configs.sh
+--entity-type brokers --entity-default` command. Each flood comes from its own loopback
 address, so nothing else of the tests is throttled. And a listener's `max.connections` and
 `max.connection.creation.rate` refuse nothing: a connection past them waits, unanswered, for a slot or for its
 throttle time, on a broker of its own with those listeners as on the door."""
@@ -176,40 +177,54 @@ def _limited(address: tuple[str, int]) -> list[bool]:
             s.close()
 
 
-def test_max_connections_per_ip_closes_what_is_over_and_a_closed_one_frees_a_slot_as_kafka_does(
+def test_max_connections_per_ip_set_with_kafka_configs_closes_what_is_over_and_a_closed_one_frees_a_slot_as_kafka_does(
         kafka: LocalKafka, gateway_config: GatewayConfig) -> None:
-    """Kafka: the dynamic `max.connections.per.ip.overrides` set with kafka-configs; the door: the same key
-    in its `front_door_security` block."""
+    """The same dynamic broker config, `kafka-configs.sh --alter --entity-type brokers --entity-default`, on
+    Apache Kafka and through the door: described alike, enforced alike, and removed."""
     host, port = kafka.bootstrap_servers.split(",")[0].rsplit(":", 1)
     setting = f"max.connections.per.ip.overrides={LIMITED_IP}:{LIMIT}"
-    added = _configs(kafka.bootstrap_servers, "--alter", "--entity-type", "brokers", "--entity-default",
-                     "--add-config", setting)
-    assert added.returncode == 0, added.stdout + added.stderr
-    results: dict[str, list[bool]] = {}
-    try:
-        def over_the_limit_is_closed() -> bool:
-            held = [_connect_and_ask((host, int(port))) for _ in range(LIMIT + 1)]
-            for s, _ in held:
-                s.close()
-            return not held[-1][1]
-
-        _wait_for(over_the_limit_is_closed, "Kafka to apply the dynamic setting", 60)
-        results["kafka"] = _limited((host, int(port)))
-    finally:
-        removed = _configs(kafka.bootstrap_servers, "--alter", "--entity-type", "brokers", "--entity-default",
-                           "--delete-config", "max.connections.per.ip.overrides")
-        assert removed.returncode == 0, removed.stdout + removed.stderr
-    config = gateway_config.with_overrides(
-        security_topic=f"security-{uuid.uuid4().hex[:8]}",
-        front_door_security={"max.connections.per.ip.overrides": f"{LIMITED_IP}:{LIMIT}"})
+    config = gateway_config.with_overrides(security_topic=f"security-{uuid.uuid4().hex[:8]}")
     create_gateway_topics(config)
     running = start_door(config)
+    targets = {"kafka": (kafka.bootstrap_servers, (host, int(port))),
+               "door": (running.bootstrap("PLAINTEXT"), running.address("PLAINTEXT"))}
+    results: dict[str, list[bool]] = {}
+    described: dict[str, str] = {}
     try:
-        results["door"] = _limited(running.address("PLAINTEXT"))
+        for name, (bootstrap, address) in targets.items():
+            added = _configs(bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+                             "--add-config", setting)
+            assert added.returncode == 0, added.stdout + added.stderr
+            try:
+                shown = _configs(bootstrap, "--describe", "--entity-type", "brokers", "--entity-default")
+                assert shown.returncode == 0, shown.stdout + shown.stderr
+                described[name] = "\n".join(line for line in shown.stdout.splitlines()
+                                             if "Default configs" in line or "max.connections" in line)
+
+                def over_the_limit_is_closed(address: tuple[str, int] = address) -> bool:
+                    held = [_connect_and_ask(address) for _ in range(LIMIT + 1)]
+                    for s, _ in held:
+                        s.close()
+                    return not held[-1][1]
+
+                _wait_for(over_the_limit_is_closed, f"{name} to apply the dynamic setting", 60)
+                results[name] = _limited(address)
+            finally:
+                removed = _configs(bootstrap, "--alter", "--entity-type", "brokers", "--entity-default",
+                                   "--delete-config", "max.connections.per.ip.overrides")
+                assert removed.returncode == 0, removed.stdout + removed.stderr
+        after = _configs(targets["door"][0], "--describe", "--entity-type", "brokers", "--entity-default")
         rejected = running.door.metrics.connections_rejected.labels("PLAINTEXT")._value.get()
+        # removed: the door lets the whole burst of one IP in again
+        held = [_connect_and_ask(targets["door"][1]) for _ in range(LIMIT + 1)]
+        for s, _ in held:
+            s.close()
     finally:
         running.door.stop()
     assert results == {"kafka": [False, True], "door": [False, True]}
+    assert described["door"] == described["kafka"]
+    assert f"max.connections.per.ip.overrides={LIMITED_IP}:{LIMIT}" in described["door"]
+    assert "max.connections.per.ip.overrides" not in after.stdout and all(ok for _, ok in held)
     assert rejected >= 1
 
 
@@ -292,3 +307,47 @@ def test_a_listeners_max_connections_and_creation_rate_make_connections_wait_and
         running.door.stop()
     assert kafka == door == {"slots": [True, True, False, True], "paced": PACED_BURST}
     assert blocked["LIMITED"] > 0 and blocked["PACED"] > 0 and blocked["PLAINTEXT"] == 0
+
+
+REFUSED_ALIKE = (("--add-config", "max.connections=-1"), ("--add-config", "max.connections=abc"),
+                 ("--add-config", "max.connections.per.ip=0"),
+                 ("--add-config", "listener.name.plaintext.max.connections=0"),
+                 ("--delete-config", "max.connections"))  # not set: the tool itself refuses, after DescribeConfigs
+
+
+def _why_refused(result: subprocess.CompletedProcess[str]) -> str | None:
+    """The reason kafka-configs printed for a refused change (None: it succeeded)."""
+    if result.returncode == 0:
+        return None
+    lines = (result.stdout + result.stderr).splitlines()
+    return next((line.split("Exception: ", 1)[1] for line in lines if "InvalidRequestException: " in line),
+                next((line for line in lines if line.startswith("Invalid config(s)")), "\n".join(lines[-3:])))
+
+
+def test_kafka_configs_changes_to_the_connection_caps_are_refused_and_taken_as_kafka_does(
+        kafka: LocalKafka, gateway_config: GatewayConfig) -> None:
+    """Each refused change gets Kafka's own reason through the door; an override naming a host that does not
+    resolve is taken by both (and left out where it would be enforced)."""
+    config = gateway_config.with_overrides(security_topic=f"security-{uuid.uuid4().hex[:8]}")
+    create_gateway_topics(config)
+    running = start_door(config)
+    reasons: dict[str, list[str | None]] = {}
+    taken: dict[str, bool] = {}
+    try:
+        for name, bootstrap in (("kafka", kafka.bootstrap_servers), ("door", running.bootstrap("PLAINTEXT"))):
+            def alter(*change: str, bootstrap: str = bootstrap) -> subprocess.CompletedProcess[str]:
+                return _configs(bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", *change)
+
+            reasons[name] = [_why_refused(alter(*change)) for change in REFUSED_ALIKE]
+            try:
+                taken[name] = alter("--add-config", "max.connections.per.ip.overrides=[nohost.invalid:3]").returncode == 0
+            finally:
+                removed = alter("--delete-config", "max.connections.per.ip.overrides")
+                assert removed.returncode == 0, removed.stdout + removed.stderr
+        answered = _connect_and_ask(running.address("PLAINTEXT"))  # the door still serves
+        answered[0].close()
+    finally:
+        running.door.stop()
+    assert reasons["door"] == reasons["kafka"]
+    assert all(reasons["door"]) and "Value must be at least 0" in str(reasons["door"][0])
+    assert taken == {"kafka": True, "door": True} and answered[1]

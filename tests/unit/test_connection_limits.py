@@ -26,12 +26,14 @@ def test_overrides_take_names_and_addresses_and_zero_shuts_an_ip_out() -> None:
     assert all(limits.admit("10.0.0.8") is None for _ in range(1000))
 
 
-def test_without_any_maximum_nothing_is_counted() -> None:
+def test_without_any_maximum_every_connection_is_admitted_and_counted_for_a_maximum_set_later() -> None:
     limits = ConnectionsPerIp()
-    assert not limits.limited
-    assert limits.admit("10.0.0.1") is None and limits.open("10.0.0.1") == 0
-    limits.release("10.0.0.1")  # the acceptor releases every connection it served
-    assert limits.open("10.0.0.1") == 0
+    assert [limits.admit("10.0.0.1") for _ in range(3)] == [None] * 3
+    limits.reconfigure(2, None)  # a dynamic max.connections.per.ip: the three open stay open
+    assert limits.open("10.0.0.1") == 3 and limits.admit("10.0.0.1") == 2
+    limits.release("10.0.0.1")
+    limits.release("10.0.0.1")
+    assert limits.admit("10.0.0.1") is None  # back under the new maximum
 
 
 @pytest.mark.parametrize("default,overrides,match", [

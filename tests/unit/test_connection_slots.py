@@ -125,3 +125,13 @@ def test_a_closed_acceptor_closes_the_connection_it_waits_with() -> None:
         assert loop.run_until_complete(main()) == b""  # closed, nothing written
     finally:
         loop.close()
+
+
+def test_a_raised_maximum_wakes_an_acceptor_waiting_for_a_slot() -> None:
+    """A dynamic broker config changed: the acceptor waiting looks again."""
+    slots = ConnectionSlots(SlotLimits(max_connections=0))
+    woken: list[int] = []
+    slots.when_released(lambda: woken.append(1))
+    assert not slots.available("PLAINTEXT")
+    slots.reconfigure(SlotLimits(max_connections=1))
+    assert woken == [1] and slots.available("PLAINTEXT")

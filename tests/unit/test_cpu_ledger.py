@@ -74,21 +74,21 @@ def test_no_ledger_for_a_process_that_is_gone() -> None:
 
 
 def test_since_and_other() -> None:
-    earlier = CpuLedger(1, 2, 3, 4, 5, 20)
-    later = CpuLedger(2, 4, 4, 5, 5, 30)
+    earlier = CpuLedger(1, 2, 3, 4, 5, 1, 20)
+    later = CpuLedger(2, 4, 4, 5, 5, 2, 30)
     used = later.since(earlier)
-    assert used == CpuLedger(1, 2, 1, 1, 0, 10)
-    assert used.other == 5
-    assert used.serving == 5  # all but the clients
+    assert used == CpuLedger(1, 2, 1, 1, 0, 1, 10)
+    assert used.other == 4
+    assert used.serving == 6  # all but the clients, the door process's included
     row = RowCpu(LedgerWindow(used=used, seconds=1.0), 1_000_000)
-    assert row.per_record_us(lambda u: u.serving) == 5.0
+    assert row.per_record_us(lambda u: u.serving) == 6.0
     assert RowCpu(LedgerWindow(), 10).per_record_us(lambda u: u.busy) is None
 
 
 def test_print_ledgers(capsys: pytest.CaptureFixture[str]) -> None:
-    used = CpuLedger(spark_jvm=1.0, python_workers=0.5, broker=0.25, bench=0.2, clients=0.0, busy=2.0)
+    used = CpuLedger(spark_jvm=1.0, python_workers=0.5, broker=0.25, bench=0.2, clients=0.0, door=0.0, busy=2.0)
     print_ledgers({"a row": RowCpu(LedgerWindow(used=used, seconds=1.0), 1_000_000),
                    "a row without a ledger": RowCpu(LedgerWindow(), 10)})
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[-8:] == ["1.00", "0.50", "0.25", "0.20", "0.00", "0.05", "2.00", "2.00"]
+    assert out[1].split()[-9:] == ["1.00", "0.50", "0.25", "0.20", "0.00", "0.00", "0.05", "2.00", "2.00"]
     assert out[2].endswith("(no ledger)")

@@ -79,9 +79,9 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     assert security.sasl_mechanisms == (SaslMechanism.PLAIN, SaslMechanism.SCRAM_SHA_256)
     assert security.super_users == {user("admin"), user("CN=ops,O=Example")}
     assert security.failed_authentication_delay_ms == 250
-    assert security.max_connections_per_ip == 0
+    assert security.connections.max_connections_per_ip == 0
     assert security.connections_max_reauth_ms == 3_600_000
-    assert security.max_connections_per_ip_overrides == (("10.0.0.1", 5), ("localhost", 2))
+    assert security.connections.max_connections_per_ip_overrides == (("10.0.0.1", 5), ("localhost", 2))
     assert security.tls is not None and security.tls.server_context() is not None
 
 
@@ -93,15 +93,15 @@ def test_the_block_resolves_files_and_checks_every_setting(tmp_path: Path) -> No
     ({"super.users": "admin"}, "super.users"),
     ({"allow.everyone.if.no.acl.found": "yes"}, "true or false"),
     ({"connection.failed.authentication.delay.ms": "soon"}, "a number of ms"),
-    ({"max.connections.per.ip": "many"}, "a number of connections"),
+    ({"max.connections.per.ip": "many"}, "Invalid value many for configuration max.connections.per.ip: Not a number"),
     ({"connections.max.reauth.ms": "-1"}, "0: no re-authentication"),
     ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
     ({"max.connections.per.ip.overrides": "10.0.0.1"}, "is not host:count"),
     ({"max.connections.per.ip.overrides": "no-such-host.invalid:5"}, "contains invalid addresses"),
     ({"ssl.client.auth": "required"}, None),  # without a keystore: TLS settings are not read
     ({"sasl.password": "x"}, "unknown setting"),
-    ({"max.connections": "-1"}, "max.connections: a whole number, at least 0"),
-    ({"max.connection.creation.rate": "1.5"}, "max.connection.creation.rate: a whole number"),
+    ({"max.connections": "-1"}, "Invalid value -1 for configuration max.connections: Value must be at least 0"),
+    ({"max.connection.creation.rate": "1.5"}, "max.connection.creation.rate: Not a number of type INT"),
     ({"listener.name.external.max.connections": "5"}, "the door has no listener 'external'"),
     ({"listener.name.plaintext.max.connection.rate": "5"}, "unknown setting"),
 ])
@@ -119,11 +119,12 @@ def test_connection_slots_for_the_door_and_per_listener_in_kafkas_names() -> Non
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
         "max.connections": "100", "max.connection.creation.rate": "0",
         "listener.name.internal.max.connections": "3", "listener.name.plaintext.max.connection.creation.rate": "7"})
-    assert security.connection_slots == SlotLimits(100, 0, {"INTERNAL": 3}, {"PLAINTEXT": 7})
+    assert security.connections.slots == SlotLimits(100, 0, {"INTERNAL": 3}, {"PLAINTEXT": 7})
+    assert dict(security.connection_settings)["max.connections"] == "100"  # as written, for DescribeConfigs
     # without listeners: the one PLAINTEXT listener on front_door_address
-    assert load_front_door_security({"listener.name.plaintext.max.connections": "2"}).connection_slots == \
+    assert load_front_door_security({"listener.name.plaintext.max.connections": "2"}).connections.slots == \
         SlotLimits(listener_max_connections={"PLAINTEXT": 2})
-    assert not load_front_door_security({"max.connections.per.ip": "5"}).connection_slots.limited
+    assert not load_front_door_security({"max.connections.per.ip": "5"}).connections.slots.limited
 
 
 def test_a_listener_beyond_loopback_needs_tls_or_sasl() -> None:
