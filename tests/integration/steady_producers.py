@@ -37,7 +37,8 @@ class SteadyProducer:
     """A steady producer process; `acked` (value -> (sent, acknowledged), wall-clock seconds), `errors`, and
     after `stop()`, `sent` (every value it sent, in order)."""
 
-    def __init__(self, name: str, prefix: str, cmd: Sequence[str], log_path: Path | None = None) -> None:
+    def __init__(self, name: str, prefix: str, cmd: Sequence[str], log_path: Path | None = None,
+                 idle: bool = True) -> None:
         self.name, self.prefix, self.log_path = name, prefix, log_path
         self.acked: dict[str, tuple[float, float]] = {}
         self.errors: list[str] = []
@@ -45,7 +46,7 @@ class SteadyProducer:
         self._closed = threading.Event()
         stderr = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115 - the child's
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                     preexec_fn=_idle_priority)
+                                     preexec_fn=_idle_priority if idle else None)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -101,13 +102,14 @@ def librdkafka_producer(bootstrap: str, topic: str, prefix: str, partitions: int
         str(INTERVAL_MS), str(FLUSH_TIMEOUT_MS), *(f"{k}={v}" for k, v in settings.items())], log_path)
 
 
-def java_producer(classes: Path, bootstrap: str, topic: str, prefix: str, partitions: int,
+def java_producer(classes: Path, bootstrap: str, topic: str, prefix: str, partitions: int, idle: bool = True,
                   **settings: object) -> SteadyProducer:
-    """`classes`: JAVA_SOURCE compiled (`group_members.compile_java_client`)."""
+    """`classes`: JAVA_SOURCE compiled (`group_members.compile_java_client`); `idle`: at idle priority (not for
+    a test of what the client does on time, such as renewing a session)."""
     return SteadyProducer("java", prefix, [
         java_executable(), "-Xmx256m", "-cp", f"{classes}:{kafka_classpath(KAFKA_JARS_DIR)}", "SteadyProducer",
         bootstrap, topic, prefix, str(partitions), str(INTERVAL_MS), str(FLUSH_TIMEOUT_MS),
-        *(f"{k}={v}" for k, v in settings.items())])
+        *(f"{k}={v}" for k, v in settings.items())], idle=idle)
 
 
 def franz_go_producer(bootstrap: str, topic: str, prefix: str, partitions: int,
