@@ -14,6 +14,7 @@ not enforced would look like protection that is not there.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -41,8 +42,8 @@ NOT_SERVED = ("the front door enforces connection_creation_rate quotas for IPs o
 Problem = tuple[ErrorCode, str]
 
 
-def _entity_problem(entity: dict[str, str | None]) -> Problem | None:
-    """`validateEntity` and `configKeysForEntityType`."""
+async def _entity_problem(entity: dict[str, str | None]) -> Problem | None:
+    """`validateEntity` and `configKeysForEntityType` (a name looked up off the door's loop)."""
     if not entity:
         return ErrorCode.invalid_request, "Invalid empty client quota entity"
     for entity_type, name in entity.items():
@@ -55,7 +56,7 @@ def _entity_problem(entity: dict[str, str | None]) -> Problem | None:
             return ErrorCode.invalid_request, ("Invalid quota entity combination, IP entity shouldnot be combined "
                                                "with User or ClientId")
         ip = entity[IP_ENTITY]
-        if ip is not None and not resolves(ip):
+        if ip is not None and not await asyncio.to_thread(resolves, ip):
             return ErrorCode.invalid_request, f"{ip} is not a valid IP or resolvable host."
         return None
     return ErrorCode.invalid_request, NOT_SERVED
@@ -103,7 +104,7 @@ async def handle(ctx: Context, request: Request) -> Any:
             problem = (ErrorCode.invalid_request,
                        f"Duplicate quota key {duplicate} not updating quota for this entity {entity}")
         else:
-            problem = _entity_problem(entity) or next(
+            problem = await _entity_problem(entity) or next(
                 (p for op in entry.ops if not op.remove and (p := _value_problem(op.key, float(op.value)))), None)
         seen.add(key)
         if problem is None and not request.body.validate_only:

@@ -8,10 +8,11 @@ there is no limit (Kafka's default `Int.MaxValue`).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger("gateway.front_door")
 
@@ -50,6 +51,48 @@ def arrival_address(host: str) -> str | None:
         return None
 
 
+class NameLookups:
+    """Host names resolved off the door's event loop, which serves every connection: a lookup can wait seconds
+    on a slow resolver. `address(host)` answers at once — an IP address as written; a name's address once its
+    lookup (started when first asked, in a worker thread) has ended, None before then or when it does not
+    resolve — and `on_resolved` is called on the loop when a lookup ends. Without a running loop (the config
+    read at start) a name is looked up there and then. Each name is looked up once, as Kafka resolves one when
+    it reads the setting."""
+
+    def __init__(self, on_resolved: Callable[[], None] = lambda: None) -> None:
+        self._done: dict[str, str | None] = {}
+        self._pending: set[str] = set()
+        self._on_resolved = on_resolved
+
+    def address(self, host: str) -> str | None:
+        try:
+            return str(ipaddress.ip_address(host))
+        except ValueError:
+            pass
+        if host in self._done:
+            return self._done[host]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._done[host] = arrival_address(host)
+            return self._done[host]
+        if host not in self._pending:
+            self._pending.add(host)
+            lookup = loop.run_in_executor(None, arrival_address, host)
+            lookup.add_done_callback(lambda done, host=host: self._resolved(host, done))  # type: ignore[misc]
+        return None
+
+    def pending(self, host: str) -> bool:
+        return host in self._pending
+
+    def _resolved(self, host: str, done: asyncio.Future[str | None]) -> None:
+        self._pending.discard(host)
+        self._done[host] = None if done.cancelled() or done.exception() is not None else done.result()
+        if self._done[host] is None:
+            log.warning("front door: %s does not resolve; a limit or quota naming it is not enforced", host)
+        self._on_resolved()
+
+
 def check_per_ip(default_max: int | None, overrides: Mapping[str, int] | None) -> None:
     """`KafkaConfig.validateValues`: a maximum of 0 for every IP needs overrides naming the IPs let in."""
     if default_max == 0 and not overrides:
@@ -64,21 +107,20 @@ class ConnectionsPerIp:
         self._counts: dict[str, int] = {}
         self.reconfigure(default_max, overrides)
 
-    def reconfigure(self, default_max: int | None, overrides: Mapping[str, int] | None, strict: bool = True) -> None:
+    def reconfigure(self, default_max: int | None, overrides: Mapping[str, int] | None,
+                    lookups: NameLookups | None = None) -> None:
         """New maxima (a dynamic broker config changed); the open connections stay counted, and one over a
-        lowered maximum stays open, as in Kafka's `ConnectionQuotas.updateMaxConnectionsPerIp`. An override's
-        name that does not resolve is refused when `strict` (the config at start), else left out (a dynamic
-        change, which Kafka stores and logs)."""
+        lowered maximum stays open, as in Kafka's `ConnectionQuotas.updateMaxConnectionsPerIp`. Without
+        `lookups` (the config at start) an override's name that does not resolve is refused; with them (a
+        dynamic change, which Kafka stores and logs) it is left out, and so is one still being looked up."""
         check_per_ip(default_max, overrides)
         resolved = {}
         for host, count in (overrides or {}).items():
-            if (address := arrival_address(host)) is not None:
+            address = lookups.address(host) if lookups is not None else arrival_address(host)
+            if address is not None:
                 resolved[address] = count
-            elif strict:
+            elif lookups is None:
                 raise ConnectionLimitError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES} contains invalid addresses : {host}")
-            else:
-                log.warning("front door: %s names %s, which does not resolve; not enforced",
-                            MAX_CONNECTIONS_PER_IP_OVERRIDES, host)
         self._default = default_max
         self._overrides = resolved
 

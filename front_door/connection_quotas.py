@@ -22,7 +22,7 @@ import logging
 import socket
 from dataclasses import dataclass
 
-from front_door.connection_limits import arrival_address
+from front_door.connection_limits import NameLookups
 from front_door.security.store import QUOTA_KIND, SecurityStore
 
 log = logging.getLogger("gateway.front_door.quotas")
@@ -114,14 +114,6 @@ def resolves(ip: str) -> bool:
         return False
 
 
-def _address(ip: str) -> str | None:
-    """The address connections from `ip` arrive with (a host name resolved once, when its quota is applied)."""
-    address = arrival_address(ip)
-    if address is None:
-        log.warning("connection quota for %s: the name does not resolve; not enforced", ip)
-    return address
-
-
 class ConnectionQuotas:
     """The door's IP quotas: `throttle_ms` is asked once per accepted connection, on the door's loop."""
 
@@ -131,6 +123,8 @@ class ConnectionQuotas:
         self._default: float | None = None
         self._by_address: dict[str, float] = {}
         self._rates: dict[str, SampledRate] = {}  # by address; a changed quota keeps the history, as in Kafka
+        # an entity's host name, looked up off the door's loop (its quota applies once the lookup has ended)
+        self._names = NameLookups(on_resolved=self._index)
         if store is not None:
             for name, value in store.snapshot(QUOTA_KIND).items():
                 self._apply(name, value)
@@ -147,6 +141,10 @@ class ConnectionQuotas:
             self._quotas[entity] = quotas
         else:
             self._quotas.pop(entity, None)
+        self._index()
+
+    def _index(self) -> None:
+        """The quotas by the address connections arrive with (a name's once it is looked up)."""
         self._default = None
         self._by_address = {}
         for e, values in self._quotas.items():
@@ -155,7 +153,7 @@ class ConnectionQuotas:
                 continue
             if e.ip is None:
                 self._default = rate
-            elif (address := _address(e.ip)) is not None:
+            elif (address := self._names.address(e.ip)) is not None:
                 self._by_address[address] = rate
 
     @property

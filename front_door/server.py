@@ -80,7 +80,7 @@ from front_door.acceptor import Acceptor, bind
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED
 from front_door.broker_configs import BrokerConfigs
-from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp
+from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups
 from front_door.connection_quotas import ConnectionQuotas
 from front_door.connection_slots import ConnectionSlots
 from front_door.context import AppendSignal, Context
@@ -293,6 +293,8 @@ class FrontDoor:
         self._slots = ConnectionSlots(connections.slots)
         self._quotas = ConnectionQuotas()  # per-IP connection creation rates, from the security store at start
         self._broker_configs: BrokerConfigs | None = None  # the dynamic connection caps, once started
+        # the overrides' host names, looked up off the loop; each lookup's end applies the caps again
+        self._names = NameLookups(on_resolved=self._reconfigure_connections)
         self._contexts: dict[str, Context] = {}  # by listener name: each with its listener's node addresses
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
@@ -366,7 +368,7 @@ class FrontDoor:
             log.warning("front door: the dynamic broker configs are not applied: %s", e)
             return
         self._per_ip.reconfigure(parsed.max_connections_per_ip, dict(parsed.max_connections_per_ip_overrides),
-                                 strict=False)
+                                 self._names)
         self._slots.reconfigure(parsed.slots)
         log.info("front door: connection caps now %s", ", ".join(f"{k}={v}" for k, v in sorted(effective.items()))
                  or "none")

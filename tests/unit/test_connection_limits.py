@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
+
 import pytest
 
-from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, parse_overrides
+from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups, parse_overrides
 
 
 def test_an_ip_is_admitted_up_to_its_maximum_and_a_release_frees_a_slot() -> None:
@@ -48,3 +52,34 @@ def test_kafkas_checks_of_the_settings(default: int | None, overrides: dict[str,
 def test_an_override_without_a_count_is_refused() -> None:
     with pytest.raises(ConnectionLimitError, match="is not host:count"):
         parse_overrides("10.0.0.1:many")
+
+
+def test_a_name_is_looked_up_off_the_loop_and_applied_when_its_lookup_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow resolver holds a worker thread, not the door's loop: the loop is answered at once, and the name's
+    maximum applies when its lookup has ended."""
+    released = threading.Event()
+
+    def slow_resolver(host: str) -> str:
+        released.wait(30)
+        return "10.9.8.7"
+
+    monkeypatch.setattr(socket, "gethostbyname", slow_resolver)
+
+    async def main() -> tuple[int | None, int | None]:
+        limits = ConnectionsPerIp()
+        looked_up = asyncio.Event()
+        names = NameLookups(on_resolved=looked_up.set)
+        limits.reconfigure(None, {"batch-host.example": 1, "10.0.0.1": 2}, names)
+        assert names.pending("batch-host.example") and limits.maximum("10.0.0.1") == 2
+        before = limits.maximum("10.9.8.7")  # not yet known: left out
+        released.set()
+        await looked_up.wait()
+        limits.reconfigure(None, {"batch-host.example": 1, "10.0.0.1": 2}, names)  # what on_resolved does
+        return before, limits.maximum("10.9.8.7")
+
+    assert asyncio.run(main()) == (None, 1)
+
+
+def test_without_a_running_loop_a_name_is_looked_up_there_and_then() -> None:
+    assert NameLookups().address("localhost") == "127.0.0.1"
+    assert NameLookups().address("no-such-host.invalid") is None
