@@ -26,10 +26,6 @@ SLOT_SETTINGS = (MAX_CONNECTIONS, MAX_CONNECTION_CREATION_RATE)
 LISTENER_SETTING = re.compile(r"listener\.name\.([^.]+)\.(max\.connections|max\.connection\.creation\.rate)")
 
 
-def listener_setting(listener: str, setting: str) -> str:
-    return f"listener.name.{listener.lower()}.{setting}"
-
-
 @dataclass(frozen=True)
 class SlotLimits:
     """The maxima, None where there is none; per listener by the listener's name as configured."""

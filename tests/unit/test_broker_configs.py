@@ -5,15 +5,10 @@ the static block, validated with Kafka's messages, and described with Kafka's so
 from __future__ import annotations
 
 import asyncio
-import struct
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader
 
 from front_door import describe_configs, incremental_alter_configs
 from front_door.api_keys import ApiKey
@@ -29,12 +24,11 @@ from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.principal import KafkaPrincipal, user
 from front_door.security.store import BROKER_KIND
-from front_door.server import READABLE
-from front_door.wire import encode_response, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl
-from tests.unit.test_front_door import REGISTRY, _frame
+from tests.unit.test_connection_quotas import answered, req
+from tests.unit.test_front_door import REGISTRY
 
 ADMIN, ALICE = user("admin"), user("alice")
 BROKER, TOPIC = 4, 2
@@ -64,10 +58,6 @@ def test_an_unreadable_record_is_skipped() -> None:
     assert BrokerConfigs({}, store).dynamic == {}
 
 
-def req(api_key: int, version: int) -> ModuleType:
-    return sys.modules[load_request_schema(api_key, version).__module__]
-
-
 def _context(tmp_path: Path, configs: BrokerConfigs, authorizer: AclAuthorizer | None = None) -> Context:
     return Context((Node(1, "gw.example", 9093),), lambda: REGISTRY,
                    bridge=None,  # type: ignore[arg-type]  # nothing here reaches the ingress topic
@@ -76,14 +66,7 @@ def _context(tmp_path: Path, configs: BrokerConfigs, authorizer: AclAuthorizer |
 
 
 def _answer(ctx: Context, api_key: int, version: int, body: Any, principal: KafkaPrincipal = ADMIN) -> Any:
-    request = parse_request(_frame(api_key, version, body), READABLE, 1, "/10.0.0.1", principal)
-    response = asyncio.run(HANDLERS[api_key](ctx, request))
-    encoded = encode_response(api_key, version, 7, response)
-    schema = load_response_schema(api_key, version)
-    _, used = entity_reader(schema.__header_schema__)(encoded, 4)
-    decoded, size = entity_reader(schema)(encoded, 4 + used)
-    assert 4 + used + size == len(encoded) and struct.unpack(">i", encoded[:4])[0] == len(encoded) - 4
-    return decoded
+    return answered(HANDLERS, ctx, api_key, version, body, principal)
 
 
 def _alter(ctx: Context, configs: list[tuple[str, int, str | None]], *, name: str = "", resource_type: int = BROKER,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -122,9 +123,14 @@ def _context(tmp_path: Path, store: MemorySecurityStore | None, authorizer: AclA
 
 
 def _answer(ctx: Context, api_key: int, version: int, body: Any, principal: KafkaPrincipal = ADMIN) -> Any:
-    """Handled, encoded as the server sends it, decoded with kio."""
+    return answered(HANDLERS, ctx, api_key, version, body, principal)
+
+
+def answered(handlers: Mapping[int, Any], ctx: Context, api_key: int, version: int, body: Any,
+             principal: KafkaPrincipal = ADMIN) -> Any:
+    """Handled by `handlers[api_key]`, encoded as the server sends it, decoded with kio."""
     request = parse_request(_frame(api_key, version, body), READABLE, 1, "/10.0.0.1", principal)
-    response = asyncio.run(HANDLERS[api_key](ctx, request))
+    response = asyncio.run(handlers[api_key](ctx, request))
     encoded = encode_response(api_key, version, 7, response)
     schema = load_response_schema(api_key, version)
     _, used = entity_reader(schema.__header_schema__)(encoded, 4)
