@@ -1,7 +1,6 @@
-"""The decision row: what the stateful stage decides for each ingress batch, and what the sink's work in
-the same Python worker reads (DESIGN §6): the append, the produce response, the dead letter and the metric
-deltas take it typed. It never crosses Spark: the stage appends, publishes and counts its own partition's
-decisions and emits only a summary (`sinks.partition_task.TaskSummary`). Nulls are None."""
+"""The decision row: what the stateful stage decides for each ingress batch, emitted as a row of the
+decisions DataFrame (`sinks.decisions` gives its Spark types), and what the foreachBatch sink's tasks read
+back: the append, the produce response, the dead letter and the metric deltas take it typed. Nulls are None."""
 
 from __future__ import annotations
 

@@ -1,39 +1,36 @@
-"""The micro-batch's sink: one Spark job per micro-batch, and no Python on the driver while it runs (DESIGN §4, §5, §6).
+"""The query's sink: `writeStream.foreachBatch`, keyed by the `batch_id` foreachBatch gives (docs/design.md).
 
-The stateful stage does the sink's work for each target partition in its own task and Python worker,
-right after deciding it (`streaming.stage`, `sinks.partition_task`): append, fsync and commit, then the
-responses and dead letters, then metric deltas. What it emits is one `TaskSummary` row per target
-partition. The query writes these rows to Spark's `noop` sink, whose job runs the stage and writes
-nothing, and gathers them with `Dataset.observe` into the micro-batch's observed metrics, which travel
-back with the tasks' results. So no Python on the driver runs while the micro-batch does: a
-`foreachBatch` is a py4j call into the driver's Python for every micro-batch, where it queues for the GIL
-beside the front door. The observers (metrics, status) get the merged `MicroBatchSummary` from the query's
-progress event, on the listener bus, once the micro-batch is committed (`streaming.query` wires the listener).
+For each micro-batch, `GatewaySink.write` runs one Spark job over the stage's decisions: a `mapInArrow` in
+the decisions DataFrame's own partitions (the stateful operator's, already by target partition), whose
+tasks append, commit, publish and count their target partitions' decisions (`sinks.partition_task.run_task`)
+and hand back one small `TaskSummary` each; no batch byte reaches the driver. The batch id is the sink's
+exactly-once key: a replayed micro-batch (same id, same decisions, since the stage is deterministic) is
+skipped where it was committed and its responses are published again, identical (Spark's documented way to
+make foreachBatch idempotent). The observers (metrics, status) get the merged `MicroBatchSummary` from the
+query's progress event, on the listener bus, once Spark has committed the micro-batch (`streaming.query`
+wires the listener).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from pyspark import TaskContext
+import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sinks.partition_task import SinkConfig, TaskSummary
+from sinks.decisions import arrow_decision_chunks
+from sinks.partition_task import SinkConfig, TaskSummary, run_task
+from sinks.registry_watcher import RegistryWatcher
 
 log = logging.getLogger("gateway.sink")
 
 TASK_SUMMARY_SCHEMA = StructType([StructField("summary", StringType(), False)])
-# The observed metric that carries the micro-batch's TaskSummary rows to the driver, and its one field.
-SUMMARIES_METRIC = "gateway_task_summaries"
-SUMMARIES_FIELD = "summaries"
-# Spark's built-in sink that runs the plan and writes nothing (`NoopTable`).
-NOOP_SINK = "noop"
 
 
 @dataclass(frozen=True)
@@ -47,7 +44,7 @@ class MicroBatchSummary:
     sink_seconds: float = 0.0  # the whole Spark job: stage, append, publish (Spark's `addBatch`)
     append_seconds: float = 0.0  # summed over target partitions (in parallel when in several tasks)
     publish_seconds: float = 0.0  # summed over target partitions
-    partitions: int = 0  # target partitions decided (one summary each)
+    partitions: int = 0  # target partitions decided
     metric_rows: list[dict[str, Any]] = field(default_factory=list)  # for sinks.metrics.merge_aggregates
 
     @staticmethod
@@ -62,7 +59,7 @@ class MicroBatchSummary:
             sink_seconds=sink_seconds,
             append_seconds=sum(t.append_seconds for t in summaries),
             publish_seconds=sum(t.publish_seconds for t in summaries),
-            partitions=len(summaries),
+            partitions=sum(t.partitions for t in summaries),
             metric_rows=[row for t in summaries for row in t.metric_rows],
         )
 
@@ -72,45 +69,64 @@ class MicroBatchSummary:
 MicroBatchObserver = Callable[[int, MicroBatchSummary], None]
 
 
-# MicroBatchExecution.BATCH_ID_KEY: the local property Spark sets on every job of a micro-batch, replays included
-BATCH_ID_PROPERTY = "streaming.sql.batchId"
+@dataclass(frozen=True)
+class SinkTask:
+    """What every task of the sink's job needs, pickled once into each micro-batch's job (a few hundred bytes):
+    the sink's settings, the watched topic registry, and the Python worker's first step (`worker_setup`:
+    logging, allocator settings), given by the query so the sink imports nothing above it."""
+
+    config: SinkConfig
+    registry: RegistryWatcher
+    worker_setup: Callable[[], None]
+
+    def __call__(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        self.worker_setup()
+        summary = run_task(self.config, batch_id, self.registry.current(), arrow_decision_chunks(batches))
+        yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
 
 
-def micro_batch_id() -> int:
-    """In a task of the streaming query: the id of the micro-batch it belongs to (the sink's exactly-once key)."""
-    context = TaskContext.get()
-    value = None if context is None else context.getLocalProperty(BATCH_ID_PROPERTY)
-    if value is None:
-        raise RuntimeError(f"not in a task of a streaming micro-batch (no local property {BATCH_ID_PROPERTY})")
-    return int(value)
+def _no_setup() -> None:
+    pass
 
 
 class GatewaySink:
-    """The query's sink: `observe` shapes the stage's summaries into the written stream; `on_progress` and
-    `on_terminated` take the query's listener events and hand each micro-batch's summary to the observers."""
+    """The query's foreachBatch sink: `write` stores and publishes a micro-batch's decisions; `on_progress` and
+    `on_terminated` take the query's listener events and hand each committed micro-batch's summary to the
+    observers."""
 
-    def __init__(self, config: SinkConfig, observers: Sequence[MicroBatchObserver] = ()) -> None:
-        self.config = config  # for the stage's sink work (`streaming.stage.apply_stage`)
+    def __init__(self, config: SinkConfig, registry: RegistryWatcher, observers: Sequence[MicroBatchObserver] = (),
+                 worker_setup: Callable[[], None] = _no_setup) -> None:
+        self.config = config
+        self.task = SinkTask(config, registry, worker_setup)  # built once; each job binds its batch id
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
         self.retention: Any = None  # the query's retention schedule (streaming.query sets it; tests wait on it)
         self._terminated = threading.Event()
+        self._lock = threading.Lock()
+        self._written: dict[int, list[TaskSummary]] = {}  # by batch id, until its progress report
 
-    @staticmethod
-    def observe(summaries: DataFrame) -> DataFrame:
-        """The stage's summaries with their rows gathered as the micro-batch's observed metric."""
-        return summaries.observe(SUMMARIES_METRIC, F.collect_list("summary").alias(SUMMARIES_FIELD))
+    def write(self, decisions: DataFrame, batch_id: int) -> None:
+        """foreachBatch's function: one Spark job, the tasks' summaries kept for the micro-batch's report."""
+        rows = decisions.mapInArrow(partial(self.task, batch_id), TASK_SUMMARY_SCHEMA).collect()
+        self.written(batch_id, [TaskSummary.from_json(r.summary) for r in rows])
+
+    def written(self, batch_id: int, summaries: Sequence[TaskSummary]) -> None:
+        """Keep what micro-batch `batch_id` wrote until its progress report (a later attempt replaces it)."""
+        with self._lock:
+            self._written[batch_id] = list(summaries)
 
     def on_progress(self, progress: Mapping[str, Any]) -> None:
         """A progress report of this sink's query: merge the micro-batch's summaries, call the observers.
-        A report without them (no data, or a micro-batch with no rows) calls nothing."""
-        observed = (progress.get("observedMetrics") or {}).get(SUMMARIES_METRIC)
-        if not observed or not observed.get(SUMMARIES_FIELD):
-            return
+        A report of a micro-batch that wrote nothing calls nothing."""
         batch_id = int(progress["batchId"])
+        with self._lock:
+            summaries = self._written.pop(batch_id, None)
+            for older in [b for b in self._written if b < batch_id]:  # a failed attempt's, replayed since
+                del self._written[older]
+        if not summaries or not any(t.partitions for t in summaries):
+            return
         sink_seconds = (progress.get("durationMs") or {}).get("addBatch", 0) / 1000
-        self.last_summary = s = MicroBatchSummary.merge(
-            batch_id, [TaskSummary.from_json(text) for text in observed[SUMMARIES_FIELD]], sink_seconds)
+        self.last_summary = s = MicroBatchSummary.merge(batch_id, summaries, sink_seconds)
         log.debug("micro-batch %s: %d appended (%d bytes), %d responses, %d dead letters, %d replayed partitions, "
                   "%.3f s (append %.3f s, publish %.3f s over %d partitions)", batch_id, s.appended_batches,
                   s.appended_bytes, s.responses, s.dead_letters, s.replayed_partitions, s.sink_seconds,

@@ -1,16 +1,15 @@
-"""The sink's work for one target partition's decisions of a micro-batch: append, commit, publish, count
-(DESIGN §5, §6).
+"""The sink's work for one task's decisions of a micro-batch: append, commit, publish, count (docs/design.md).
 
-The stateful stage runs it in its own Python worker, as it decides the partition (`streaming.stage`): the
-decided batches are in that worker's memory, so they never cross Spark again. It appends the partition's
-accepted batches in offset order as they are decided (`PartitionAppend`), then fsyncs and commits them
-exactly once per micro-batch (`partition_log.BatchAppender`), and only then sends the partition's produce responses and dead letters
-— a response never goes out before its batch is durable (DESIGN §4.3) — and waits for their delivery. The
-log's fdatasync runs on a thread of its own while this one encodes the responses and folds the rows into
-metric deltas (`batch_metrics`), work that needs the decisions but not their durability: the fsync of a
-large micro-batch's tail is tens of milliseconds the worker would otherwise spend waiting. The thread
-makes that one call and nothing else, so it never waits for the GIL while it holds the commit up. What reaches the driver is one small `TaskSummary`
-per partition: one Spark job per micro-batch, no persist, no second shuffle, no second Python worker.
+The foreachBatch sink runs it in the tasks of the decisions' own partitions (`sinks.micro_batch`: the
+stateful operator's output is already partitioned by target partition, so one Spark job per micro-batch
+decides, appends and publishes). It appends each target partition's accepted batches in offset order
+(`PartitionAppend`), then fsyncs and commits them exactly once per micro-batch id, the `batch_id`
+foreachBatch gives (`partition_log.BatchAppender`), and only then sends the produce responses and dead
+letters (a response never goes out before its batch is durable) and waits for their delivery. The logs'
+fdatasyncs run on threads of their own while this one encodes the responses and folds the rows into metric
+deltas (`batch_metrics`), work that needs the decisions but not their durability. Each thread makes that one
+call and nothing else, so it never waits for the GIL while it holds a commit up. What reaches the driver is
+one small `TaskSummary` per task.
 """
 from __future__ import annotations
 
@@ -52,10 +51,11 @@ class SinkConfig:
 
 @dataclass(frozen=True)
 class TaskSummary:
-    """What the sink's work for one target partition reports to the driver (a JSON string: a few hundred bytes)."""
+    """What the sink's work for one task reports to the driver (a JSON string: a few hundred bytes)."""
 
     appended_batches: int = 0
     appended_bytes: int = 0
+    partitions: int = 0  # target partitions decided
     partitions_appended: int = 0
     replayed_partitions: int = 0
     segments_rolled: int = 0
@@ -76,7 +76,7 @@ class TaskSummary:
 
 class PartitionAppend:
     """A target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
-    original offsets and not stored) appended as the stage decides them (`add`), in offset order, then one
+    original offsets and not stored) appended as they arrive (`add`), in offset order, then one
     fsync and commit (`finish`), exactly once per micro-batch (`partition_log.BatchAppender`); a batch that
     does not continue the log fails the task. No directory is made for a partition that only rejects, such
     as a hostile topic name's. `seconds` is the time spent in it."""
@@ -192,36 +192,39 @@ def in_background(fn: Callable[[], None]) -> Future[None]:
     return future
 
 
-def run_partition(
-    config: SinkConfig, batch_id: int, rows: Sequence[DecisionRow], registry: TopicRegistry,
-    clock: Callable[[], float], append: PartitionAppend | None = None,
+def run_task(
+    config: SinkConfig, batch_id: int, registry: TopicRegistry, chunks: Iterable[Sequence[DecisionRow]],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TaskSummary:
-    """Everything the sink does for one target partition's rows, in the order the guarantees need: its
-    batches appended (by `append`, which the stage fed as it decided, else here), fsynced and committed
-    while the responses, dead letters and metric deltas are built, then the responses and dead letters
-    sent and delivered."""
-    if append is None:
-        append = PartitionAppend(config.segments_root, batch_id, registry, clock)
-        append.add(rows)
-    if not rows:
-        try:
-            append.finish()
-        finally:
-            append.close()
-        return TaskSummary()
-    log_starts = append.log_starts
-    syncing: Future[None] | None = None
+    """Everything the sink does for one task's decisions (its target partitions' rows, each partition's in
+    ingress order, in chunks as Arrow hands them over), in the order the guarantees need: each partition's
+    accepted batches appended as they arrive; every partition's fdatasync started at once and the responses,
+    dead letters and metric deltas built meanwhile; each partition committed; then all of the task's responses
+    and dead letters sent in one publication, and one wait for their delivery. Durability is grouped across
+    the task's partitions; no response leaves before its own partition's commit."""
+    appends: dict[tuple[str | None, int | None], PartitionAppend] = {}
+    rows: list[DecisionRow] = []
     try:
-        syncing = append.start_sync() if len(rows) >= SYNC_AHEAD_ROWS else None
-        responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
-        metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
-        metrics.add(rows)
-        appended = append.finish(syncing)
+        for chunk in chunks:
+            _add_by_partition(chunk, appends, config.segments_root, batch_id, registry, clock)
+            rows.extend(chunk)
+        if not rows:
+            return TaskSummary()
+        log_starts: dict[tuple[str, int], int] = {}
+        for append in appends.values():
+            log_starts.update(append.log_starts)
+        syncing = [a.start_sync() for a in appends.values()] if len(rows) >= SYNC_AHEAD_ROWS else []
+        try:
+            responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
+            metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
+            metrics.add(rows)
+            outcomes = [o for a, s in zip(appends.values(), syncing or [None] * len(appends), strict=True)
+                        if (o := a.finish(s)) is not None]
+        finally:
+            wait([s for s in syncing if s is not None])  # each descriptor stays open until its call has returned
     finally:
-        if syncing is not None:
-            wait([syncing])  # the descriptor stays open until the call on it has returned
-        append.close()
-    append_seconds = append.seconds
+        for append in appends.values():
+            append.close()
     n_resp = n_dlq = 0
     started = clock()
     if responses or letters:
@@ -230,17 +233,33 @@ def run_partition(
         n_dlq = publication.send(config.dlq_topic, letters)
         publication.finish()
     published = clock()
-    outcomes = [] if appended is None else [appended]
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),
         appended_bytes=sum(o.bytes_written for o in outcomes),
+        partitions=len(appends),
         partitions_appended=sum(1 for o in outcomes if o.batches),
         replayed_partitions=sum(1 for o in outcomes if o.skipped_replay),
         segments_rolled=sum(o.segments_rolled for o in outcomes),
         recovered_bytes=sum(o.recovered_bytes for o in outcomes),
         responses=n_resp,
         dead_letters=n_dlq,
-        append_seconds=append_seconds,
+        append_seconds=sum(a.seconds for a in appends.values()),
         publish_seconds=published - started,
         metric_rows=metrics.rows(),
     )
+
+
+def _add_by_partition(
+    chunk: Sequence[DecisionRow], appends: dict[tuple[str | None, int | None], PartitionAppend], root: Path,
+    batch_id: int, registry: TopicRegistry, clock: Callable[[], float],
+) -> None:
+    """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call."""
+    start = 0
+    for i in range(1, len(chunk) + 1):
+        if i == len(chunk) or (chunk[i].topic, chunk[i].partition) != (chunk[start].topic, chunk[start].partition):
+            key = (chunk[start].topic, chunk[start].partition)
+            append = appends.get(key)
+            if append is None:
+                append = appends[key] = PartitionAppend(root, batch_id, registry, clock)
+            append.add(chunk[start:i])
+            start = i

@@ -1,4 +1,4 @@
-"""Query lifecycle: build the pipeline (ingress → stage and sink per target partition → Spark's noop sink), start, stop."""
+"""Query lifecycle: build the pipeline (ingress → the stateful stage's decisions → the foreachBatch sink), start, stop."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ from contract.topics import (
     rehearsal_topic,
 )
 from sinks.metrics.gateway_metrics import GatewayMetrics
-from sinks.micro_batch import NOOP_SINK, GatewaySink, MicroBatchObserver
+from sinks.micro_batch import GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.retention_schedule import RetentionSchedule
 from streaming.sink_listener import SinkListener
-from streaming.stage import apply_stage
+from streaming.stage import apply_stage, prepare_worker
 
 log = logging.getLogger("gateway.query")
 
@@ -57,15 +57,15 @@ def start_gateway(
         config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
     )
     limits = config.ingress_limits(registry.current())
-    sink = GatewaySink(sink_config(config, limits), observers)
+    sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_worker)
     # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
                                   metrics=metrics)
-    summaries = apply_stage(read_ingress(spark, config, limits), registry, sink.config)
+    decisions = apply_stage(read_ingress(spark, config, limits), registry)
     writer = (
-        sink.observe(summaries).writeStream.queryName(config.query_name)
+        decisions.writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
-        .format(NOOP_SINK)
+        .foreachBatch(sink.write)
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=config.trigger_interval)
     listener = SinkListener.register(spark, sink)  # before the start: it hears every report of the query

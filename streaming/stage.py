@@ -7,18 +7,16 @@ ingress offset) — Spark gives no order after the shuffle — and decided one b
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
 
-The same Python worker then does the sink's work for the partition (`sinks.partition_task.run_partition`:
-append, fsync, commit, then responses and dead letters, then metric deltas), keyed by the micro-batch id
-Spark gives the task, and emits only its `TaskSummary`. The decided batches stay in this worker's memory:
-no decision row, no batch byte crosses Spark again, and no second Python worker runs. A task retried
-after a failure decides the same again from the state Spark gives it, and the append skips what the
-partition's commit record says is already stored (DESIGN §5: a deterministic stage, an idempotent sink).
+The function only decides: it emits one typed decision row per ingress batch (`sinks.decisions`) and
+writes no file, creates no Kafka client, makes no network call (Spark may run it again; its effects would
+not be covered by the state store's commit). The foreachBatch sink (`sinks.micro_batch`) stores and
+publishes the decisions. A task retried after a failure decides the same again from the state Spark gives
+it: a deterministic stage, an idempotent sink (docs/design.md).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -30,8 +28,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
-from sinks.micro_batch import TASK_SUMMARY_SCHEMA, micro_batch_id
-from sinks.partition_task import PartitionAppend, SinkConfig, TaskSummary, run_partition
+from sinks.decisions import DECISION_SCHEMA, decision_frame
 from sinks.registry_watcher import RegistryWatcher
 from streaming.logs import ThrottledWarning, configure_logging
 from streaming.worker_memory import keep_worker_memory
@@ -43,9 +40,6 @@ from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.stage")
-# Decided rows handed to the sink's append at a time: ~1 MB of 100-record batches, the size at which a
-# segment writes its pending bytes out (`segment.PENDING_LIMIT`), so the disk starts on them early.
-DECIDED_CHUNK = 100
 # KIP-937: Kafka warns about accepted records far ahead of its clock. Per batch, a producer with a
 # wrong clock would flood the log: one line per partition, then a summary per minute (the metric
 # gateway_future_timestamps_total counts every record).
@@ -110,17 +104,12 @@ def target_decider(
 
 def decide_group(
     topic: str | None, partition: int | None, items: list[IngressBatch], registry: TopicRegistry,
-    state: PartitionState, now_ms: int, decided: Callable[[list[DecisionRow]], None] | None = None,
+    state: PartitionState, now_ms: int,
 ) -> tuple[list[DecisionRow], PartitionState]:
-    """Decide a target partition's batches of one micro-batch in ingress order; `decided` is handed the rows
-    every `DECIDED_CHUNK` rows and at the end (the sink appends them while the rest are decided)."""
+    """Decide a target partition's batches of one micro-batch in ingress order."""
     rows: list[DecisionRow] = []
-    handed = 0
     decide_one = target_decider(topic, partition, registry)
     for item in sorted(items, key=ingress_position):
-        if decided is not None and len(rows) - handed >= DECIDED_CHUNK:
-            decided(rows[handed:])
-            handed = len(rows)
         result = decide_one(item, state, now_ms)
         if type(result) is Accepted:
             state = result.state
@@ -132,8 +121,6 @@ def decide_group(
                     f"{result.producer_max_timestamp}), KIP-937",
                 )
         rows.append(_output_row(topic, partition, item, result, state, now_ms))
-    if decided is not None and len(rows) > handed:
-        decided(rows[handed:])
     return rows, state
 
 
@@ -206,16 +193,20 @@ def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
     return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_state(state.producers))
 
 
+def prepare_worker() -> None:
+    """First in every Python worker of the query (the stage's and the sink's): the gateway's logging (a worker
+    starts with it unconfigured) and its allocator settings."""
+    configure_logging()
+    keep_worker_memory()
+
+
 def stage_function(
-    registry: RegistryWatcher, sink: SinkConfig | None, batch_id: Callable[[], int] = micro_batch_id,
+    registry: RegistryWatcher,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
-    """The function `applyInPandasWithState` runs per target partition; `batch_id` gives the micro-batch of
-    the running task. With `sink` None (the standby's rehearsal) it decides and emits an empty summary:
-    nothing is stored or published."""
+    """The function `applyInPandasWithState` runs per target partition: its decision rows, in ingress order."""
 
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-        configure_logging()  # a Python worker starts with logging unconfigured
-        keep_worker_memory()
+        prepare_worker()
         topic, partition = key
         partition = None if partition is None or pd.isna(partition) else int(partition)
         items = [item for frame in frames for item in _ingress_batches(frame)]
@@ -223,30 +214,19 @@ def stage_function(
         old_state = _state_from_spark(state)
         # The registry file is re-read when it changed: a reload applies from the next group decided
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
-        current = registry.current()
-        if sink is None:
-            rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms)
-            summary = TaskSummary()
-        else:
-            append = PartitionAppend(sink.segments_root, batch_id(), current, time.perf_counter)
-            try:
-                rows, new_state = decide_group(topic, partition, items, current, old_state, now_ms, append.add)
-            except BaseException:
-                append.close()
-                raise
-            summary = run_partition(sink, append.batch_id, rows, current, time.perf_counter, append)
+        rows, new_state = decide_group(topic, partition, items, registry.current(), old_state, now_ms)
         # Only partitions that appended get a state row: hostile topic names must not grow the state.
         # (Spark reads the state once the function's frames are exhausted.)
         if new_state != old_state:
             state.update(_state_to_spark(new_state))
-        yield pd.DataFrame({"summary": [summary.to_json()]})
+        yield decision_frame(rows)
 
     return run_group
 
 
-def apply_stage(ingress: DataFrame, registry: RegistryWatcher, sink: SinkConfig | None) -> DataFrame:
-    """The stage over the ingress, with the sink's work (`sink`, or None to store and publish nothing): one
-    `TaskSummary` row per target partition of each micro-batch (`sinks.micro_batch.TASK_SUMMARY_SCHEMA`)."""
+def apply_stage(ingress: DataFrame, registry: RegistryWatcher) -> DataFrame:
+    """The stage over the ingress: one decision row per ingress batch (`sinks.decisions.DECISION_SCHEMA`),
+    partitioned by target partition (the stateful operator's hash partitioning)."""
     return ingress.groupBy("topic", "partition").applyInPandasWithState(
-        stage_function(registry, sink), TASK_SUMMARY_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+        stage_function(registry), DECISION_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )

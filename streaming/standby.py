@@ -6,9 +6,10 @@ its metrics and health endpoints, and then:
   environment unpacked, the gateway's modules imported and each worker's producer of responses connected;
   again every `KEEP_WARM_S` while it waits (`KeepWarm`), since Spark ends a worker idle for a minute;
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
-  RocksDB state store, the same shuffle — over the last message of each ingress partition, with a scratch
-  checkpoint and no sink work (nothing stored or published), so Spark's generated code (cached per JVM by its text), the
-  Kafka consumer, the state store and the stage's Python path are loaded before takeover. On an ingress
+  RocksDB state store, the same shuffle, a foreachBatch running the sink's job shape (a `mapInArrow` over
+  the decisions) — over the last message of each ingress partition, with a scratch checkpoint and nothing
+  stored or published, so Spark's generated code (cached per JVM by its text), the Kafka consumer, the
+  state store and the stage's and the sink's Python paths are loaded before takeover. On an ingress
   topic still empty (a fresh deployment: active and standby started together) the same plan runs over a
   scratch topic of its own (`<ingress topic>.rehearsal`, one partition) holding one batch for a registry
   topic, so a standby is as warm before the first produce as after a busy day.
@@ -33,17 +34,18 @@ from functools import partial
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
+from sinks.decisions import arrow_decisions
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG, connect
-from sinks.micro_batch import NOOP_SINK, GatewaySink
+from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
-from streaming.stage import apply_stage
+from streaming.stage import apply_stage, prepare_worker
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry
 
@@ -64,7 +66,8 @@ class WarmUp:
 def _import_gateway(sink: SinkConfig | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Runs in each Python worker: imports what the stage and the sink import, and connects the worker's
     producer of responses and dead letters (`sink`); yields the worker's host and pid."""
-    import streaming.stage  # noqa: F401  (the stateful stage, the sink's work and the validators under them)
+    import sinks.micro_batch  # noqa: F401  (the sink's work and the storage under it)
+    import streaming.stage  # noqa: F401  (the stateful stage and the validators under it)
 
     if sink is not None:
         connect(sink.cluster, sink.max_message_bytes, (sink.response_topic, sink.dlq_topic), sink.publish_timeout_ms)
@@ -161,15 +164,25 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
         config, starting = scratch, _last_messages(scratch)
         if starting is None:
             return None
-    # sink None: the stage decides and nothing is stored or published
-    summaries = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry,
-                            None)
+    decisions = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry)
     with tempfile.TemporaryDirectory(prefix="gateway-rehearsal-") as checkpoint:
-        query = (GatewaySink.observe(summaries).writeStream.queryName(f"{config.query_name}_standby_rehearsal")
-                 .option("checkpointLocation", checkpoint).format(NOOP_SINK)
+        query = (decisions.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
+                 .option("checkpointLocation", checkpoint).foreachBatch(_dry_run)
                  .trigger(availableNow=True).start())
         try:
             query.awaitTermination(timeout_s)
         finally:
             query.stop()
     return time.monotonic() - started
+
+
+def _read_decisions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    prepare_worker()
+    for _ in arrow_decisions(batches):  # read as the sink reads them; nothing stored or published
+        pass
+    yield from ()
+
+
+def _dry_run(decisions: DataFrame, _batch_id: int) -> None:
+    """The sink's job over the decisions, without its work."""
+    decisions.mapInArrow(_read_decisions, TASK_SUMMARY_SCHEMA).collect()

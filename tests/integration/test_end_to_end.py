@@ -183,9 +183,9 @@ def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config
 
 
 def test_observers_get_each_micro_batch_from_the_query_progress_and_the_listener_leaves(spark, gateway_config) -> None:
-    """The sink's summaries travel as the micro-batch's observed metric (no Python on the driver while it
-    runs): every micro-batch with input reaches the observers once, with its tasks' counts and Spark's
-    addBatch time, and the sink's listener is gone once the query's termination reached the sink."""
+    """The query's sink is Spark's foreachBatch; every micro-batch with input reaches the observers once, after
+    Spark committed it, with its tasks' counts and Spark's addBatch time, and the sink's listener is gone once
+    the query's termination reached the sink."""
     config = gateway_config.with_overrides(max_offsets_per_trigger=4)
     create_gateway_topics(config)
     sent = produce_batches(config, round_of_batches(per_partition=3, records=2))
@@ -197,6 +197,7 @@ def test_observers_get_each_micro_batch_from_the_query_progress_and_the_listener
     assert sink.wait_terminated(60), "the query's termination never reached its sink"
     progress = {p["batchId"]: p for p in query.recentProgress if p["numInputRows"] > 0}
     assert len(progress) > 1, "several micro-batches were meant to run"
+    assert all("ForeachBatchSink" in p["sink"]["description"] for p in progress.values())
     assert [b for b, _ in seen] == sorted(progress)
     for batch_id, summary in seen:
         assert summary.batch_id == batch_id

@@ -1,61 +1,59 @@
-"""The stage's sink work takes its micro-batch id from Spark's local property; outside a task of a streaming
-micro-batch there is none, and asking fails with a message rather than appending under a wrong id. The
-driver's side of the sink merges a progress report's observed summaries for the observers."""
+"""The driver's side of the foreachBatch sink: what a micro-batch wrote reaches the observers as one merged
+summary when its progress report arrives (after Spark committed it), and only then."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sinks.kafka_security import KafkaCluster
-from sinks.micro_batch import (
-    BATCH_ID_PROPERTY,
-    SUMMARIES_FIELD,
-    SUMMARIES_METRIC,
-    GatewaySink,
-    MicroBatchSummary,
-    micro_batch_id,
-)
+from sinks.micro_batch import GatewaySink, MicroBatchSummary
 from sinks.partition_task import SinkConfig, TaskSummary
-
-
-def test_outside_a_streaming_task_there_is_no_batch_id() -> None:
-    assert BATCH_ID_PROPERTY == "streaming.sql.batchId"  # MicroBatchExecution.BATCH_ID_KEY
-    with pytest.raises(RuntimeError, match="not in a task of a streaming micro-batch"):
-        micro_batch_id()
+from sinks.registry_watcher import RegistryWatcher
+from streaming.config import REPO_ROOT
 
 SINK_CONFIG = SinkConfig(KafkaCluster("127.0.0.1:1"), Path("/nonexistent"), "in", "responses", "dlq", 1 << 20)
-
-
-def _observed(*summaries: TaskSummary) -> dict:
-    return {SUMMARIES_METRIC: {SUMMARIES_FIELD: [s.to_json() for s in summaries]}}
+REGISTRY = RegistryWatcher(REPO_ROOT / "conf" / "topics.json")
 
 
 def test_a_progress_report_reaches_the_observers_as_the_merged_summary_of_its_tasks() -> None:
     calls: list[tuple[int, MicroBatchSummary]] = []
-    sink = GatewaySink(SINK_CONFIG, [lambda b, s: calls.append((b, s))])
+    sink = GatewaySink(SINK_CONFIG, REGISTRY, [lambda b, s: calls.append((b, s))])
     rows = [{"t": "a", "p": 0}]
-    sink.on_progress({"batchId": 7, "durationMs": {"addBatch": 250},
-                      "observedMetrics": _observed(TaskSummary(appended_batches=3, appended_bytes=300, responses=3),
-                                                   TaskSummary(dead_letters=1, responses=1, metric_rows=rows))})
+    sink.written(7, [TaskSummary(appended_batches=3, appended_bytes=300, responses=3, partitions=1),
+                     TaskSummary(dead_letters=1, responses=1, metric_rows=rows, partitions=1),
+                     TaskSummary()])  # a task of no target partition
+    assert calls == []  # not before Spark committed the micro-batch
+    sink.on_progress({"batchId": 7, "durationMs": {"addBatch": 250}})
     assert len(calls) == 1
     batch_id, summary = calls[0]
     assert batch_id == 7 and summary.batch_id == 7 and sink.last_summary is summary
     assert (summary.appended_batches, summary.appended_bytes, summary.responses, summary.dead_letters) == (3, 300, 4, 1)
     assert summary.partitions == 2 and summary.sink_seconds == 0.25 and summary.metric_rows == rows
+    sink.on_progress({"batchId": 7, "durationMs": {"addBatch": 250}})  # reported once
+    assert len(calls) == 1
 
 
-def test_a_report_without_summaries_calls_no_observer() -> None:
-    calls: list[int] = []
-    sink = GatewaySink(SINK_CONFIG, [lambda b, s: calls.append(b)])
-    sink.on_progress({"batchId": 1, "durationMs": {}})  # no data: no observed metrics at all
-    sink.on_progress({"batchId": 2, "durationMs": {}, "observedMetrics": _observed()})
-    assert calls == [] and sink.last_summary is None
+def test_a_replayed_attempt_counts_once_and_a_report_without_writes_calls_nothing() -> None:
+    calls: list[tuple[int, int]] = []
+    sink = GatewaySink(SINK_CONFIG, REGISTRY, [lambda b, s: calls.append((b, s.appended_batches))])
+    sink.written(3, [TaskSummary(appended_batches=5, partitions=1)])  # an attempt that failed before its commit ...
+    sink.written(3, [TaskSummary(appended_batches=0, replayed_partitions=1, partitions=1)])  # ... and its replay
+    sink.written(2, [TaskSummary(), TaskSummary()])  # tasks with no target partition: nothing to report
+    sink.on_progress({"batchId": 1, "durationMs": {}})  # no data: nothing written
+    sink.on_progress({"batchId": 2, "durationMs": {}})
+    sink.on_progress({"batchId": 3, "durationMs": {}})
+    assert calls == [(3, 0)]
 
 
 def test_the_termination_is_waited_for() -> None:
-    sink = GatewaySink(SINK_CONFIG)
+    sink = GatewaySink(SINK_CONFIG, REGISTRY)
     assert not sink.wait_terminated(0)
     sink.on_terminated()
     assert sink.wait_terminated(0)
+
+
+def test_the_product_reads_no_spark_internal_property() -> None:
+    """The exactly-once key is foreachBatch's own batch id, not MicroBatchExecution's local property."""
+    product = ("contract", "validators", "streaming", "sinks", "front_door", "clients", "embedded")
+    users = [str(f) for d in product for f in (REPO_ROOT / d).rglob("*.py") if "streaming.sql.batchId" in f.read_text()]
+    assert users == []

@@ -1,4 +1,4 @@
-"""The sink's work for one target partition (`sinks.partition_task`): its accepted batches appended in
+"""The sink's work for one task's target partitions (`sinks.partition_task`): accepted batches appended in
 offset order and committed once per micro-batch, metric deltas for every row; a replayed micro-batch
 stores nothing twice; no directory for a partition that only rejects; a batch that does not continue the
 log fails the task; the log's fdatasync ahead of the commit, on its own thread, stores the same bytes and
@@ -16,7 +16,7 @@ import pytest
 import sinks.partition_task as partition_task
 from contract.decision_row import DecisionRow
 from sinks.kafka_security import KafkaCluster
-from sinks.partition_task import SYNC_AHEAD_ROWS, SinkConfig, append_partition, run_partition
+from sinks.partition_task import SYNC_AHEAD_ROWS, SinkConfig, append_partition, run_task
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.log_reader import read
@@ -50,7 +50,7 @@ def _config(root: Path) -> SinkConfig:
 
 def test_a_partition_appended_committed_and_counted(tmp_path: Path) -> None:
     rows = _decided(2, 5)
-    summary = run_partition(_config(tmp_path / "segments"), 7, rows, REGISTRY, time.perf_counter)
+    summary = run_task(_config(tmp_path / "segments"), 7, REGISTRY, [rows], time.perf_counter)
     assert (summary.appended_batches, summary.partitions_appended, summary.responses) == (5, 1, 0)
     assert summary.appended_bytes == sum(len(r.batch) for r in rows)
     stored = read(tmp_path / "segments", "orders", 2, 0, max_records=100)
@@ -60,15 +60,15 @@ def test_a_partition_appended_committed_and_counted(tmp_path: Path) -> None:
 
 def test_a_replayed_micro_batch_writes_nothing_twice(tmp_path: Path) -> None:
     config = _config(tmp_path / "segments")
-    run_partition(config, 7, _decided(1, 4), REGISTRY, time.perf_counter)
-    again = run_partition(config, 7, _decided(1, 4), REGISTRY, time.perf_counter)
+    run_task(config, 7, REGISTRY, [_decided(1, 4)], time.perf_counter)
+    again = run_task(config, 7, REGISTRY, [_decided(1, 4)], time.perf_counter)
     assert (again.appended_batches, again.replayed_partitions) == (0, 1)
     assert len(read(tmp_path / "segments", "orders", 1, 0, max_records=100)) == 12
     assert {m["p"]: m["batches"] for m in again.metric_rows} == {1: 4}  # its rows still count
 
 
 def test_no_rows_no_work(tmp_path: Path) -> None:
-    summary = run_partition(_config(tmp_path), 1, [], REGISTRY, time.perf_counter)
+    summary = run_task(_config(tmp_path), 1, REGISTRY, [[]], time.perf_counter)
     assert summary.appended_batches == 0 and summary.metric_rows == []
 
 
@@ -84,7 +84,19 @@ def test_a_partition_that_only_rejects_gets_no_directory(tmp_path: Path) -> None
 def test_a_batch_that_does_not_continue_the_log_fails_the_task(tmp_path: Path) -> None:
     rows = _decided(0, 3)
     with pytest.raises(ValueError, match="does not continue the log end offset"):
-        run_partition(_config(tmp_path / "segments"), 3, [rows[0], rows[2], rows[1]], REGISTRY, time.perf_counter)
+        run_task(_config(tmp_path / "segments"), 3, REGISTRY, [[rows[0], rows[2], rows[1]]], time.perf_counter)
+
+
+def test_a_task_of_several_partitions_in_chunks_appends_each_in_order(tmp_path: Path) -> None:
+    """Arrow hands a task its rows in chunks that split a partition's run: each partition's batches still land
+    in offset order, once, and the task's summary counts every partition."""
+    first, second = _decided(0, 5), _decided(2, 4)
+    chunks = [first[:2], first[2:] + second[:1], second[1:]]
+    summary = run_task(_config(tmp_path / "segments"), 9, REGISTRY, chunks, time.perf_counter)
+    assert (summary.partitions, summary.partitions_appended, summary.appended_batches) == (2, 2, 9)
+    assert [r.offset for r in read(tmp_path / "segments", "orders", 0, 0, max_records=100)] == list(range(15))
+    assert [r.offset for r in read(tmp_path / "segments", "orders", 2, 0, max_records=100)] == list(range(12))
+    assert {m["p"]: m["batches"] for m in summary.metric_rows} == {0: 5, 2: 4}
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -105,10 +117,10 @@ def test_the_fdatasync_ahead_of_the_commit_stores_what_the_commit_alone_stores(
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    ahead = run_partition(_config(tmp_path / "ahead"), 4, decided, REGISTRY, time.perf_counter)
+    ahead = run_task(_config(tmp_path / "ahead"), 4, REGISTRY, [decided], time.perf_counter)
     calls_ahead, threads[:] = list(threads), []
     monkeypatch.setattr(partition_task, "SYNC_AHEAD_ROWS", 10**9)
-    alone = run_partition(_config(tmp_path / "alone"), 4, decided, REGISTRY, time.perf_counter)
+    alone = run_task(_config(tmp_path / "alone"), 4, REGISTRY, [decided], time.perf_counter)
     # the log is synced once either way: on the thread (and not again by the commit) or by the commit
     assert calls_ahead.count("gateway-commit") == (1 if rows >= SYNC_AHEAD_ROWS else 0)
     assert "gateway-commit" not in threads and len(calls_ahead) == len(threads)
@@ -123,7 +135,7 @@ def test_a_failed_fdatasync_ahead_of_the_commit_fails_the_task_uncommitted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _config(tmp_path / "segments")
-    run_partition(config, 1, _decided(0, 2), REGISTRY, time.perf_counter)
+    run_task(config, 1, REGISTRY, [_decided(0, 2)], time.perf_counter)
     directory = partition_dir(tmp_path / "segments", "orders", 0)
     before = read_commit(directory)
 
@@ -138,5 +150,5 @@ def test_a_failed_fdatasync_ahead_of_the_commit_fails_the_task_uncommitted(
         for i in range(SYNC_AHEAD_ROWS)
     ], REGISTRY, PartitionState(0, 6, NOW), NOW)
     with pytest.raises(OSError, match="Input/output error"):
-        run_partition(config, 2, rows, REGISTRY, time.perf_counter)
+        run_task(config, 2, REGISTRY, [rows], time.perf_counter)
     assert read_commit(directory) == before

@@ -1,23 +1,31 @@
-"""The stateful function (`streaming.stage.stage_function`) decides a partition's batches in ingress order,
-and does the sink's work for them in the same worker (appends as it decides) — appended, committed, counted — and emits one
-`TaskSummary`; a retried task decides the same again and stores nothing twice; the standby's rehearsal
-(no sink) stores nothing. Driven with PySpark's own `GroupState`, as its Python worker builds it."""
+"""The stateful function (`streaming.stage.stage_function`) decides a partition's batches in ingress order and
+only decides: it emits one decision row per batch and writes no file, makes no Kafka client, no network call —
+with the segments root unwritable and Kafka unreachable it decides the same. The sink's task
+(`sinks.partition_task.run_task`) then appends, commits and counts the rows of each target partition, once per
+micro-batch id. Driven with PySpark's own `GroupState`, as its Python worker builds it."""
 
 from __future__ import annotations
 
+import builtins
+import io
+import os
+import socket
+import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from contract.decision_row import DecisionRow
+from sinks.decisions import DECISION_SCHEMA, arrow_decisions
 from sinks.kafka_security import KafkaCluster
-from sinks.partition_task import SinkConfig, TaskSummary
+from sinks.partition_task import SinkConfig, run_task
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
 from streaming import stage
 from streaming.stage import (
-    DECIDED_CHUNK,
     STATE_SCHEMA,
     _ingress_batches,
     decide_group,
@@ -56,62 +64,62 @@ def _sink(root: Path) -> SinkConfig:
     return SinkConfig(KafkaCluster("127.0.0.1:1"), root, "ingress", "responses", "dlq", 1 << 20)
 
 
-def _run(run_group, state: GroupState) -> TaskSummary:  # type: ignore[no-untyped-def]
+def _decide(run_group, state: GroupState) -> list[DecisionRow]:  # type: ignore[no-untyped-def]
+    """The stage's output, through Arrow with the decisions' Spark schema, as the sink's task reads it."""
     # two input frames, neither in ingress order: the function sorts before deciding
-    (frame,) = list(run_group(("orders", 0), iter([_frame([6, 1, 4, 0]), _frame([3, 5, 2])]), state))
-    assert list(frame.columns) == ["summary"] and len(frame) == 1
-    return TaskSummary.from_json(frame["summary"][0])
+    frames = list(run_group(("orders", 0), iter([_frame([6, 1, 4, 0]), _frame([3, 5, 2])]), state))
+    arrow = pa.Schema.from_pandas(frames[0], preserve_index=False)
+    assert arrow.names == [f.name for f in DECISION_SCHEMA.fields]
+    return list(arrow_decisions(pa.RecordBatch.from_pandas(f, preserve_index=False) for f in frames))
 
 
-def test_a_partition_is_decided_in_ingress_order_appended_and_summarised(tmp_path: Path) -> None:
-    root = tmp_path / "segments"
-    run_group = stage_function(_registry(tmp_path), _sink(root), batch_id=lambda: 5)
+def test_the_stage_decides_in_ingress_order_and_only_decides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every file write and every network connection refused (the segments root unwritable, Kafka
+    unreachable), the stage decides exactly what it decides without them: it does neither."""
+    registry = _registry(tmp_path)
+    free = _decide(stage_function(registry), _state())
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the stage touched the outside world: {args!r}")
+
+    real_open = builtins.open
+
+    def read_only_open(file: object, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if any(c in mode for c in "wax+"):
+            refused(file, mode)
+        return real_open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(socket.socket, "connect", refused)
+    monkeypatch.setattr(socket, "create_connection", refused)
+    monkeypatch.setattr(builtins, "open", read_only_open)
+    monkeypatch.setattr(io, "open", read_only_open)  # pathlib's
+    monkeypatch.setattr(os, "open", refused)
     state = _state()
-    summary = _run(run_group, state)
+    rows = _decide(stage_function(registry), state)
+    monkeypatch.undo()
+    assert rows == free
+    assert [r.ingress_offset for r in rows] == list(range(7))
+    assert [(r.base_offset, r.last_offset) for r in rows] == [(2 * o, 2 * o + 1) for o in range(7)]
+    assert state.exists and state.get[1] == 14  # the log end offset, for the next micro-batch
+    again = _state()  # the same input again (a retried task): the same decisions, byte for byte
+    assert _decide(stage_function(registry), again) == rows and again.get == state.get
+
+
+def test_the_sink_task_appends_each_partition_once_per_batch_id(tmp_path: Path) -> None:
+    root = tmp_path / "segments"
+    rows = _decide(stage_function(_registry(tmp_path)), _state())
+    registry = _registry(tmp_path).current()
+    summary = run_task(_sink(root), 5, registry, [rows[:3], rows[3:]], time.perf_counter)
     assert (summary.appended_batches, summary.partitions_appended, summary.responses) == (7, 1, 0)
     stored = read(root, "orders", 0, 0, max_records=100)
     assert [r.offset for r in stored] == list(range(14))
     assert [r.value for r in stored[::2]] == [b"v" * (o % 7) for o in range(7)]
-    assert state.exists and state.get[1] == 14  # the log end offset, for the next micro-batch
     assert {m["p"]: m["batches"] for m in summary.metric_rows} == {0: 7}
-
-
-def test_a_retried_task_decides_the_same_and_stores_nothing_twice(tmp_path: Path) -> None:
-    root = tmp_path / "segments"
-    run_group = stage_function(_registry(tmp_path), _sink(root), batch_id=lambda: 5)
-    first = _state()
-    _run(run_group, first)
     log_file = next((root / "orders-0").glob("*.log"))
-    stored = log_file.read_bytes()
-    retried = _state()  # Spark gives the retry the state before the micro-batch
-    again = _run(run_group, retried)
-    assert (again.appended_batches, again.replayed_partitions) == (0, 1)
-    assert log_file.read_bytes() == stored
-    assert retried.get == first.get
-
-
-def test_the_rehearsal_decides_and_stores_nothing(tmp_path: Path) -> None:
-    root = tmp_path / "segments"
-
-    def no_batch_id() -> int:
-        raise AssertionError("the rehearsal has no micro-batch to append for")
-
-    state = _state()
-    summary = _run(stage_function(_registry(tmp_path), None, batch_id=no_batch_id), state)
-    assert summary == TaskSummary()
-    assert not root.exists()
-    assert state.exists  # its scratch checkpoint keeps the decided state
-
-
-def test_the_sink_is_handed_the_rows_as_they_are_decided(tmp_path: Path) -> None:
-    registry = _registry(tmp_path).current()
-    offsets = list(range(DECIDED_CHUNK * 2 + DECIDED_CHUNK // 2))
-    items = list(_ingress_batches(_frame(offsets[::-1])))
-    handed: list[list] = []
-    rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW, handed.append)
-    assert [len(chunk) for chunk in handed] == [DECIDED_CHUNK, DECIDED_CHUNK, DECIDED_CHUNK // 2]
-    assert [row for chunk in handed for row in chunk] == rows
-    assert [row.ingress_offset for row in rows] == offsets and state.log_end_offset == 2 * len(offsets)
+    written = log_file.read_bytes()
+    replayed = run_task(_sink(root), 5, registry, [rows], time.perf_counter)  # same batch id
+    assert (replayed.appended_batches, replayed.replayed_partitions) == (0, 1)
+    assert log_file.read_bytes() == written
 
 
 def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> None:
