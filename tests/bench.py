@@ -14,6 +14,8 @@ Run: `make bench` (or `.venv/bin/python -m tests.bench [--quick] [--only clients
 scaling fit. `--only secured-backlog`: just the gateway's backlog on a SASL_SSL (SCRAM-SHA-512) broker beside
 the plaintext one, alternating which goes first, with the ratios of records/s and drain time; a smoke run of
 it: `.venv/bin/python -m tests.bench --quick --only secured-backlog --per-trigger 100` (400 batches a drain).
+`--only shape`: the figures the sink's shape is judged by, each beside Spark's floor of the same shape — the
+backlog, the marginal cost per batch, a lone produce's round trip — then Kafka's clients through the front door.
 """
 
 from __future__ import annotations
@@ -84,12 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--end-to-end-only", action="store_true", help="only the end-to-end sections")
     # "front-door": another name of the clients' rows (they run through the front door)
     parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog", "secured-door",
-                                           "doors"],
+                                           "doors", "shape"],
                         help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
                              "(clients), the gateway's backlog beside Spark's floor, on SASL_SSL and the scaling fit "
                              "(backlog), only the backlog on SASL_SSL beside plaintext (secured-backlog), or the "
                              "front door's SASL_SSL listener beside PLAINTEXT and beside a login flood (secured-door), "
-                             "or one and two front doors as processes of their own (doors)")
+                             "one and two front doors as processes of their own (doors), or the sink's shape beside "
+                             "Spark's floor of the same shape (shape)")
     parser.add_argument("--per-trigger", type=int, metavar="N",
                         help="batches per micro-batch of the 100 x 100 B backlog (4 micro-batches are queued; "
                              "default 10000, --quick 1000), e.g. small for a smoke run")

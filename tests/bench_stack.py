@@ -510,6 +510,9 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
             target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
                    g_marginal / f_marginal <= 1.2)
         return
+    if only == "shape":
+        _bench_shape(work, quick, small, now, per_trigger[small.name])
+        return
     if only == "secured-backlog":
         print(f"\n== end to end, the gateway's backlog on SASL_SSL beside plaintext only: local[2], {KAFKA_VERSION} "
               f"brokers on loopback ==")
@@ -597,6 +600,55 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
         (g_fixed, g_marginal), (f_fixed, _) = scaling
         target("fixed cost per micro-batch gateway / Spark floor", ratio(g_fixed, f_fixed), "<= 1.2", g_fixed / f_fixed <= 1.2)
         target("marginal cost per 100-record batch (us)", f"{g_marginal * 1e6:.0f}", "<= 100", g_marginal <= 100e-6)
+
+
+LONE_PER_SECOND = 2.0  # one request every 500 ms: each alone in its micro-batch, none waiting for another's
+
+
+def _bench_shape(work: Path, quick: bool, small: Workload, now: int, per_trigger: int) -> None:
+    """The figures the sink's shape is judged by, in one run, each beside Spark's floor of the same shape (Kafka
+    source, pass-through stateful stage, foreachBatch running a pass-through job): the backlog, the marginal
+    cost per batch, and a lone produce's round trip (gateway: its response read back; floor: the end of the
+    micro-batch whose foreachBatch took it); then Kafka's clients through the front door (reported)."""
+    from tests.bench_clients import BEFORE_ROWS, SETTINGS, bench_clients
+
+    print(f"\n== end to end, the sink's shape beside Spark's floor of the same shape: local[2], {KAFKA_VERSION} "
+          f"broker on loopback ==")
+    lone_count = 20 if quick else 60
+    with Stack(work) as stack:
+        warm_up(stack, small, now, quick)
+        payloads = small.batches(4 * per_trigger, 4, now)
+        pairs = backlog_pairs(stack, small.name, payloads, per_trigger, 2 if quick else 4)
+        print_table([row for pair in pairs for row in pair])
+        print_cpu([row for pair in pairs for row in pair])
+        scaling = bench_scaling(stack, small, now, quick)
+        lone: dict[str, list[float]] = {"gateway": [], "floor": []}
+        lone_rows: list[Row] = []
+        for i in range(2):
+            for kind in pair_order(i):
+                latencies, durations = stack.latency(kind, small.batches(lone_count, 4, now), lone_count,
+                                                     LONE_PER_SECOND, "0 seconds")
+                lone[kind] += latencies
+                what = "gateway produce->response" if kind == "gateway" else "Spark floor produce->foreachBatch end"
+                lone_rows.append(Row(f"{what}, lone requests, round {i + 1} ({len(latencies)}/{lone_count})",
+                                     latency_ms=latencies, micro_batch_s=durations))
+        print()
+        print_table(lone_rows)
+        bench_clients(stack, quick, None, [s for s in SETTINGS if s.name in BEFORE_ROWS])
+    print("\nratios and targets (the shape):")
+    print(f"  (gateway / floor by round: {', '.join(ratio(g.records_per_s, f.records_per_s) for g, f in pairs)})")
+    to_floor = statistics.median(g.records_per_s / f.records_per_s for g, f in pairs)
+    target("backlog throughput gateway / Spark floor, median of the rounds", f"{to_floor:.2f}x", ">= 0.8",
+           to_floor >= 0.8)
+    if scaling:
+        (_, g_marginal), (_, f_marginal) = scaling
+        target("marginal cost per batch gateway / Spark floor", ratio(g_marginal, f_marginal), "<= 1.2",
+               g_marginal / f_marginal <= 1.2)
+    g50, g99, f50, f99 = (quantile(lone[k], q) for k in ("gateway", "floor") for q in (.5, .99))
+    print(f"  lone round trip p50 / p99: gateway {_fmt(g50, '.0f')} / {_fmt(g99, '.0f')} ms, "
+          f"floor {_fmt(f50, '.0f')} / {_fmt(f99, '.0f')} ms")
+    target("lone round trip p50 gateway - floor (ms)", _fmt(g50 - f50 if g50 and f50 else None, ".0f"), "<= 40",
+           g50 is not None and f50 is not None and g50 - f50 <= 40)
 
 
 def backlog_pairs(
