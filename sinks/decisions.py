@@ -52,7 +52,7 @@ def arrow_decision_chunks(batches: Iterable[Any]) -> Iterator[list[DecisionRow]]
     for batch in batches:
         if tuple(batch.schema.names) != DecisionRow._fields:
             raise ValueError(f"decision columns {batch.schema.names} are not the decision row {DecisionRow._fields}")
-        yield list(map(DecisionRow._make, zip(*batch.to_pydict().values(), strict=True)))
+        yield list(map(DecisionRow._make, zip(*(column.to_pylist() for column in batch.columns), strict=True)))
 
 
 def arrow_decisions(batches: Iterable[Any]) -> Iterator[DecisionRow]:

@@ -62,8 +62,11 @@ def is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-# Rows per Arrow batch across the JVM/Python boundary (the ingress batches into the stage).
-ARROW_MAX_RECORDS_PER_BATCH = 2000
+# Rows per Arrow batch across the JVM/Python boundary: the ingress batches into the stage, and the decisions
+# into the sink's tasks. The sink's worker gets no row until a whole Arrow batch of decisions is made, so a
+# small batch lets it append the first group's decisions while the stage decides the next (measured, 100 x
+# 100 B batches in 4 partitions: 3 000 a micro-batch 0.74x the floor at 250 rows, 0.62-0.66x at 2 000).
+ARROW_MAX_RECORDS_PER_BATCH = 250
 SPARK_LOG_CONFIG = REPO_ROOT / "conf" / "log4j2.properties"
 
 
