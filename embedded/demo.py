@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
@@ -72,7 +73,7 @@ class LiveSummary(threading.Thread):
 
     def __init__(
         self, cluster: KafkaCluster, response_topic: str, segments_root: Path, every_s: float = 3.0,
-        first_response: threading.Event | None = None,
+        on_first_response: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(name="live-summary", daemon=True)
         self.cluster = cluster
@@ -81,7 +82,8 @@ class LiveSummary(threading.Thread):
         self.every_s = every_s
         self.stopped = threading.Event()
         self.outcomes: Counter[str] = Counter()
-        self.first_response = first_response or threading.Event()
+        # called on this thread at the first response, so its line comes before any summary that counts it
+        self.on_first_response = on_first_response
 
     def run(self) -> None:
         c = Consumer(self.cluster.client({"group.id": self.cluster.group_id("demo-summary"), "logger": KAFKA_CLIENT_LOG,
@@ -92,8 +94,9 @@ class LiveSummary(threading.Thread):
             m = c.poll(0.5)
             if m is not None and m.error() is None:
                 r = decode_response(m.value())
+                if not self.outcomes:
+                    self.on_first_response()
                 self.outcomes[r["error_name"] or "OK"] += 1
-                self.first_response.set()
             if time.monotonic() >= next_print:
                 log.info(self.line())
                 next_print += self.every_s

@@ -179,16 +179,12 @@ def _close_logs(config: GatewayConfig, registry: RegistryWatcher) -> None:
 def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
     from embedded.demo import DemoTraffic, LiveSummary
 
-    first = threading.Event()
     summary = LiveSummary(config.cluster, config.response_topic, config.path(config.segments_root),
-                          first_response=first)
+                          on_first_response=lambda: log.info("first response %.1f s after start",
+                                                             time.monotonic() - started))
     summary.start()
     demo = DemoTraffic(config.cluster, config.ingress_topic)
     demo.start()
-    threading.Thread(
-        target=lambda: first.wait() and log.info("first response %.1f s after start", time.monotonic() - started),
-        daemon=True,
-    ).start()
     return [demo, summary]
 
 
