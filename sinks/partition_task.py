@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -213,13 +215,13 @@ def run_task(
         log_starts: dict[tuple[str, int], int] = {}
         for append in appends.values():
             log_starts.update(append.log_starts)
-        syncing = [a.start_sync() for a in appends.values()] if len(rows) >= SYNC_AHEAD_ROWS else []
+        ahead = len(rows) >= SYNC_AHEAD_ROWS
+        syncing = [a.start_sync() if ahead else None for a in appends.values()]
         try:
             responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
             metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
             metrics.add(rows)
-            outcomes = [o for a, s in zip(appends.values(), syncing or [None] * len(appends), strict=True)
-                        if (o := a.finish(s)) is not None]
+            outcomes = [o for a, s in zip(appends.values(), syncing, strict=True) if (o := a.finish(s)) is not None]
         finally:
             wait([s for s in syncing if s is not None])  # each descriptor stays open until its call has returned
     finally:
@@ -254,12 +256,11 @@ def _add_by_partition(
     batch_id: int, registry: TopicRegistry, clock: Callable[[], float],
 ) -> None:
     """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call."""
-    start = 0
-    for i in range(1, len(chunk) + 1):
-        if i == len(chunk) or (chunk[i].topic, chunk[i].partition) != (chunk[start].topic, chunk[start].partition):
-            key = (chunk[start].topic, chunk[start].partition)
-            append = appends.get(key)
-            if append is None:
-                append = appends[key] = PartitionAppend(root, batch_id, registry, clock)
-            append.add(chunk[start:i])
-            start = i
+    for key, run in groupby(chunk, key=_partition_of):
+        append = appends.get(key)
+        if append is None:
+            append = appends[key] = PartitionAppend(root, batch_id, registry, clock)
+        append.add(list(run))
+
+
+_partition_of = attrgetter("topic", "partition")
