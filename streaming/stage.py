@@ -1,9 +1,11 @@
-"""The stateful stage: one group per target (topic, partition), the gateway as partition leader.
+"""The stateful stage: the gateway as partition leader, one group per bucket of target partitions.
 
-`applyInPandasWithState` (PySpark's mapGroupsWithState) calls `run_group` with every ingress batch
-of one target partition in a micro-batch. The group's batches are sorted by (ingress partition,
-ingress offset) — Spark gives no order after the shuffle — and decided one by one by the pure
-`validators.log_validator.validate_and_assign`, threading the partition state through.
+`applyInPandasWithState` (PySpark's mapGroupsWithState) calls `run_group` with every ingress batch of one
+bucket of target (topic, partition)s in a micro-batch (`bucket_state.STAGE_BUCKETS` buckets: Spark's cost
+per group is then bounded however many partitions a micro-batch touches). Each target partition's batches
+are sorted by (ingress partition, ingress offset) — Spark gives no order after the shuffle — and decided one
+by one by the pure `validators.log_validator.validate_and_assign`, threading the partition state through; the
+bucket's state holds every partition's (`bucket_state.BucketState`).
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
 
@@ -22,20 +24,21 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC
 from contract.record_errors import bound_record_errors
 from sinks.decisions import DECISION_SCHEMA, decision_frame
 from sinks.registry_watcher import RegistryWatcher
+from streaming.bucket_state import STAGE_BUCKETS, BucketState
 from streaming.logs import ThrottledWarning, configure_logging
 from streaming.worker_memory import keep_worker_memory
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
 from validators.log_validator import partition_decider
-from validators.producer_state import producers_from_state, producers_to_state
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
@@ -47,14 +50,9 @@ future_timestamps = ThrottledWarning(
     logging.getLogger("gateway.future_timestamps"), f"with a timestamp more than {FUTURE_TIMESTAMP_WARN_MS} ms ahead"
 )
 
-STATE_SCHEMA = StructType(
-    [
-        StructField("log_start_offset", LongType(), False),
-        StructField("log_end_offset", LongType(), False),
-        StructField("last_append_time_ms", LongType(), False),
-        StructField("producers", StringType(), False),  # idempotent producer state (producer_state.producers_to_state)
-    ]
-)
+# a bucket's partition states (`BucketState.to_json`)
+STATE_SCHEMA = StructType([StructField("partitions", StringType(), False)])
+BUCKET_COLUMN = "stage_bucket"
 
 class IngressBatch(NamedTuple):
     """One ingress message of a target partition, as the stage reads it (a tuple: one per batch)."""
@@ -162,16 +160,29 @@ def _output_row(
 def _ingress_batches(frame: pd.DataFrame) -> Iterator[IngressBatch]:
     """The frame's rows, read column by column (`tolist`: plain Python values, far cheaper than
     `itertuples` with a null check per cell)."""
+    for _target, item in _targeted_batches(frame, with_target=False):
+        yield item
+
+
+Target = tuple[str | None, int | None]
+
+
+def _targeted_batches(frame: pd.DataFrame, with_target: bool = True) -> Iterator[tuple[Target, IngressBatch]]:
+    """The frame's rows with their target (topic, partition) when `with_target` (else (None, None))."""
     columns = [
         frame[name].tolist()
         for name in ("ingress_partition", "ingress_offset", "ingress_timestamp_ms", "batch", "request_id",
                      "client_id", "acks", "partition_header", "replay_of", "principal")
     ]
-    for ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, replay_of, principal in zip(
-        *columns, strict=True
-    ):
-        yield IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
-                           _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of), _opt_str(principal))
+    n = len(frame)
+    topics = frame["topic"].tolist() if with_target else [None] * n
+    partitions = frame["partition"].tolist() if with_target else [None] * n
+    for topic, partition, ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, \
+            replay_of, principal in zip(topics, partitions, *columns, strict=True):
+        target = (_opt_str(topic), None if partition is None or pd.isna(partition) else int(partition))
+        yield target, IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
+                                   _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of),
+                                   _opt_str(principal))
 
 
 def _opt_str(value: Any) -> str | None:
@@ -179,18 +190,10 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None or value is pd.NA or value != value else str(value)
 
 
-def _state_from_spark(state: GroupState) -> PartitionState:
-    if not state.exists:
-        return PartitionState()
-    log_start, log_end, last_append, producers = state.get
-    return PartitionState(
-        log_start_offset=log_start, log_end_offset=log_end, last_append_time_ms=last_append,
-        producers=producers_from_state(producers),
-    )
-
-
-def _state_to_spark(state: PartitionState) -> tuple[int, int, int, str]:
-    return (state.log_start_offset, state.log_end_offset, state.last_append_time_ms, producers_to_state(state.producers))
+def _target_order(target: Target) -> tuple[bool, str, bool, int]:
+    """A deterministic order of a bucket's targets (missing topic or partition last)."""
+    topic, partition = target
+    return topic is None, topic or "", partition is None, partition or 0
 
 
 def prepare_worker() -> None:
@@ -203,22 +206,34 @@ def prepare_worker() -> None:
 def stage_function(
     registry: RegistryWatcher,
 ) -> Callable[[tuple[Any, ...], Iterator[pd.DataFrame], GroupState], Iterator[pd.DataFrame]]:
-    """The function `applyInPandasWithState` runs per target partition: its decision rows, in ingress order."""
+    """The function `applyInPandasWithState` runs per bucket of target partitions: the decision rows of each
+    partition in turn (in a fixed order of the partitions), each partition's in ingress order."""
 
     def run_group(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         prepare_worker()
-        topic, partition = key
-        partition = None if partition is None or pd.isna(partition) else int(partition)
-        items = [item for frame in frames for item in _ingress_batches(frame)]
+        by_target: dict[Target, list[IngressBatch]] = {}
+        for frame in frames:
+            for target, item in _targeted_batches(frame):
+                items = by_target.get(target)
+                if items is None:
+                    by_target[target] = [item]
+                else:
+                    items.append(item)
         now_ms = state.getCurrentProcessingTimeMs()
-        old_state = _state_from_spark(state)
+        bucket = BucketState.from_json(state.get[0] if state.exists else None)
         # The registry file is re-read when it changed: a reload applies from the next group decided
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
-        rows, new_state = decide_group(topic, partition, items, registry.current(), old_state, now_ms)
-        # Only partitions that appended get a state row: hostile topic names must not grow the state.
-        # (Spark reads the state once the function's frames are exhausted.)
-        if new_state != old_state:
-            state.update(_state_to_spark(new_state))
+        topics = registry.current()
+        rows: list[DecisionRow] = []
+        for topic, partition in sorted(by_target, key=_target_order):
+            old_state = bucket.get(topic, partition)
+            decided, new_state = decide_group(topic, partition, by_target[(topic, partition)], topics, old_state, now_ms)
+            rows.extend(decided)
+            # Only partitions that appended get a state entry: hostile topic names must not grow the state.
+            if new_state != old_state and topic is not None and partition is not None:
+                bucket.put(topic, partition, new_state)
+        if bucket.changed:  # (Spark reads the state once the function's frames are exhausted)
+            state.update((bucket.to_json(),))
         yield decision_frame(rows)
 
     return run_group
@@ -226,7 +241,13 @@ def stage_function(
 
 def apply_stage(ingress: DataFrame, registry: RegistryWatcher) -> DataFrame:
     """The stage over the ingress: one decision row per ingress batch (`sinks.decisions.DECISION_SCHEMA`),
-    partitioned by target partition (the stateful operator's hash partitioning)."""
-    return ingress.groupBy("topic", "partition").applyInPandasWithState(
+    partitioned by bucket of target partitions (the stateful operator's hash partitioning)."""
+    return with_bucket(ingress).groupBy(BUCKET_COLUMN).applyInPandasWithState(
         stage_function(registry), DECISION_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
+
+
+def with_bucket(ingress: DataFrame) -> DataFrame:
+    """The ingress with each row's bucket: Spark's Murmur3 hash of (topic, partition), stable across Spark
+    versions and runs (a checkpoint's state is keyed by it), modulo `STAGE_BUCKETS`."""
+    return ingress.withColumn(BUCKET_COLUMN, F.pmod(F.hash("topic", "partition"), F.lit(STAGE_BUCKETS)))

@@ -1,7 +1,7 @@
 """Spark's floor for `make bench`: the gateway's plan shape with none of the gateway's work.
 
 The same Kafka source and header decoding (`streaming.ingress.read_ingress`), the same grouping by
-target (topic, partition) into the same stateful operator (`applyInPandasWithState`) with a function
+bucket of target (topic, partition)s (`streaming.stage.with_bucket`) into the same stateful operator (`applyInPandasWithState`) with a function
 that passes its rows through and keeps one trivial state value, and the gateway's sink shape with
 nothing in it: a foreachBatch running one job over the stage's rows, a `mapInArrow` in their own partitions
 that counts them and hands back one row per task. Its micro-batch duration is the fixed cost Spark itself
@@ -22,6 +22,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
+from streaming.stage import BUCKET_COLUMN, with_bucket
 
 COUNT_SCHEMA = StructType([StructField("rows", LongType(), False)])
 STATE_SCHEMA = StructType([StructField("batches", LongType(), False)])
@@ -45,7 +46,7 @@ def pass_through_sink(rows: DataFrame, _batch_id: int) -> None:
 
 def start_floor(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> StreamingQuery:
     ingress = read_ingress(spark, config)
-    decided = ingress.groupBy("topic", "partition").applyInPandasWithState(
+    decided = with_bucket(ingress).groupBy(BUCKET_COLUMN).applyInPandasWithState(
         pass_through, ingress.schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
     writer = (

@@ -17,6 +17,7 @@ from sinks.storage.crash_point import crash_point
 from sinks.storage.errors import KafkaStorageError
 
 COMMIT_FILE = "gateway-commit.json"
+COMMIT_TMP_FILE = COMMIT_FILE + ".tmp"
 
 
 COMMIT_FORMAT_VERSION = 2
@@ -105,13 +106,22 @@ def fsync_dir(directory: Path) -> None:
 
 def write_commit(directory: Path, commit: CommitRecord) -> None:
     """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
-    directory = Path(directory)
-    tmp = directory / (COMMIT_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(commit.to_json())
-        f.flush()
-        os.fsync(f.fileno())
+    write_commit_tmp(directory, commit, sync=True)
     crash_point("commit-tmp-written")
-    os.replace(tmp, directory / COMMIT_FILE)
+    replace_commit(directory)
     fsync_dir(directory)
+
+
+def write_commit_tmp(directory: Path, commit: CommitRecord, sync: bool) -> None:
+    """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead)."""
+    with open(os.path.join(directory, COMMIT_TMP_FILE), "w") as f:
+        f.write(commit.to_json())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def replace_commit(directory: Path) -> None:
+    """The durable tmp file renamed over the record: the commit (durable once the directory is)."""
+    os.replace(os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE))
 

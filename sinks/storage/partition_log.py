@@ -22,12 +22,19 @@ append time (the micro-batch clock), never the host's.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitRecord, SegmentState, fsync_dir, read_commit, write_commit
+from sinks.storage.commit_record import (
+    CommitRecord,
+    SegmentState,
+    fsync_dir,
+    read_commit,
+    replace_commit,
+    write_commit,
+    write_commit_tmp,
+)
 from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
     delete_segment_files,
@@ -268,14 +275,37 @@ class PartitionLog:
             fsync_dir(self.directory)
             self._new_files = False
         crash_point("data-fsynced")
-        commit = CommitRecord(
-            batch_id=batch_id, log_end_offset=self.log_end_offset, log_start_offset=self.log_start_offset,
-            segments=tuple(self.segments()),
-        )
+        commit = self._next_commit(batch_id)
         write_commit(self.directory, commit)
         crash_point("committed")
         self.commit_record = commit
         return commit
+
+    def _next_commit(self, batch_id: int) -> CommitRecord:
+        return CommitRecord(
+            batch_id=batch_id, log_end_offset=self.log_end_offset, log_start_offset=self.log_start_offset,
+            segments=tuple(self.segments()),
+        )
+
+    def stage_commit(self, batch_id: int) -> CommitRecord:
+        """A group commit's first half (`group_commit`): everything appended written out and the new commit
+        record in its tmp file, nothing synced."""
+        if self.active is not None:
+            self.active.trim_indexes()
+            self.active.write_pending()
+        crash_point("data-written")
+        commit = self._next_commit(batch_id)
+        write_commit_tmp(self.directory, commit, sync=False)
+        return commit
+
+    def complete_commit(self, commit: CommitRecord) -> None:
+        """A group commit's second half, once a sync of the filesystem made the data and the tmp record
+        durable: the record renamed in place (durable at the group's next sync)."""
+        if self.active is not None:
+            self.active.synced_by_filesystem()
+        self._new_files = False
+        replace_commit(self.directory)
+        self.commit_record = commit
 
     def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitRecord:
         """Operator repair (Kafka's `UnifiedLog.truncateTo`): drop every batch at or after `offset` (whole
@@ -384,22 +414,6 @@ class BatchAppender:
     def log_start_offset(self) -> int:
         return self.open().log_start_offset
 
-    def sync_ahead(self) -> Callable[[], None] | None:
-        """The active segment's `.log` written out now (`LogSegment.written_log`); returns its fdatasync, to
-        run on another thread before `finish`, whose own fdatasync it spares; None when nothing is to be
-        committed. The caller leaves this appender alone until that call has returned."""
-        plog = self._plog
-        if plog is None or self._replay or not self.count or plog.active is None:
-            return None
-        segment = plog.active
-        fd, size = segment.written_log()
-
-        def sync() -> None:
-            os.fdatasync(fd)
-            segment.synced_to(size)
-
-        return sync
-
     def add(self, items: Sequence[Sequence]) -> None:
         if not items:
             return
@@ -437,15 +451,33 @@ class BatchAppender:
         if plog is None:
             return None
         try:
-            if self._replay:
-                return AppendOutcome(self.topic, self.partition, self.batch_id, True, 0, 0, plog.log_end_offset,
-                                     plog.log_start_offset, 0, plog.recovered_bytes)
-            if self.count:
+            if self.count and not self._replay:
                 plog.commit(self.batch_id)
-            return AppendOutcome(self.topic, self.partition, self.batch_id, False, self.count, self.written,
-                                 plog.log_end_offset, plog.log_start_offset, self.rolled, plog.recovered_bytes)
+            return self.outcome()
         finally:
             self.close()
+
+    @property
+    def to_commit(self) -> bool:
+        """Something was added and is to be committed (not a replay)."""
+        return self._plog is not None and self.count > 0 and not self._replay
+
+    def outcome(self) -> AppendOutcome | None:
+        """What this appender did; None when the log was never opened."""
+        plog = self._plog
+        if plog is None:
+            return None
+        if self._replay:
+            return AppendOutcome(self.topic, self.partition, self.batch_id, True, 0, 0, plog.log_end_offset,
+                                 plog.log_start_offset, 0, plog.recovered_bytes)
+        return AppendOutcome(self.topic, self.partition, self.batch_id, False, self.count, self.written,
+                             plog.log_end_offset, plog.log_start_offset, self.rolled, plog.recovered_bytes)
+
+    @property
+    def log(self) -> PartitionLog:
+        """The open log (after the first `add`)."""
+        assert self._plog is not None
+        return self._plog
 
     def close(self) -> None:
         """Release the log without committing (what `finish` did not commit is truncated by the next open)."""

@@ -136,7 +136,7 @@ class LogSegment:
             self._fd = os.open(self.log_path, os.O_RDONLY)
         file_size = os.fstat(self._fd).st_size
         self._size = file_size if log_size is None else min(file_size, log_size)
-        self._synced_size = -1  # the `.log` size an fdatasync ahead of the commit made durable (`synced_to`)
+        self._synced_size = -1  # the `.log` size the last `flush` made durable
         index_kwargs = {"writable": writable, "max_index_size": max(max_index, config.segment_index_bytes)}
         self.offset_index = OffsetIndex(
             self.directory / segment_file_name(base_offset, INDEX_FILE_SUFFIX), base_offset,
@@ -449,15 +449,10 @@ class LogSegment:
 
     # ------------------------------------------------------------------ durability
 
-    def written_log(self) -> tuple[int, int]:
-        """The `.log` with every appended byte written out, not synced: its descriptor and size. A caller may
-        fdatasync it ahead of the commit, on another thread while it leaves this segment alone, and then
-        report `synced_to(size)`: `flush` skips the `.log`'s fdatasync when nothing was written since."""
-        self.write_pending()
-        return self._fd, self._size
-
-    def synced_to(self, size: int) -> None:
-        self._synced_size = size
+    def synced_by_filesystem(self) -> None:
+        """Everything written (`write_pending`) was made durable by a sync of the whole filesystem
+        (`group_commit`): the next `flush` has no `.log` bytes left to sync."""
+        self._synced_size = self._size
 
     def flush(self, indexes: bool = True) -> None:
         """fsync the segment. `indexes=False` (a commit) syncs only what recovery cannot rebuild: the

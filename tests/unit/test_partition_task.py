@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -104,10 +103,12 @@ def _files(directory: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("rows", [SYNC_AHEAD_ROWS - 1, SYNC_AHEAD_ROWS, 3 * SYNC_AHEAD_ROWS])
-def test_the_fdatasync_ahead_of_the_commit_stores_what_the_commit_alone_stores(
+def test_commits_on_the_committer_threads_store_what_inline_commits_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
 ) -> None:
-    decided = _decided(0, rows)
+    """Several partitions (or one large one) commit on the committer's threads; one small partition inline.
+    Either way the same files and commit records."""
+    decided = [_decided(p, rows) for p in (0, 1, 2)]
     threads: list[str] = []
     real = os.fdatasync
 
@@ -117,21 +118,23 @@ def test_the_fdatasync_ahead_of_the_commit_stores_what_the_commit_alone_stores(
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
-    ahead = run_task(_config(tmp_path / "ahead"), 4, REGISTRY, [decided], time.perf_counter)
-    calls_ahead, threads[:] = list(threads), []
+    threaded = run_task(_config(tmp_path / "threaded"), 4, REGISTRY, decided, time.perf_counter)
+    on_threads, threads[:] = list(threads), []
+    lone = run_task(_config(tmp_path / "lone"), 4, REGISTRY, decided[:1], time.perf_counter)
+    assert on_threads and all(t.startswith("gateway-commit") for t in on_threads)
+    assert all(t.startswith("gateway-commit") for t in threads) == (rows >= SYNC_AHEAD_ROWS)
     monkeypatch.setattr(partition_task, "SYNC_AHEAD_ROWS", 10**9)
-    alone = run_task(_config(tmp_path / "alone"), 4, REGISTRY, [decided], time.perf_counter)
-    # the log is synced once either way: on the thread (and not again by the commit) or by the commit
-    assert calls_ahead.count("gateway-commit") == (1 if rows >= SYNC_AHEAD_ROWS else 0)
-    assert "gateway-commit" not in threads and len(calls_ahead) == len(threads)
-    untimed = {"append_seconds": 0.0, "publish_seconds": 0.0}
-    assert replace(ahead, **untimed) == replace(alone, **untimed)
-    a, b = partition_dir(tmp_path / "ahead", "orders", 0), partition_dir(tmp_path / "alone", "orders", 0)
-    assert _files(a) == _files(b)
-    assert read_commit(a) == read_commit(b) and read_commit(a).log_end_offset == 3 * rows  # type: ignore[union-attr]
+    inline = [run_task(_config(tmp_path / f"inline{p}"), 4, REGISTRY, [d], time.perf_counter)
+              for p, d in enumerate(decided)]
+    assert threaded.appended_batches == sum(s.appended_batches for s in inline) == 3 * rows
+    assert threaded.partitions_appended == 3 and lone.appended_batches == rows
+    for p in (0, 1, 2):
+        a, b = partition_dir(tmp_path / "threaded", "orders", p), partition_dir(tmp_path / f"inline{p}", "orders", p)
+        assert _files(a) == _files(b)
+        assert read_commit(a) == read_commit(b) and read_commit(a).log_end_offset == 3 * rows  # type: ignore[union-attr]
 
 
-def test_a_failed_fdatasync_ahead_of_the_commit_fails_the_task_uncommitted(
+def test_a_failed_fdatasync_on_a_commit_thread_fails_the_task_uncommitted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _config(tmp_path / "segments")
@@ -141,7 +144,7 @@ def test_a_failed_fdatasync_ahead_of_the_commit_fails_the_task_uncommitted(
 
     def fdatasync(fd: int) -> None:
         import threading
-        if threading.current_thread().name == "gateway-commit":
+        if threading.current_thread().name.startswith("gateway-commit"):
             raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)

@@ -25,6 +25,7 @@ from sinks.partition_task import SinkConfig, run_task
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage.log_reader import read
 from streaming import stage
+from streaming.bucket_state import BucketState
 from streaming.stage import (
     STATE_SCHEMA,
     _ingress_batches,
@@ -46,6 +47,7 @@ def _frame(offsets: list[int]) -> pd.DataFrame:
         # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
         "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
         "partition_header": ["0"] * n, "replay_of": [None] * n, "principal": [None] * n,
+        "topic": ["orders"] * n, "partition": [0] * n,
     })
 
 
@@ -67,7 +69,7 @@ def _sink(root: Path) -> SinkConfig:
 def _decide(run_group, state: GroupState) -> list[DecisionRow]:  # type: ignore[no-untyped-def]
     """The stage's output, through Arrow with the decisions' Spark schema, as the sink's task reads it."""
     # two input frames, neither in ingress order: the function sorts before deciding
-    frames = list(run_group(("orders", 0), iter([_frame([6, 1, 4, 0]), _frame([3, 5, 2])]), state))
+    frames = list(run_group((3,), iter([_frame([6, 1, 4, 0]), _frame([3, 5, 2])]), state))
     arrow = pa.Schema.from_pandas(frames[0], preserve_index=False)
     assert arrow.names == [f.name for f in DECISION_SCHEMA.fields]
     return list(arrow_decisions(pa.RecordBatch.from_pandas(f, preserve_index=False) for f in frames))
@@ -100,7 +102,8 @@ def test_the_stage_decides_in_ingress_order_and_only_decides(tmp_path: Path, mon
     assert rows == free
     assert [r.ingress_offset for r in rows] == list(range(7))
     assert [(r.base_offset, r.last_offset) for r in rows] == [(2 * o, 2 * o + 1) for o in range(7)]
-    assert state.exists and state.get[1] == 14  # the log end offset, for the next micro-batch
+    # the log end offset, for the next micro-batch
+    assert state.exists and BucketState.from_json(state.get[0]).get("orders", 0).log_end_offset == 14
     again = _state()  # the same input again (a retried task): the same decisions, byte for byte
     assert _decide(stage_function(registry), again) == rows and again.get == state.get
 

@@ -1,0 +1,76 @@
+"""Group commit: many partitions' appends of one micro-batch made durable by one sync of the filesystem.
+
+A partition's own commit (`PartitionLog.commit`) costs four fsyncs: the `.log`, the `.appendtimeindex`, the
+commit record's tmp file and its directory. A micro-batch that touches a thousand partitions would pay four
+thousand. A group commit pays two `syncfs` calls for all of them, in the same order of durability:
+
+1. every partition's appended bytes written out and its next commit record written to its tmp file, unsynced
+   (`PartitionLog.stage_commit`);
+2. `syncfs` of the segments root's filesystem: the data and the tmp records durable;
+3. every tmp record renamed over its partition's record (`PartitionLog.complete_commit`);
+4. `syncfs` again: the renames durable. Only then is anything published.
+
+A crash before 4 leaves each partition with its previous or its new record, both describing durable bytes;
+recovery truncates to whichever it finds and the micro-batch is replayed as after any crash (docs/design.md).
+`syncfs` flushes everything dirty on that filesystem, so its cost is the bytes written there since the last
+sync, by anyone: a segments root on a filesystem of its own keeps it to the gateway's (docs/deployment.md).
+Linux only; elsewhere, and for a partition directory on another filesystem than the root, partitions commit
+one by one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from sinks.storage.commit_record import CommitRecord
+from sinks.storage.crash_point import crash_point
+from sinks.storage.partition_log import BatchAppender, PartitionLog
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_syncfs = getattr(_libc, "syncfs", None)
+
+
+def group_commit_available() -> bool:
+    return _syncfs is not None
+
+
+def sync_filesystem(path: Path) -> None:
+    """`syncfs(2)` of the filesystem holding `path`: every dirty page and metadata change on it durable. Its
+    error (a failed writeback on that filesystem since `path` was opened) raises OSError."""
+    if _syncfs is None:
+        raise OSError("syncfs is not available on this system")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {path}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
+    """Commit every appender that has something to commit (module docstring). One whose partition directory is
+    on another filesystem than `root` commits on its own first."""
+    device = os.stat(root).st_dev
+    staged: list[tuple[PartitionLog, CommitRecord]] = []
+    for appender in appenders:
+        if not appender.to_commit:
+            continue
+        plog = appender.log
+        if os.stat(plog.directory).st_dev != device:
+            plog.commit(appender.batch_id)
+            continue
+        staged.append((plog, plog.stage_commit(appender.batch_id)))
+    if not staged:
+        return
+    crash_point("commit-tmp-written")
+    sync_filesystem(root)
+    crash_point("data-fsynced")
+    for plog, commit in staged:
+        plog.complete_commit(commit)
+    sync_filesystem(root)
+    crash_point("committed")

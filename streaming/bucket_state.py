@@ -1,0 +1,62 @@
+"""The stateful stage's state of one bucket: the partition state of every target partition hashed to it.
+
+The stage groups the ingress by a fixed number of buckets of target partitions (`streaming.stage`), not by
+partition: Spark's cost per group of `applyInPandasWithState` (a Python call, a state-store row, a frame) is
+then bounded by the bucket count however many partitions a micro-batch touches. A bucket's state is one
+state-store value: a JSON list of `[topic, partition, log_start_offset, log_end_offset, last_append_time_ms,
+producers]` entries (producers as `producer_state.producers_to_state`), sorted by (topic, partition).
+Only partitions that appended have an entry: hostile topic names never grow the state. Entries of the
+partitions a micro-batch does not touch are carried over as they are, not decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from validators.append_result import PartitionState
+from validators.producer_state import producers_from_state, producers_to_state
+
+# The target partitions' buckets. Fixed: the state of a checkpoint is keyed by it (docs/deployment.md sizing).
+STAGE_BUCKETS = 16
+
+Target = tuple[str, int]
+
+
+class BucketState:
+    """A bucket's partition states, decoded once per micro-batch and partition only where it is decided."""
+
+    def __init__(self, entries: dict[Target, list[Any]] | None = None) -> None:
+        self._entries: dict[Target, list[Any]] = entries if entries is not None else {}
+        self.changed = False
+
+    @staticmethod
+    def from_json(text: str | None) -> BucketState:
+        """Raises ValueError on a value that is not this encoding."""
+        if not text:
+            return BucketState()
+        entries: dict[Target, list[Any]] = {}
+        for entry in json.loads(text):
+            if not isinstance(entry, list) or len(entry) != 6:
+                raise ValueError(f"not a partition state entry: {entry!r}")
+            entries[(str(entry[0]), int(entry[1]))] = entry
+        return BucketState(entries)
+
+    def to_json(self) -> str:
+        return json.dumps([self._entries[k] for k in sorted(self._entries)], separators=(",", ":"))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, topic: str | None, partition: int | None) -> PartitionState:
+        entry = None if topic is None or partition is None else self._entries.get((topic, partition))
+        if entry is None:
+            return PartitionState()
+        _t, _p, log_start, log_end, last_append, producers = entry
+        return PartitionState(log_start_offset=int(log_start), log_end_offset=int(log_end),
+                              last_append_time_ms=int(last_append), producers=producers_from_state(producers))
+
+    def put(self, topic: str, partition: int, state: PartitionState) -> None:
+        self._entries[(topic, partition)] = [topic, partition, state.log_start_offset, state.log_end_offset,
+                                             state.last_append_time_ms, producers_to_state(state.producers)]
+        self.changed = True
