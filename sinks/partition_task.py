@@ -30,7 +30,7 @@ from sinks.dlq.dead_letters import dead_letter
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
 from sinks.kafka_security import KafkaCluster
 from sinks.responses import encode_row_response
-from sinks.storage.commit_record import read_commit
+from sinks.storage.commit_record import read_commit_head
 from sinks.storage.file_names import partition_dir
 from sinks.storage.group_commit import group_commit, group_commit_available
 from sinks.storage.partition_log import AppendOutcome, BatchAppender
@@ -161,7 +161,7 @@ def outgoing_messages(
         # log start offset at the time of the response (ProduceResponse `LogStartOffset`, reference §5.6).
         key = (topic, partition)
         if key not in storage_starts:
-            commit = read_commit(partition_dir(config.segments_root, topic, partition))
+            commit = read_commit_head(partition_dir(config.segments_root, topic, partition))
             storage_starts[key] = commit.log_start_offset if commit is not None else -1
         return storage_starts[key]
 

@@ -162,7 +162,7 @@ def _truncate(args: argparse.Namespace) -> int:
         return 2
     with PartitionLog.open(Path(args.root), args.topic, args.partition) as plog:
         commit = plog.truncate_to(args.to)
-    doc = {"log_end_offset": commit.log_end_offset, "segments": len(commit.segments), "batch_id": commit.batch_id}
+    doc = {"log_end_offset": commit.log_end_offset, "segments": commit.segment_count, "batch_id": commit.batch_id}
     _emit(args, doc, [("", [doc])])
     return 0
 

@@ -1,13 +1,21 @@
-"""The per-partition commit record `gateway-commit.json` (DESIGN §4.5, §5): the last applied micro-batch,
-log start and end offset, and per live segment its committed file sizes, checksums and max timestamp.
-Replaced atomically (write, fsync, rename, fsync the directory) only after the data it describes is
-durable.
+"""The per-partition commit record `gateway-commit.json` (docs/design.md): the last applied micro-batch, the log
+start and end offset, the active segment's committed file sizes, checksums and max timestamp, and which list of
+the older (inactive) segments belongs to it. Replaced atomically (write, fsync, rename, fsync the directory)
+only after the data it describes is durable.
+
+The inactive segments never change until a roll, a retention pass or a repair, so they are kept apart, in
+`gateway-segments.<generation>.json`, written once per change under a new generation and named by the record:
+a micro-batch's commit writes and reads a record of the same size however many segments the partition retains.
+`RECOVERY_MARKER` is on disk while the directory may hold files its record does not describe (a roll, a
+retention pass or a repair under way); only then does opening the partition list the directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -18,9 +26,11 @@ from sinks.storage.errors import KafkaStorageError
 
 COMMIT_FILE = "gateway-commit.json"
 COMMIT_TMP_FILE = COMMIT_FILE + ".tmp"
+SEGMENT_LIST_PREFIX = "gateway-segments."  # + "<generation>.json": the inactive segments of a commit record
+RECOVERY_MARKER = "gateway-recover"  # files the commit record does not describe may exist (module docstring)
 
-
-COMMIT_FORMAT_VERSION = 2
+COMMIT_FORMAT_VERSION = 3
+_INLINE_SEGMENTS_VERSION = 2  # every segment in the record itself: read, and rewritten at the next commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,30 +62,94 @@ class CommitRecord:
     batch_id: int
     log_end_offset: int
     log_start_offset: int = 0
-    segments: tuple[SegmentState, ...] = ()
+    segments: tuple[SegmentState, ...] = ()  # every segment, oldest first; the last is the active one
     version: int = COMMIT_FORMAT_VERSION
+    segment_list: int = 0  # the generation of `gateway-segments.<n>.json` holding segments[:-1] (0: none)
 
     @property
     def log_size(self) -> int:
         return sum(s.log_size for s in self.segments)
 
     def to_json(self) -> str:
-        # field by field, not `asdict` (a deep copy): a partition may list hundreds of segments, and the
-        # record is written at every micro-batch
-        doc: dict[str, Any] = {name: getattr(self, name) for name in _COMMIT_FIELDS}
+        """The whole record as one document (what `segments dump` shows)."""
+        doc: dict[str, Any] = {name: getattr(self, name) for name in ("version", "batch_id", "log_end_offset",
+                                                                      "log_start_offset", "segment_list")}
         doc["segments"] = [_segment_doc(s) for s in self.segments]
         return json.dumps(doc, sort_keys=True)
 
+    def head(self, segment_list: int | None = None) -> CommitHead:
+        return CommitHead(self.batch_id, self.log_end_offset, self.log_start_offset,
+                          self.segments[-1] if self.segments else None,
+                          self.segment_list if segment_list is None else segment_list,
+                          max(len(self.segments) - 1, 0), self.segments[:-1])
+
+
+@dataclass(frozen=True, slots=True)
+class CommitHead:
+    """What `gateway-commit.json` itself holds: the commit without the inactive segments' list, which
+    `inactive_segments` reads on demand (`inactive` when it is already known)."""
+
+    batch_id: int
+    log_end_offset: int
+    log_start_offset: int = 0
+    active: SegmentState | None = None
+    segment_list: int = 0
+    inactive_count: int = 0
+    inactive: tuple[SegmentState, ...] | None = None
+
+    @property
+    def segment_count(self) -> int:
+        return self.inactive_count + (self.active is not None)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "version": COMMIT_FORMAT_VERSION, "batch_id": self.batch_id, "log_end_offset": self.log_end_offset,
+            "log_start_offset": self.log_start_offset,
+            "active": None if self.active is None else _segment_doc(self.active),
+            "segment_list": self.segment_list, "inactive_count": self.inactive_count,
+        }, sort_keys=True)
+
     @staticmethod
-    def from_json(text: str) -> CommitRecord:
+    def from_json(text: str) -> CommitHead:
         doc = json.loads(text)
-        if doc.get("version") != COMMIT_FORMAT_VERSION:
-            raise ValueError(f"commit record format {doc.get('version')}, this gateway reads {COMMIT_FORMAT_VERSION}")
-        segments = tuple(SegmentState(**s) for s in doc.pop("segments"))
-        return CommitRecord(segments=segments, **doc)
+        version = doc.get("version")
+        if version == _INLINE_SEGMENTS_VERSION:
+            segments = tuple(SegmentState(**s) for s in doc["segments"])
+            return CommitRecord(doc["batch_id"], doc["log_end_offset"], doc.get("log_start_offset", 0), segments,
+                                segment_list=0).head()
+        if version != COMMIT_FORMAT_VERSION:
+            raise ValueError(f"commit record format {version}, this gateway reads {COMMIT_FORMAT_VERSION}")
+        active = doc["active"]
+        return CommitHead(int(doc["batch_id"]), int(doc["log_end_offset"]), int(doc["log_start_offset"]),
+                          None if active is None else SegmentState(**active), int(doc["segment_list"]),
+                          int(doc["inactive_count"]), () if int(doc["inactive_count"]) == 0 else None)
+
+    def inactive_segments(self, directory: Path) -> tuple[SegmentState, ...]:
+        if self.inactive is not None:
+            return self.inactive
+        path = Path(directory) / segment_list_name(self.segment_list)
+        try:
+            segments = tuple(SegmentState(**s) for s in json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise KafkaStorageError(f"{path}: the segment list of the commit record is missing") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise KafkaStorageError(f"{path}: not a valid segment list ({type(e).__name__}: {e})") from None
+        if len(segments) != self.inactive_count:
+            raise KafkaStorageError(f"{path}: {len(segments)} segments, the commit record says {self.inactive_count}")
+        return segments
+
+    def record(self, directory: Path) -> CommitRecord:
+        """The whole commit record (the inactive segments read when not known)."""
+        inactive = self.inactive_segments(directory)
+        segments = inactive if self.active is None else (*inactive, self.active)
+        return CommitRecord(self.batch_id, self.log_end_offset, self.log_start_offset, segments,
+                            segment_list=self.segment_list)
 
 
-_COMMIT_FIELDS = tuple(f.name for f in fields(CommitRecord) if f.name != "segments")
+def segment_list_name(generation: int) -> str:
+    return f"{SEGMENT_LIST_PREFIX}{generation}.json"
+
+
 _SEGMENT_FIELDS = tuple(f.name for f in fields(SegmentState))
 
 
@@ -86,10 +160,16 @@ def _segment_doc(state: SegmentState) -> dict[str, Any]:
 
 
 def read_commit(directory: Path) -> CommitRecord | None:
-    """The partition's commit record; None when there is none (a new or foreign directory)."""
+    """The partition's whole commit record; None when there is none (a new or foreign directory)."""
+    head = read_commit_head(directory)
+    return None if head is None else head.record(directory)
+
+
+def read_commit_head(directory: Path) -> CommitHead | None:
+    """The partition's commit record without its inactive segments (read on demand); None when there is none."""
     path = Path(directory) / COMMIT_FILE
     try:
-        return CommitRecord.from_json(path.read_text())
+        return CommitHead.from_json(path.read_text())
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON errors are ValueErrors
@@ -105,20 +185,80 @@ def fsync_dir(directory: Path) -> None:
 
 
 def write_commit(directory: Path, commit: CommitRecord) -> None:
+    """The whole record: its inactive segments under a new list generation, then the record (`write_head`), then
+    the old list removed. For the rare changes of the segments (retention, recovery, repair)."""
+    with recovery_marked(directory):
+        generation = commit.segment_list + 1 if len(commit.segments) > 1 else 0
+        if generation:
+            write_segment_list(directory, generation, commit.segments[:-1], sync=True)
+        write_head(directory, commit.head(generation))
+        if commit.segment_list and commit.segment_list != generation:
+            remove_segment_list(directory, commit.segment_list)
+
+
+def write_head(directory: Path, head: CommitHead) -> None:
     """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
-    write_commit_tmp(directory, commit, sync=True)
+    write_commit_tmp(directory, head, sync=True)
     crash_point("commit-tmp-written")
     replace_commit(directory)
     fsync_dir(directory)
 
 
-def write_commit_tmp(directory: Path, commit: CommitRecord, sync: bool) -> None:
+def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> None:
     """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead)."""
     with open(os.path.join(directory, COMMIT_TMP_FILE), "w") as f:
-        f.write(commit.to_json())
+        f.write(head.to_json())
         if sync:
             f.flush()
             os.fsync(f.fileno())
+
+
+def write_segment_list(directory: Path, generation: int, segments: tuple[SegmentState, ...] | list[SegmentState],
+                       sync: bool) -> None:
+    """A new generation of the inactive segments' list (a new file, named by the next record)."""
+    with open(os.path.join(directory, segment_list_name(generation)), "w") as f:
+        f.write(json.dumps([_segment_doc(s) for s in segments]))
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def remove_segment_list(directory: Path, generation: int) -> None:
+    """An old generation, once no durable record names it (a leftover is removed by the next recovery)."""
+    try:
+        os.unlink(os.path.join(directory, segment_list_name(generation)))
+    except FileNotFoundError:
+        pass
+
+
+def mark_for_recovery(directory: Path) -> None:
+    """`RECOVERY_MARKER` made durable before files the record does not describe are made or removed."""
+    path = os.path.join(directory, RECOVERY_MARKER)
+    if not os.path.exists(path):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        fsync_dir(directory)
+
+
+def clear_recovery_mark(directory: Path) -> None:
+    """Once the durable record describes every file again."""
+    try:
+        os.unlink(os.path.join(directory, RECOVERY_MARKER))
+    except FileNotFoundError:
+        pass
+
+
+def marked_for_recovery(directory: Path) -> bool:
+    return os.path.exists(os.path.join(directory, RECOVERY_MARKER))
+
+
+@contextmanager
+def recovery_marked(directory: Path) -> Iterator[None]:
+    """The marker on disk while the body makes or removes files; removed when it returns (kept on an error)."""
+    was_marked = marked_for_recovery(directory)
+    mark_for_recovery(directory)
+    yield
+    if not was_marked:
+        clear_recovery_mark(directory)
 
 
 def replace_commit(directory: Path) -> None:

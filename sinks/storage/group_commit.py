@@ -26,7 +26,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitRecord
+from sinks.storage.commit_record import CommitHead
 from sinks.storage.crash_point import crash_point
 from sinks.storage.partition_log import BatchAppender, PartitionLog
 
@@ -56,7 +56,7 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
     """Commit every appender that has something to commit (module docstring). One whose partition directory is
     on another filesystem than `root` commits on its own first."""
     device = os.stat(root).st_dev
-    staged: list[tuple[PartitionLog, CommitRecord]] = []
+    staged: list[tuple[PartitionLog, CommitHead]] = []
     for appender in appenders:
         if not appender.to_commit:
             continue
@@ -74,3 +74,5 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
         plog.complete_commit(commit)
     sync_filesystem(root)
     crash_point("committed")
+    for plog, _commit in staged:
+        plog.commit_durable()

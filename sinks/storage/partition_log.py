@@ -27,13 +27,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sinks.storage.commit_record import (
-    CommitRecord,
+    CommitHead,
     SegmentState,
+    clear_recovery_mark,
     fsync_dir,
-    read_commit,
+    mark_for_recovery,
+    read_commit_head,
+    remove_segment_list,
     replace_commit,
-    write_commit,
     write_commit_tmp,
+    write_head,
+    write_segment_list,
 )
 from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
@@ -83,8 +87,7 @@ class PartitionLog:
     partition: int
     config: SegmentConfig
     directory: Path
-    commit_record: CommitRecord | None
-    inactive: list[SegmentState]
+    commit_record: CommitHead | None  # as `gateway-commit.json` holds it: the inactive segments read on demand
     active: LogSegment | None
     log_end_offset: int
     log_start_offset: int
@@ -95,6 +98,28 @@ class PartitionLog:
     # the committed active segment, opened only when something is appended (a replay touches nothing)
     _active_state: SegmentState | None = field(default=None, repr=False)
     _new_files: bool = field(default=False, repr=False)
+    # the inactive segments, read from the record's segment list only when a roll or a repair needs them
+    _inactive: list[SegmentState] | None = field(default=None, repr=False)
+    _inactive_changed: bool = field(default=False, repr=False)
+    _marked: bool = field(default=False, repr=False)  # this log put the recovery marker down
+    _obsolete_list: int = field(default=0, repr=False)  # a segment list to remove once the commit is durable
+
+    @property
+    def inactive(self) -> list[SegmentState]:
+        if self._inactive is None:
+            assert self.commit_record is not None
+            self._inactive = list(self.commit_record.inactive_segments(self.directory))
+        return self._inactive
+
+    @inactive.setter
+    def inactive(self, segments: list[SegmentState]) -> None:
+        self._inactive, self._inactive_changed = segments, True
+
+    def _mark(self) -> None:
+        """The recovery marker down before this log makes or removes a file its record does not describe."""
+        if not self._marked:
+            mark_for_recovery(self.directory)
+            self._marked = True
 
     def _open_active(self) -> LogSegment | None:
         if self.active is None and self._active_state is not None:
@@ -130,8 +155,8 @@ class PartitionLog:
         segment.flush()
         self.rebuilt_indexes = True
         assert self.commit_record is not None
-        commit = replace(self.commit_record, segments=(*self.inactive, _state_of(segment)))
-        write_commit(self.directory, commit)
+        commit = replace(self.commit_record, active=_state_of(segment))
+        write_head(self.directory, commit)
         self.commit_record = commit
 
     @staticmethod
@@ -154,20 +179,19 @@ class PartitionLog:
         if not lock.acquire(blocking=blocking):
             raise PartitionBusyError(f"{directory.name}: locked by an append or a retention pass")
         try:
-            result = recover_partition(directory, seg_config, read_commit(directory))
-            commit = result.commit
+            result = recover_partition(directory, seg_config, read_commit_head(directory))
+            commit = result.head
             if commit is None:
                 # A new partition: an empty commit record first, so that anything written before the
                 # first commit is known to be uncommitted (a directory without one is foreign: recovered).
-                commit = CommitRecord(batch_id=-1, log_end_offset=0)
-                write_commit(directory, commit)
-            states = list(commit.segments)
+                commit = CommitHead(batch_id=-1, log_end_offset=0, inactive=())
+                write_head(directory, commit)
             return PartitionLog(
                 root=Path(root), topic=topic, partition=partition, config=seg_config, directory=directory,
-                commit_record=commit, inactive=states[:-1], active=None,
+                commit_record=commit, active=None,
                 log_end_offset=commit.log_end_offset, log_start_offset=commit.log_start_offset,
-                recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock,
-                _active_state=states[-1] if states else None,
+                recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock, _active_state=commit.active,
+                _inactive=None if commit.inactive is None else list(commit.inactive),
             )
         except BaseException:
             lock.release()
@@ -231,6 +255,7 @@ class PartitionLog:
 
     def _new_segment(self, base_offset: int, created_ms: int) -> LogSegment:
         # A leftover file at this base (never committed) is stale: recovery deleted uncommitted segments.
+        self._mark()
         self._new_files = True
         return LogSegment(
             self.directory, base_offset, self.config, created_ms=created_ms,
@@ -247,6 +272,7 @@ class PartitionLog:
         old.on_become_inactive()
         old.flush()
         self.inactive.append(_state_of(old))
+        self._inactive_changed = True
         old.close()
         log.info("%s-%d: rolled segment %d -> %d (%s)", self.topic, self.partition, old.base_offset, new_base, reason)
         self.active = self._new_segment(new_base, now_ms)
@@ -261,7 +287,7 @@ class PartitionLog:
             states.append(self._active_state)
         return states
 
-    def commit(self, batch_id: int) -> CommitRecord:
+    def commit(self, batch_id: int) -> CommitHead:
         """Make everything appended durable, then record it (atomic). The active segment stays active:
         its indexes are trimmed to their valid entries, so Kafka's tools read the committed files as
         they are, but it gets no final time-index entry — Kafka writes that only when a segment rolls or
@@ -275,39 +301,67 @@ class PartitionLog:
             fsync_dir(self.directory)
             self._new_files = False
         crash_point("data-fsynced")
-        commit = self._next_commit(batch_id)
-        write_commit(self.directory, commit)
+        commit = self._next_commit(batch_id, sync=True)
+        write_head(self.directory, commit)
         crash_point("committed")
-        self.commit_record = commit
+        self._committed(commit)
+        self.commit_durable()
         return commit
 
-    def _next_commit(self, batch_id: int) -> CommitRecord:
-        return CommitRecord(
-            batch_id=batch_id, log_end_offset=self.log_end_offset, log_start_offset=self.log_start_offset,
-            segments=tuple(self.segments()),
-        )
+    def _next_commit(self, batch_id: int, sync: bool) -> CommitHead:
+        """The next record; a new generation of the segment list first when the inactive segments changed (a
+        roll, a repair) or the record is of the earlier format, which listed them itself."""
+        head = self.commit_record
+        assert head is not None
+        generation, count = head.segment_list, head.inactive_count
+        if self._inactive_changed or (generation == 0 and count > 0):
+            inactive = self.inactive
+            generation, count = (head.segment_list + 1 if inactive else 0), len(inactive)
+            if inactive:
+                self._mark()
+                write_segment_list(self.directory, generation, inactive, sync=sync)
+        active = _state_of(self.active) if self.active is not None else self._active_state
+        return CommitHead(batch_id, self.log_end_offset, self.log_start_offset, active, generation, count,
+                          None if self._inactive is None else tuple(self._inactive))
 
-    def stage_commit(self, batch_id: int) -> CommitRecord:
+    def _committed(self, commit: CommitHead) -> None:
+        old = self.commit_record
+        if old is not None and old.segment_list and old.segment_list != commit.segment_list:
+            self._obsolete_list = old.segment_list
+        self.commit_record = commit
+        self._inactive_changed = False
+
+    def commit_durable(self) -> None:
+        """After the commit is durable: the old segment list removed and the recovery marker lifted (the record
+        describes every file again). Neither needs to be durable: a leftover only costs a recovery's listing."""
+        if self._obsolete_list:
+            remove_segment_list(self.directory, self._obsolete_list)
+            self._obsolete_list = 0
+        if self._marked:
+            clear_recovery_mark(self.directory)
+            self._marked = False
+
+    def stage_commit(self, batch_id: int) -> CommitHead:
         """A group commit's first half (`group_commit`): everything appended written out and the new commit
         record in its tmp file, nothing synced."""
         if self.active is not None:
             self.active.trim_indexes()
             self.active.write_pending()
         crash_point("data-written")
-        commit = self._next_commit(batch_id)
+        commit = self._next_commit(batch_id, sync=False)
         write_commit_tmp(self.directory, commit, sync=False)
         return commit
 
-    def complete_commit(self, commit: CommitRecord) -> None:
+    def complete_commit(self, commit: CommitHead) -> None:
         """A group commit's second half, once a sync of the filesystem made the data and the tmp record
-        durable: the record renamed in place (durable at the group's next sync)."""
+        durable: the record renamed in place (durable at the group's next sync, then `commit_durable`)."""
         if self.active is not None:
             self.active.synced_by_filesystem()
         self._new_files = False
         replace_commit(self.directory)
-        self.commit_record = commit
+        self._committed(commit)
 
-    def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitRecord:
+    def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitHead:
         """Operator repair (Kafka's `UnifiedLog.truncateTo`): drop every batch at or after `offset` (whole
         batches: a batch holding `offset` is dropped with everything after it), delete the segments above it,
         and commit. `batch_id` defaults to the committed one."""
@@ -322,6 +376,8 @@ class PartitionLog:
             dropped.append(self.active.base_offset)
             self.active.close(finalize=False)
             self.active = None
+        if dropped:
+            self._mark()
         for base in dropped:
             delete_segment_files(self.directory, base)
         if self.active is None:
@@ -336,7 +392,7 @@ class PartitionLog:
         self.log_end_offset = self.active.read_next_offset()
         return self.commit(self.committed_batch_id if batch_id is None else batch_id)
 
-    def close_cleanly(self) -> CommitRecord | None:
+    def close_cleanly(self) -> CommitHead | None:
         """Kafka's `UnifiedLog.close` at a clean shutdown: the active segment gets its final time-index
         entry and trimmed, fsynced indexes (`onBecomeInactiveSegment`, reference §5.3), recorded under the
         committed micro-batch. Only for a log with nothing uncommitted (the query has stopped)."""

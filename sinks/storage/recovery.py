@@ -23,7 +23,18 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitRecord, SegmentState, write_commit
+from sinks.storage.commit_record import (
+    SEGMENT_LIST_PREFIX,
+    CommitHead,
+    CommitRecord,
+    SegmentState,
+    clear_recovery_mark,
+    marked_for_recovery,
+    read_commit_head,
+    segment_list_name,
+    write_commit,
+    write_head,
+)
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import (
     LOG_FILE_SUFFIX,
@@ -50,7 +61,7 @@ class LogStateMismatchError(RuntimeError):
 
 @dataclass(frozen=True)
 class RecoveryResult:
-    commit: CommitRecord | None
+    head: CommitHead | None
     truncated_bytes: int = 0  # .log bytes cut or deleted (uncommitted tail and segments, invalid batches)
     deleted_segments: tuple[int, ...] = ()
     rebuilt_segments: tuple[int, ...] = ()
@@ -82,6 +93,10 @@ def _delete_orphan_indexes(directory: Path, names: list[str] | None = None) -> l
 # check cost ~0.2 s per micro-batch and partition. Readers and `segments verify` still check every file.
 _VERIFIED_INACTIVE: set[tuple[str, SegmentState]] = set()
 _VERIFIED_LIMIT = 100_000
+# Partition directories this process has loaded (listed and checked whole, like Kafka's `LogLoader` at start-up):
+# later opens check only the active segment's files unless the recovery marker says a roll, a retention pass or
+# a repair was under way.
+_LOADED: set[str] = set()
 
 
 def _file_size(path: Path) -> int:
@@ -91,12 +106,34 @@ def _file_size(path: Path) -> int:
         return -1
 
 
-def recover_partition(directory: Path, config: SegmentConfig, commit: CommitRecord | None) -> RecoveryResult:
-    """Bring a partition directory back to a consistent state before appending (module docstring)."""
+def recover_partition(directory: Path, config: SegmentConfig, head: CommitHead | None) -> RecoveryResult:
+    """Bring a partition directory back to a consistent state before appending (module docstring). With a
+    commit record and no recovery marker (`commit_record.RECOVERY_MARKER`) every file but the active segment's
+    is as the record describes, so only those are checked: opening costs the same however many segments the
+    partition retains. With the marker, or a record of the earlier format, the directory is listed and
+    every segment checked."""
     directory = Path(directory)
-    if commit is not None:
-        return _restore_to_commit(directory, config, commit)
-    return _recover_without_commit(directory, config)
+    if head is None:
+        return _recover_without_commit(directory, config)
+    folder = str(directory)
+    if (folder not in _LOADED or marked_for_recovery(directory)
+            or (head.segment_list == 0 and head.inactive_count > 0)):
+        result = _restore_to_commit(directory, config, head.record(directory))
+        clear_recovery_mark(directory)
+        if len(_LOADED) >= _VERIFIED_LIMIT:
+            _LOADED.clear()
+        _LOADED.add(folder)
+        return result
+    if head.active is None:
+        return RecoveryResult(head)
+    state, cut, rebuilt, action = _restore_segment(directory, config, head.active, head.batch_id)
+    if rebuilt:
+        head = replace(head, active=state)
+        write_head(directory, head)
+    if action:
+        log.warning("%s: repaired to the commit of micro-batch %d: %s", directory.name, head.batch_id, action)
+    return RecoveryResult(head, cut, (), (head.active.base_offset,) if rebuilt else (), (),
+                          (action,) if action else ())
 
 
 def _size(path: str) -> int:
@@ -118,64 +155,75 @@ def _restore_to_commit(directory: Path, config: SegmentConfig, commit: CommitRec
             delete_segment_files(directory, base)
             deleted.append(base)
             actions.append(f"deleted uncommitted segment {segment_file_name(base)}")
+    current_list = segment_list_name(commit.segment_list)
+    for name in names:  # segment lists no durable record names (a crash during a roll or retention)
+        if name.startswith(SEGMENT_LIST_PREFIX) and name != current_list:
+            os.unlink(directory / name)
     if deleted:
         names = sorted(os.listdir(directory))
     orphans = _delete_orphan_indexes(directory, names)
     rebuilt = []
     new_states = []
-    folder = str(directory)
     last = commit.segments[-1] if commit.segments else None
     for state in commit.segments:
-        if state is not last and (folder, state) in _VERIFIED_INACTIVE:
+        if state is not last and (str(directory), state) in _VERIFIED_INACTIVE:
             new_states.append(state)
             continue
-        log_path = directory / segment_file_name(state.base_offset, LOG_FILE_SUFFIX)
-        log_size = _size(os.path.join(folder, segment_file_name(state.base_offset, LOG_FILE_SUFFIX)))
-        if log_size < state.log_size:
-            raise StorageCorruptionError(
-                f"{directory.name}: {log_path.name} has {max(log_size, 0)} bytes but the commit record of micro-batch "
-                f"{commit.batch_id} says {state.log_size} were fsynced. Committed data is lost (disk fault or the "
-                "file was edited). Restore the partition directory from a backup, or remove it and reset the "
-                "Spark checkpoint to rebuild the partition from the ingress topic."
-            )
-        index_sizes = [_size(os.path.join(folder, segment_file_name(state.base_offset, suffix)))
-                       for suffix in SEGMENT_FILE_SUFFIXES[1:]]
-        committed_index_sizes = [state.index_size, state.time_index_size, state.append_time_index_size]
-        needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
-        longer = log_size > state.log_size or any(
-            s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True)
-        )
-        if not (needs_rebuild or longer):
-            if state is not last:
-                if len(_VERIFIED_INACTIVE) >= _VERIFIED_LIMIT:
-                    _VERIFIED_INACTIVE.clear()
-                _VERIFIED_INACTIVE.add((folder, state))
-            new_states.append(state)
-            continue
-        segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, preallocate=False)
-        try:
-            if needs_rebuild:
-                os.truncate(log_path, state.log_size)
-                segment = _reopen(segment, directory, state.base_offset, config, state.created_ms)
-                segment.recover()
-                rebuilt.append(state.base_offset)
-                actions.append(f"rebuilt the indexes of {log_path.name} (an index file was missing or short)")
-                sizes = segment.sizes()
-                state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3])
-            else:
-                cut = segment.truncate_files_to(*state.sizes)
-                truncated += cut
-                actions.append(f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)")
-        finally:
-            segment.close(finalize=False)
+        state, cut, was_rebuilt, action = _restore_segment(directory, config, state, commit.batch_id)
+        truncated += cut
+        if was_rebuilt:
+            rebuilt.append(state.base_offset)
+        if action:
+            actions.append(action)
+        elif state is not last:
+            if len(_VERIFIED_INACTIVE) >= _VERIFIED_LIMIT:
+                _VERIFIED_INACTIVE.clear()
+            _VERIFIED_INACTIVE.add((str(directory), state))
         new_states.append(state)
-    new_commit = commit
+    head = commit.head()
     if rebuilt:
-        new_commit = replace(commit, segments=tuple(new_states))
-        write_commit(directory, new_commit)
+        write_commit(directory, replace(commit, segments=tuple(new_states)))
+        head = read_commit_head(directory)
     if truncated or deleted:
         log.warning("%s: repaired to the commit of micro-batch %d: %s", directory.name, commit.batch_id, "; ".join(actions))
-    return RecoveryResult(new_commit, truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
+    return RecoveryResult(head, truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
+
+
+def _restore_segment(
+    directory: Path, config: SegmentConfig, state: SegmentState, batch_id: int
+) -> tuple[SegmentState, int, bool, str | None]:
+    """One committed segment's files back to their committed sizes: (its state, `.log` bytes cut, whether its
+    indexes were rebuilt, what was done or None)."""
+    folder = str(directory)
+    log_path = directory / segment_file_name(state.base_offset, LOG_FILE_SUFFIX)
+    log_size = _size(os.path.join(folder, segment_file_name(state.base_offset, LOG_FILE_SUFFIX)))
+    if log_size < state.log_size:
+        raise StorageCorruptionError(
+            f"{directory.name}: {log_path.name} has {max(log_size, 0)} bytes but the commit record of micro-batch "
+            f"{batch_id} says {state.log_size} were fsynced. Committed data is lost (disk fault or the "
+            "file was edited). Restore the partition directory from a backup, or remove it and reset the "
+            "Spark checkpoint to rebuild the partition from the ingress topic."
+        )
+    index_sizes = [_size(os.path.join(folder, segment_file_name(state.base_offset, suffix)))
+                   for suffix in SEGMENT_FILE_SUFFIXES[1:]]
+    committed_index_sizes = [state.index_size, state.time_index_size, state.append_time_index_size]
+    needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
+    longer = log_size > state.log_size or any(s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
+    if not (needs_rebuild or longer):
+        return state, 0, False, None
+    segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, preallocate=False)
+    try:
+        if needs_rebuild:
+            os.truncate(log_path, state.log_size)
+            segment = _reopen(segment, directory, state.base_offset, config, state.created_ms)
+            segment.recover()
+            sizes = segment.sizes()
+            state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3])
+            return state, 0, True, f"rebuilt the indexes of {log_path.name} (an index file was missing or short)"
+        cut = segment.truncate_files_to(*state.sizes)
+        return state, cut, False, f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)"
+    finally:
+        segment.close(finalize=False)
 
 
 def _reopen(segment: LogSegment, directory: Path, base: int, config: SegmentConfig, created_ms: int) -> LogSegment:
@@ -241,11 +289,11 @@ def _recover_without_commit(directory: Path, config: SegmentConfig) -> RecoveryR
     )
     write_commit(directory, new_commit)
     log.warning("%s: recovered without a commit record: %s", directory.name, "; ".join(actions) or "no change")
-    return RecoveryResult(new_commit, truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
+    return RecoveryResult(read_commit_head(directory), truncated, tuple(deleted), tuple(rebuilt), tuple(orphans), tuple(actions))
 
 
 def check_log_end_offset(
-    directory: Path, commit: CommitRecord | None, expected_log_end_offset: int, batch_id: int
+    directory: Path, commit: CommitHead | None, expected_log_end_offset: int, batch_id: int
 ) -> None:
     """Raise `LogStateMismatchError` unless the committed log end offset equals the one the Spark state
     expects for micro-batch `batch_id` (the base offset of its first accepted batch)."""

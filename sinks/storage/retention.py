@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import SegmentState, read_commit, write_commit
+from sinks.storage.commit_record import SegmentState, read_commit_head, recovery_marked, write_commit
 from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
     delete_segment_files,
@@ -119,7 +119,8 @@ def enforce_retention(
     if not lock.acquire(blocking=blocking):
         return None
     try:
-        commit = recover_partition(directory, SegmentConfig.from_topic(config), read_commit(directory)).commit
+        head = recover_partition(directory, SegmentConfig.from_topic(config), read_commit_head(directory)).head
+        commit = None if head is None else head.record(directory)
         if commit is None or not commit.segments:
             return RetentionReport(topic, partition, (), 0, 0)
         if "delete" not in config.cleanup_policy:  # compact-only: no size/time retention (§5.6)
@@ -135,10 +136,11 @@ def enforce_retention(
             return RetentionReport(topic, partition, (), commit.log_start_offset, commit.log_end_offset,
                                    tuple(warnings))
         new_start = max(commit.log_start_offset, segments[0].base_offset)
-        write_commit(directory, replace(commit, segments=tuple(segments), log_start_offset=new_start))
-        crash_point("retention-committed")
-        for d in deleted:
-            delete_segment_files(directory, d.base_offset)
+        with recovery_marked(directory):  # a crash before the files are gone leaves them for the next recovery
+            write_commit(directory, replace(commit, segments=tuple(segments), log_start_offset=new_start))
+            crash_point("retention-committed")
+            for d in deleted:
+                delete_segment_files(directory, d.base_offset)
         return RetentionReport(topic, partition, tuple(deleted), new_start, commit.log_end_offset, tuple(warnings))
     finally:
         lock.release()

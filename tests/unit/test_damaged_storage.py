@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from clients.consumer import GatewayConsumer, TopicPartition
 from sinks.__main__ import main
-from sinks.storage.commit_record import COMMIT_FILE, read_commit
+from sinks.storage.commit_record import COMMIT_FILE, read_commit, segment_list_name
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
 from sinks.storage.log_config import SegmentConfig
@@ -73,10 +73,13 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     shutil.copytree(root, older)
     record = partition_dir(older, "t", 0) / COMMIT_FILE
     doc = json.loads(record.read_text())
-    for state in doc["segments"]:
+    segment_list = partition_dir(older, "t", 0) / segment_list_name(doc["segment_list"])
+    inactive = json.loads(segment_list.read_text())
+    for state in [*inactive, doc["active"]]:
         for key in ("index_crc", "time_index_crc", "append_time_index_crc", "max_timestamp", "max_timestamp_offset"):
             del state[key]
     record.write_text(json.dumps(doc))
+    segment_list.write_text(json.dumps(inactive))
     assert answers(older) == answers(root)
     return {"current": root, "older": older}
 

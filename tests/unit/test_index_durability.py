@@ -148,6 +148,6 @@ def test_commit_record_without_checksums_is_trusted(tmp_path):
     d, commit = active(tmp_path)
     legacy = replace(commit, segments=tuple(replace(s, index_crc=None, time_index_crc=None) for s in commit.segments))
     write_commit(d, legacy)
-    assert CommitRecord.from_json(legacy.to_json()) == legacy
+    assert read_commit(d).segments == legacy.segments  # type: ignore[union-attr]
     write(tmp_path, range(3, 5), offset=commit.log_end_offset)
     check_healthy(tmp_path)

@@ -133,7 +133,7 @@ def test_short_index_against_commit_is_rebuilt(tmp_path):
     assert first.index_size > 0
     (d / segment_file_name(0, ".index")).write_bytes(b"")
     with PartitionLog.open(tmp_path, "t", 0, CFG) as plog:
-        assert plog.commit_record.segments[0].index_size == first.index_size
+        assert plog.commit_record.record(d).segments[0].index_size == first.index_size
     assert verify_partition(tmp_path, "t", 0, CFG.index_interval_bytes).ok
 
 
@@ -191,6 +191,7 @@ def test_an_open_checks_only_the_segments_a_micro_batch_can_have_touched(tmp_pat
     d = log_files(tmp_path)
     committed = read_commit(d)
     assert len(committed.segments) >= 3
+    monkeypatch.setattr(recovery, "_LOADED", set())  # as a new worker process starts
     with PartitionLog.open(tmp_path, "t", 0, CFG):  # this process checks every committed segment once
         pass
     sized: list[str] = []
@@ -223,5 +224,6 @@ def test_a_new_process_checks_every_committed_segment_again(tmp_path, monkeypatc
     first_log = log_files(tmp_path) / segment_file_name(0)
     first_log.write_bytes(first_log.read_bytes()[:-10])  # an inactive segment loses committed bytes
     monkeypatch.setattr(recovery, "_VERIFIED_INACTIVE", set())  # what a new worker process starts with
+    monkeypatch.setattr(recovery, "_LOADED", set())
     with pytest.raises(StorageCorruptionError, match=f"{segment_file_name(0)} has .* Committed data is lost"):
         PartitionLog.open(tmp_path, "t", 0, CFG)

@@ -227,14 +227,17 @@ def test_offset_overflow_is_refused(tmp_path):
         seg.append(one(2**31), 0)
 
 
-def test_a_log_synced_ahead_is_not_synced_again_unless_it_changed(tmp_path, monkeypatch):
+def test_a_log_synced_by_the_filesystem_is_not_synced_again_unless_it_changed(tmp_path, monkeypatch):
     import os
+
+    from sinks.storage.group_commit import sync_filesystem
     seg = segment(tmp_path, 0, 1)
     for o in range(10):
         seg.append(one(o), o)
-    log_fd, size = seg.written_log()
-    os.fdatasync(log_fd)
-    seg.synced_to(size)
+    seg.write_pending()
+    sync_filesystem(tmp_path)
+    seg.synced_by_filesystem()
+    log_fd = seg._fd
     synced: list[int] = []
     real = os.fdatasync
     monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
@@ -244,12 +247,14 @@ def test_a_log_synced_ahead_is_not_synced_again_unless_it_changed(tmp_path, monk
     seg.flush(indexes=False)
     assert synced.count(log_fd) == 1  # written since: synced
     # cut back and grown to the size synced before: not the bytes synced before, so synced again
-    fd, size = seg.written_log()
-    seg.synced_to(size)
+    seg.write_pending()
+    seg.synced_by_filesystem()
+    size = seg.size
     seg.truncate_to(5)
     for o in range(5, 11):
         seg.append(one(o), o)
-    assert seg.written_log() == (fd, size)
+    seg.write_pending()
+    assert seg.size == size
     seg.flush(indexes=False)
     assert synced.count(log_fd) == 2
     seg.close()

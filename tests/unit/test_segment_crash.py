@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sinks.storage.commit_record import COMMIT_FILE, read_commit
+from sinks.storage.commit_record import COMMIT_FILE, SEGMENT_LIST_PREFIX, read_commit, segment_list_name
 from sinks.storage.crash_point import CRASH_ENV
 from sinks.storage.file_names import partition_dir, segment_bases
 from sinks.storage.partition_lock import LOCK_FILE
@@ -111,7 +111,11 @@ def test_commit_record_lists_every_segment(tmp_path, reference):
     doc = json.loads(reference[COMMIT_FILE])
     assert doc["batch_id"] == MICRO_BATCHES - 1
     assert doc["log_end_offset"] == MICRO_BATCHES * 12
-    for s in doc["segments"]:
+    inactive = json.loads(reference[segment_list_name(doc["segment_list"])])
+    assert len(inactive) == doc["inactive_count"] >= 2
+    assert not any(name.startswith(SEGMENT_LIST_PREFIX) and name != segment_list_name(doc["segment_list"])
+                   for name in reference)  # the lists of earlier generations are gone
+    for s in [*inactive, doc["active"]]:
         assert len(reference[f"{s['base_offset']:020d}.log"]) == s["log_size"]
         assert len(reference[f"{s['base_offset']:020d}.index"]) == s["index_size"]
         assert len(reference[f"{s['base_offset']:020d}.timeindex"]) == s["time_index_size"]

@@ -116,7 +116,7 @@ def test_roll_trims_old_segment_and_commit_lists_segments(tmp_path):
     with PartitionLog.open(tmp_path, "t", 0, cfg) as plog:
         for i in range(7):
             plog.append(make_batch(i, [T0 + i]), T0 + i)
-        commit = plog.commit(5)
+        commit = plog.commit(5).record(partition_dir(tmp_path, "t", 0))
     d = partition_dir(tmp_path, "t", 0)
     assert segment_bases(d) == [0, 3, 6]
     assert [s.base_offset for s in commit.segments] == [0, 3, 6]

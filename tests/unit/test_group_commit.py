@@ -1,0 +1,126 @@
+"""Group commit (`sinks.storage.group_commit`): many partitions made durable by two syncs of the filesystem,
+exactly once through a crash at every step, and a micro-batch's commit that costs the same however many
+segments a partition retains (`commit_record`: the record names its segment list, written only on a change)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sinks.storage import recovery
+from sinks.storage.commit_record import COMMIT_FILE, RECOVERY_MARKER, SEGMENT_LIST_PREFIX, read_commit
+from sinks.storage.crash_point import CRASH_ENV
+from sinks.storage.file_names import partition_dir
+from sinks.storage.partition_lock import LOCK_FILE
+
+REPO = Path(__file__).resolve().parents[2]
+PARTITIONS = 10
+MICRO_BATCHES = 5
+
+
+def writer(root: str, micro_batches: int) -> None:
+    """Run in a subprocess: `micro_batches` deterministic micro-batches over `PARTITIONS` partitions, each
+    committed by one group commit (segments rolling in some partitions)."""
+    from sinks.storage.group_commit import group_commit
+    from sinks.storage.log_config import SegmentConfig
+    from sinks.storage.partition_log import BatchAppender
+    from tests.unit.test_segment import T0, make_batch
+
+    cfg = SegmentConfig(segment_bytes=700, index_interval_bytes=150, segment_index_bytes=240)
+    offsets = [0] * PARTITIONS
+    outcomes = []
+    for mb in range(micro_batches):
+        appenders = [BatchAppender(Path(root), "t", p, mb, cfg) for p in range(PARTITIONS)]
+        for p, appender in enumerate(appenders):
+            items = []
+            for j in range(1 + p % 3):
+                o = offsets[p]
+                data = make_batch(o, [T0 + mb * 100 + j * 10 + k for k in range(3)], value=b"x" * (20 + p + j))
+                items.append((o, o + 2, data, T0 + mb * 1000 + j))
+                offsets[p] += 3
+            appender.add(items)
+        group_commit(Path(root), appenders)
+        outcomes.append([[o.skipped_replay, o.log_end_offset] for a in appenders if (o := a.outcome())])
+        for appender in appenders:
+            appender.close()
+    print(json.dumps(outcomes))
+
+
+def run_writer(root: Path, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
+    if crash_at:
+        env[CRASH_ENV] = crash_at
+    code = f"from tests.unit.test_group_commit import writer; writer({str(root)!r}, {MICRO_BATCHES})"
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {f"{p}/{f.name}": f.read_bytes() for p in range(PARTITIONS)
+            for f in sorted(partition_dir(root, "t", p).iterdir()) if f.name != LOCK_FILE}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    root = tmp_path_factory.mktemp("reference")
+    done = run_writer(root)
+    assert done.returncode == 0, done.stderr
+    files = snapshot(root)
+    assert sum(name.endswith(".log") for name in files) > PARTITIONS, "the workload must roll segments"
+    assert not any(name.endswith(RECOVERY_MARKER) for name in files)
+    return files
+
+
+@pytest.mark.parametrize("crash_at", [
+    "batch-written:7",  # in the middle of the first micro-batch's appends
+    "data-written:13",  # the second micro-batch staged in part: bytes and tmp records written, nothing synced
+    "commit-tmp-written:3",  # the third staged whole, not synced
+    "data-fsynced:3",  # synced, no record renamed yet
+    "committed:4",  # every record renamed and synced: the process dies before it returns
+])
+def test_a_crash_anywhere_in_a_group_commit_then_the_replay_is_byte_identical(
+    tmp_path: Path, reference: dict[str, bytes], crash_at: str
+) -> None:
+    crashed = run_writer(tmp_path, crash_at)
+    assert crashed.returncode == 86, crashed.stderr
+    committed = [read_commit(partition_dir(tmp_path, "t", p)) for p in range(PARTITIONS)]
+    # all or nothing per micro-batch: every partition's record names the same micro-batch
+    assert len({c.batch_id if c else -1 for c in committed}) == 1
+    resumed = run_writer(tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert snapshot(tmp_path) == reference
+
+
+def test_a_commit_reads_and_writes_the_same_however_many_segments_are_retained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the partition is loaded, a micro-batch's open and commit touch the active segment and the record
+    only: no older segment's file, no segment list; the record keeps its size as segments are added."""
+    from sinks.storage.log_config import SegmentConfig
+    from sinks.storage.partition_log import append_batches
+    from tests.unit.test_segment import T0, make_batch
+
+    cfg = SegmentConfig(segment_bytes=1, index_interval_bytes=0)  # a segment per batch
+    directory = partition_dir(tmp_path, "t", 0)
+    sizes = []
+    for mb in range(40):
+        append_batches(tmp_path, "t", 0, mb, [(mb, mb, make_batch(mb, [T0 + mb]), T0 + mb)], cfg)
+        sizes.append(len((directory / COMMIT_FILE).read_bytes()))
+    assert len(read_commit(directory).segments) == 40  # type: ignore[union-attr]
+    assert max(sizes[10:]) - min(sizes[10:]) < 10  # the record does not grow with the segments (digits aside)
+    touched: list[str] = []
+    real_open, real_size, real_listdir = os.open, recovery._size, os.listdir
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: (touched.append(str(path)), real_open(path, *a, **k))[1])
+    monkeypatch.setattr(recovery, "_size", lambda path: (touched.append(str(path)), real_size(path))[1])
+    monkeypatch.setattr(os, "listdir", lambda path=".": (touched.append(f"listdir {path}"), real_listdir(path))[1])
+    no_roll = SegmentConfig(index_interval_bytes=0)
+    append_batches(tmp_path, "t", 0, 40, [(40, 40, make_batch(40, [T0 + 40]), T0 + 40)], no_roll)
+    last = f"{39:020d}"
+    older = [p for p in touched if "listdir" in p or SEGMENT_LIST_PREFIX in p
+             or (p.rsplit("/", 1)[-1][:20].isdigit() and not p.rsplit("/", 1)[-1].startswith(last))]
+    assert touched and not older
+    assert read_commit(directory).log_end_offset == 41  # type: ignore[union-attr]
