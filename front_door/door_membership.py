@@ -15,7 +15,6 @@ once, nor by one that has not loaded it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -36,12 +35,14 @@ from front_door.groups.store import GroupStoreError, KafkaGroupStore
 from front_door.leadership import leader
 from front_door.security.kafka_store import KafkaSecurityStore
 from front_door.security.store import SecurityStoreError
+from front_door.stopping import blocking_step
 from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.doors")
 
 HANDOVER_SETTLE_S = 0.5  # the losing door's in-flight group writes land in the groups topic meanwhile
 STOP_WRITE_TIMEOUT_S = 5.0
+STOP_CLOSE_TIMEOUT_S = 5.0  # then the doors topic's clients are abandoned (`stopping.blocking_step`)
 
 
 def _monotonic_ms() -> int:
@@ -177,13 +178,13 @@ class DoorMembership:
         """Stop heartbeating and delete this door's registration, so the others take over at once."""
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        # gathered, not each awaited under a suppress: a cancelled leave() stays cancelled (FrontDoor's stop
+        # bounds it)
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._registered:
             try:
                 await asyncio.wait_for(self._store.write(DOOR_KIND, str(self._door_id), None), STOP_WRITE_TIMEOUT_S)
             except (SecurityStoreError, TimeoutError) as e:
                 log.warning("front door %d: registration not deleted (the others fence it after %d ms): %s",
                             self._door_id, self._session_timeout_ms, e)
-        await asyncio.to_thread(self._store.close)
+        await blocking_step("closing the doors topic's clients", self._store.close, STOP_CLOSE_TIMEOUT_S)

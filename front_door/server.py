@@ -111,6 +111,7 @@ from front_door.security.sasl_server import (
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
 from front_door.security.store import QUOTA_KIND, SecurityStoreError
+from front_door.stopping import StopBounds, async_step, blocking_step
 from front_door.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
@@ -265,7 +266,8 @@ class FrontDoorSettings:
 
 
 class FrontDoor:
-    """`start()` binds and returns the address clients use; `stop()` closes every connection."""
+    """`start()` binds and returns the address clients use; `stop()` closes every connection and the door's
+    Kafka clients, each step bounded by `stop_bounds` (`stopping.py`)."""
 
     def __init__(self, settings: FrontDoorSettings, registry: Callable[[], TopicRegistry],
                  metrics: FrontDoorMetrics) -> None:
@@ -299,6 +301,7 @@ class FrontDoor:
         self.address: BrokerAddress | None = None  # node 1 as advertised: what clients bootstrap from
         self.bound: tuple[BrokerAddress, ...] = ()  # each node's address on the first listener, node 1 first
         self.listener_addresses: dict[str, tuple[BrokerAddress, ...]] = {}  # each listener's, node 1 first
+        self.stop_bounds = StopBounds()
 
     def start(self) -> BrokerAddress:
         """Binds every node's listener and returns node 1's bound address."""
@@ -471,31 +474,70 @@ class FrontDoor:
         return "not started" if self._bridge is None else self._bridge.unreachable(timeout_s)
 
     def stop(self) -> None:
+        """Close the listeners, the connections and the door's Kafka clients. Returns within
+        `stop_bounds.total_s` and never raises: a step that does not finish in its time is cancelled or
+        abandoned with one warning naming it (`stopping.py`), and the stop goes on."""
         if not self._thread.is_alive():
             return
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=30)
+        bounds = self.stop_bounds
+        stopping = asyncio.run_coroutine_threadsafe(self._stop(), self._loop)
+        try:
+            stopping.result(timeout=bounds.steps_s + bounds.margin_s)
+        except TimeoutError:  # every step is bounded: only a loop held up by something else gets here
+            stopping.cancel()
+            log.warning("front door: stopping did not finish within %.1f s (its event loop is held up); "
+                        "stopping the loop all the same", bounds.steps_s + bounds.margin_s)
+        except Exception:  # noqa: BLE001 - the steps report their own failures; this is a safety net
+            log.exception("front door: stopping failed; stopping the loop all the same")
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
+        self._thread.join(timeout=bounds.loop_s)
+        if self._thread.is_alive():  # a daemon thread: it ends with the process
+            log.warning("front door: its event loop did not stop within %.1f s; left to end with the process",
+                        bounds.loop_s)
+            return
+        self._loop.close()
 
     async def _stop(self) -> None:
+        bounds = self.stop_bounds
+        await self._close_connections(bounds.connections_s)
+        if self.context is not None:
+            try:
+                self.context.groups.close()  # waiting joins and syncs are answered NOT_COORDINATOR
+            except Exception as e:  # noqa: BLE001 - the stop goes on
+                log.warning("front door: closing the group coordinator failed: %s: %s", type(e).__name__, e)
+        self.metrics.groups.detach()
+        # The Kafka clients side by side, each bounded: none waits for another's flush.
+        steps: list[Awaitable[bool]] = []
+        if self._membership is not None:
+            steps.append(async_step("leaving the doors topic", self._membership.leave(), bounds.kafka_s))
+        for what, client in (("the groups topic's clients", self._group_store),
+                             ("the security topic's clients", self._security_store)):
+            if client is not None:
+                steps.append(blocking_step(f"closing {what}", client.close, bounds.kafka_s))
+        if self._bridge is not None:
+            steps.append(blocking_step("closing the ingress bridge (ingress producer, response reader)",
+                                       self._bridge.stop, bounds.kafka_s))
+        await asyncio.gather(*steps)
+
+    async def _close_connections(self, bound_s: float) -> None:
+        """Listeners and connections closed. A connection's requests still waiting for the gateway's answer
+        (a produce whose response has not come) could not be answered on the closed connection: after
+        `bound_s` they are cancelled."""
         for acceptor in self._acceptors:
             acceptor.close()
         for writer in list(self._writers):  # each connection's reader then ends, as on a client's close
             writer.close()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self.context is not None:
-            self.context.groups.close()
-        if self._membership is not None:
-            await self._membership.leave()
-        self.metrics.groups.detach()
-        if self._group_store is not None:
-            await asyncio.to_thread(self._group_store.close)
-        if self._security_store is not None:
-            await asyncio.to_thread(self._security_store.close)
-        if self._bridge is not None:
-            await asyncio.to_thread(self._bridge.stop)
+        if not self._connections:
+            return
+        _, waiting = await asyncio.wait(set(self._connections), timeout=bound_s)
+        if not waiting:
+            return
+        for task in waiting:
+            task.cancel()
+        _, stuck = await asyncio.wait(waiting, timeout=bound_s)
+        log.warning("front door: %d closed connection(s) still had requests waiting for answers after %.1f s; "
+                    "cancelled%s", len(waiting), bound_s,
+                    f" ({len(stuck)} did not end within {bound_s:.1f} s more; abandoned)" if stuck else "")
 
     # ------------------------------------------------------------------ connections
 
@@ -530,7 +572,7 @@ class FrontDoor:
         try:
             await self._read_requests(connection, reader, responses)
         except asyncio.CancelledError:
-            sender.cancel()
+            sender.cancel()  # and the request it awaits
             raise
         finally:
             try:
@@ -539,6 +581,7 @@ class FrontDoor:
                 sender.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await sender
+            _cancel_queued(responses)  # what a cancelled sender left: nobody would answer it
 
     def _connection(self, listener: Listener, node_id: int, peer: Any, writer: asyncio.StreamWriter) -> _Connection | None:
         """What a new connection knows of itself; None when it must close (a certificate no mapping rule takes)."""
@@ -785,9 +828,7 @@ class FrontDoor:
             if isinstance(data, CloseConnection):
                 log.info("closing connection from %s: %s", peer, data.reason)
                 writer.close()
-                while not responses.empty():  # what was still queued is not answered on a closed connection
-                    if (queued := responses.get_nowait()) is not None:
-                        queued.cancel()
+                _cancel_queued(responses)  # what was still queued is not answered on a closed connection
                 return
             if data is not None:
                 writer.write(data)
@@ -811,6 +852,12 @@ class _Connection:
     # last re-authentication began
     session_expires: float | None = None
     reauthenticated: float = 0.0
+
+
+def _cancel_queued(responses: asyncio.Queue[asyncio.Task[bytes | CloseConnection | None] | None]) -> None:
+    while not responses.empty():
+        if (queued := responses.get_nowait()) is not None:
+            queued.cancel()
 
 
 def _done(data: bytes | CloseConnection) -> asyncio.Task[bytes | CloseConnection | None]:

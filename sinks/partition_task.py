@@ -45,6 +45,9 @@ COMMIT_THREADS = 16
 # From this many partitions to commit, one group commit (two syncs of the filesystem) costs less than their
 # fsyncs on the committer's threads (`storage.group_commit`; measured in docs/performance.md).
 GROUP_COMMIT_PARTITIONS = 8
+# Partitions a task keeps open at once (each holds its lock and active segment: ~6 file descriptors); past
+# this, the earlier ones are committed while the task goes on (docs/deployment.md, sizing).
+MAX_OPEN_PARTITIONS = 512
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,17 @@ def outgoing_messages(
     return responses, letters
 
 
+def _commit(
+    committer: _Committer, root: Path, appends: Iterable[PartitionAppend]
+) -> list[Future[_Committed]]:
+    """The partitions' commits handed to the committer: one group commit from `GROUP_COMMIT_PARTITIONS`
+    partitions to commit (where the system has it), else one commit per partition."""
+    appends = list(appends)
+    if sum(a.to_commit for a in appends) >= GROUP_COMMIT_PARTITIONS and group_commit_available():
+        return [committer.submit(partial(_commit_group, root, appends))]
+    return [committer.submit(a.commit) for a in appends]
+
+
 def _commit_group(root: Path, appends: Sequence[PartitionAppend]) -> list[AppendOutcome]:
     """Every partition's appends made durable and committed by one group commit (`storage.group_commit`); its
     time counted to the first partition's."""
@@ -237,34 +251,48 @@ def run_task(
     and dead letters sent in one publication, and one wait for their delivery. Durability is grouped across
     the task's partitions; no response leaves before its own partition's commit."""
     appends: dict[tuple[str | None, int | None], PartitionAppend] = {}
+    committed: dict[tuple[str | None, int | None], PartitionAppend] = {}  # committed early, closed
     rows: list[DecisionRow] = []
+    log_starts: dict[tuple[str, int], int] = {}
+    outcomes: list[AppendOutcome] = []
     try:
         for chunk in chunks:
-            _add_by_partition(chunk, appends, config.segments_root, batch_id, registry, clock)
+            _add_by_partition(chunk, appends, committed, config.segments_root, batch_id, registry, clock)
             rows.extend(chunk)
+            if len(appends) > MAX_OPEN_PARTITIONS and chunk:
+                # Bounded descriptors: the partitions before the chunk's last (whose rows may go on in the next
+                # chunk) committed now. Their responses still leave only after every partition's commit.
+                last = _partition_of(chunk[-1])
+                early = {k: a for k, a in appends.items() if k != last}
+                for append in early.values():
+                    log_starts.update(append.log_starts)
+                try:
+                    with _Committer(True, len(early)) as committer:
+                        outcomes += [o for c in _commit(committer, config.segments_root, early.values())
+                                     for o in _outcomes(c.result())]
+                finally:
+                    for append in early.values():
+                        append.close()
+                committed.update(early)
+                appends = {last: appends[last]} if last in appends else {}
         if not rows:
             return TaskSummary()
-        log_starts: dict[tuple[str, int], int] = {}
         for append in appends.values():
             log_starts.update(append.log_starts)
-        to_commit = [a for a in appends.values() if a.to_commit]
-        grouped = len(to_commit) >= GROUP_COMMIT_PARTITIONS and group_commit_available()
-        threads = 1 if grouped else len(appends)
-        with _Committer(grouped or len(appends) > 1 or len(rows) >= SYNC_AHEAD_ROWS, threads) as committer:
+        threaded = len(appends) > 1 or len(rows) >= SYNC_AHEAD_ROWS
+        with _Committer(threaded, len(appends)) as committer:
             # the commits in flight on the committer's threads (one group commit, or every partition's
             # fdatasyncs and commit record at once) while this one builds the responses, dead letters and
             # metric deltas
-            if grouped:
-                committing = [committer.submit(partial(_commit_group, config.segments_root, list(appends.values())))]
-            else:
-                committing = [committer.submit(a.commit) for a in appends.values()]
+            committing = _commit(committer, config.segments_root, appends.values())
             responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
             metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
             metrics.add(rows)
-            outcomes = [o for c in committing for o in _outcomes(c.result())]
+            outcomes += [o for c in committing for o in _outcomes(c.result())]
     finally:
         for append in appends.values():
             append.close()
+    every = [*committed.values(), *appends.values()]
     n_resp = n_dlq = 0
     started = clock()
     if responses or letters:
@@ -276,26 +304,31 @@ def run_task(
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),
         appended_bytes=sum(o.bytes_written for o in outcomes),
-        partitions=len(appends),
+        partitions=len(every),
         partitions_appended=sum(1 for o in outcomes if o.batches),
         replayed_partitions=sum(1 for o in outcomes if o.skipped_replay),
         segments_rolled=sum(o.segments_rolled for o in outcomes),
         recovered_bytes=sum(o.recovered_bytes for o in outcomes),
         responses=n_resp,
         dead_letters=n_dlq,
-        append_seconds=sum(a.seconds for a in appends.values()),
+        append_seconds=sum(a.seconds for a in every),
         publish_seconds=published - started,
         metric_rows=metrics.rows(),
     )
 
 
 def _add_by_partition(
-    chunk: Sequence[DecisionRow], appends: dict[tuple[str | None, int | None], PartitionAppend], root: Path,
+    chunk: Sequence[DecisionRow], appends: dict[tuple[str | None, int | None], PartitionAppend],
+    committed: Mapping[tuple[str | None, int | None], PartitionAppend], root: Path,
     batch_id: int, registry: TopicRegistry, clock: Callable[[], float],
 ) -> None:
     """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call."""
     for key, run in groupby(chunk, key=_partition_of):
         append = appends.get(key)
+        if append is None and key in committed:
+            # The stage emits each partition's rows together (`streaming.stage`); rows after its commit would
+            # be taken for a replay of this micro-batch and skipped
+            raise RuntimeError(f"{key[0]}-{key[1]}: decision rows after the partition was committed in this task")
         if append is None:
             append = appends[key] = PartitionAppend(root, batch_id, registry, clock)
         append.add(list(run))

@@ -115,12 +115,13 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
                 broker.start()
                 config = config.with_overrides(bootstrap_servers=broker.bootstrap_servers)
                 log.info("local Apache Kafka broker on %s (log: %s)", broker.bootstrap_servers, broker.log_path)
-            else:  # a cluster of the operator's: a refused login or a missing ACL stops here, saying what to fix
+            else:  # a cluster of the operator's: a refused login or a missing ACL stops here, saying what to fix;
+                # one that does not answer yet (starting, busy) is asked again for up to startup_timeout_ms
                 log.info("Kafka cluster %s (%s)", config.bootstrap_servers, config.cluster.security.describe())
-                absent = check_access(config.cluster, config.required_acls())
+                absent = check_access(config.cluster, config.required_acls(), config.startup_timeout_ms / 1000)
             create_topics(config.cluster, topic_specs(config))
             if absent:  # the ACLs of the topics just created
-                check_access(config.cluster, config.required_acls())
+                check_access(config.cluster, config.required_acls(), config.startup_timeout_ms / 1000)
         except BaseException:
             if not spark_start.cancel():
                 spark_start.result().stop()

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the driver's front door; executors import this module witho
 log = logging.getLogger("gateway.config")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_STARTUP_TIMEOUT_MS = 120000
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 # Settings of earlier versions, ignored with a warning saying what replaced them.
 REMOVED_SETTINGS = {
@@ -106,6 +107,9 @@ class GatewayConfig:
     publish_timeout_ms: int = DEFAULT_PUBLISH_TIMEOUT_MS
     restart_backoff_initial_s: float = 1.0
     restart_backoff_max_s: float = 60.0
+    # How long `gateway run` (and a standby's start) keeps asking a Kafka cluster that does not answer yet
+    # (starting, or busy creating partitions) at its start-up check before giving up (sinks/kafka_access.py).
+    startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True
     # The Kafka front door (DESIGN §4.7; port 0 picks free ports; null: none). Clients are told the
@@ -133,6 +137,12 @@ class GatewayConfig:
     front_door_security: dict[str, Any] = field(default_factory=dict)
     # A listener beyond loopback with neither TLS nor SASL lets anyone in: refused at start unless true.
     front_door_allow_unauthenticated: bool = False
+
+    def __post_init__(self) -> None:
+        # here, so a wrong value fails `load_gateway_config` (one line, exit 2) before anything starts
+        timeout = self.startup_timeout_ms
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:  # bool is an int to Python
+            raise ValueError(f"startup_timeout_ms must be a positive whole number of milliseconds, got {timeout!r}")
 
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and

@@ -60,7 +60,7 @@ if TYPE_CHECKING:  # imported where a secured drain runs: the other sections nee
 
 KAFKA_VERSION = "Apache Kafka 4.2.1"
 BENCH_TOPIC = "bench"
-BENCH_PARTITIONS = 100  # the registry topic; a workload touches the first `partitions` of them
+BENCH_PARTITIONS = 1000  # the registry topic; a workload touches the first `partitions` of them
 # The Kafka clients' rows (`tests.bench_clients`): a 4-partition LogAppendTime topic whose partitions the
 # clients' own partitioners pick, in the gateway's registry and, as the anchor, on the bench's broker.
 CLIENT_TOPIC = "bench-clients"
@@ -485,6 +485,9 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
         per_trigger[small.name] = backlog_per_trigger
     secured_rounds = 2 if quick else 4  # even: each side goes first as often as the other
     workloads = [small, Workload("100 x 1 KiB, none", value_size=1024), Workload("100 x 100 B, zstd", codec=CompressionType.ZSTD)]
+    if only == "scale":
+        _bench_scale(work, quick, small, now)
+        return
     if only == "backlog":
         print(f"\n== end to end, the gateway's backlog beside Spark's floor: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:
@@ -770,11 +773,32 @@ def bench_scaling(stack: Stack, w: Workload, now: int, quick: bool) -> tuple[tup
     gateway_fit, floor_fit = _fit(fits["gateway"]), _fit(fits["floor"])
     print(f"fit: gateway fixed {gateway_fit[0]:.3f} s + {gateway_fit[1] * 1e6:.0f} us/batch; "
           f"floor fixed {floor_fit[0]:.3f} s + {floor_fit[1] * 1e6:.0f} us/batch")
-    print(f"\n{'target partitions':>20} {'gateway':>9} {'floor':>9}   (1 000 batches per micro-batch)")
-    for i, partitions in enumerate((1, 10, 100)):
-        payloads = w.batches(5000, partitions, now)
-        medians = {kind: statistics.median(stack.drain(kind, payloads, per_trigger=1000).steady[0])
-                   for kind in pair_order(i)}
-        print(f"{partitions:>20} {medians['gateway']:>9.3f} {medians['floor']:>9.3f}")
+    bench_partitions_touched(stack, w, now, (1, 10, 100))
     return gateway_fit, floor_fit
+
+
+def bench_partitions_touched(stack: Stack, w: Workload, now: int, counts: Sequence[int]) -> dict[int, dict[str, float]]:
+    """Median steady micro-batch duration by target partitions touched, 1 000 batches per micro-batch (the same
+    bytes however they spread); gateway and Spark's floor of the same shape."""
+    print(f"\n{'target partitions':>20} {'gateway':>9} {'floor':>9}   (1 000 batches per micro-batch)")
+    out = {}
+    for i, partitions in enumerate(counts):
+        payloads = w.batches(5000, partitions, now)
+        out[partitions] = {kind: statistics.median(stack.drain(kind, payloads, per_trigger=1000).steady[0])
+                           for kind in pair_order(i)}
+        print(f"{partitions:>20} {out[partitions]['gateway']:>9.3f} {out[partitions]['floor']:>9.3f}", flush=True)
+    return out
+
+
+def _bench_scale(work: Path, quick: bool, w: Workload, now: int) -> None:
+    """A micro-batch of the same bytes spread over 4 and over 1 000 target partitions, beside Spark's floor."""
+    print(f"\n== scale: micro-batches spread over many target partitions, local[2], {KAFKA_VERSION} broker on "
+          f"loopback ==")
+    with Stack(work) as stack:
+        warm_up(stack, w, now, True)
+        rows = bench_partitions_touched(stack, w, now, (4, 100, 1000) if quick else (4, 100, 1000, 4, 1000))
+    print("\nratios and targets (scale):")
+    for kind in ("gateway", "floor"):
+        print(f"  {kind}: 1 000 partitions / 4 partitions, the same bytes: {rows[1000][kind] / rows[4][kind]:.2f}"
+              + ("  (target <= 1.5)" if kind == "gateway" else ""))
 

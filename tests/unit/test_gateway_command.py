@@ -37,6 +37,25 @@ def test_run_refuses_a_bad_config_with_a_clear_error(tmp_path: Path, caplog: pyt
     assert "Unknown gateway settings" in caplog.text and "spark_masterr" in caplog.text
 
 
+@pytest.mark.parametrize("timeout", [0, -1, 1.5, "120000", True, None])
+def test_run_refuses_a_startup_timeout_that_is_not_a_positive_number_of_milliseconds(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, timeout: object) -> None:
+    bad = tmp_path / "gateway.json"
+    bad.write_text(json.dumps({"startup_timeout_ms": timeout}))
+    assert main(["run", "--config", str(bad)]) == 2  # before any JVM starts
+    assert f"startup_timeout_ms must be a positive whole number of milliseconds, got {timeout!r}" in caplog.text
+
+
+def test_the_startup_timeout_is_read_from_the_config(tmp_path: Path) -> None:
+    from streaming.config import load_gateway_config
+
+    config = tmp_path / "gateway.json"
+    config.write_text('{"startup_timeout_ms": 300000}')
+    assert load_gateway_config(config).startup_timeout_ms == 300000
+    config.write_text("{}")
+    assert load_gateway_config(config).startup_timeout_ms == 120000
+
+
 def test_submit_prints_the_spark_submit_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "gateway.json"
     config.write_text('{"spark_master": "spark://h:7077", "python_archive": "build/env.tar.gz", '

@@ -155,3 +155,27 @@ def test_a_failed_fdatasync_on_a_commit_thread_fails_the_task_uncommitted(
     with pytest.raises(OSError, match="Input/output error"):
         run_task(config, 2, REGISTRY, [rows], time.perf_counter)
     assert read_commit(directory) == before
+
+
+def test_a_task_keeps_a_bounded_number_of_partitions_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `MAX_OPEN_PARTITIONS` the partitions before a chunk's last are committed while the task goes on
+    (their descriptors closed); every partition is still appended once, in order; a partition's rows after its
+    early commit fail the task rather than be taken for a replay."""
+    monkeypatch.setattr(partition_task, "MAX_OPEN_PARTITIONS", 1)
+    opened: list[int] = []
+    real_open = partition_task.PartitionAppend.add
+
+    def counting_add(self: partition_task.PartitionAppend, rows: list[DecisionRow]) -> None:
+        real_open(self, rows)
+        opened.append(sum(1 for f in os.listdir("/proc/self/fd")))
+
+    monkeypatch.setattr(partition_task.PartitionAppend, "add", counting_add)
+    decided = [_decided(p, 3) for p in range(3)]
+    chunks = [decided[0] + decided[1][:1], decided[1][1:], decided[2]]
+    summary = run_task(_config(tmp_path / "segments"), 3, REGISTRY, chunks, time.perf_counter)
+    assert (summary.partitions, summary.partitions_appended, summary.appended_batches) == (3, 3, 9)
+    for p in range(3):
+        assert [r.offset for r in read(tmp_path / "segments", "orders", p, 0, max_records=100)] == list(range(9))
+    assert opened[-1] - opened[0] < 9  # at the last add, two partitions open (the first committed), not three
+    with pytest.raises(RuntimeError, match="orders-0: decision rows after the partition was committed"):
+        run_task(_config(tmp_path / "again"), 3, REGISTRY, [decided[0], decided[1], decided[0]], time.perf_counter)

@@ -1,0 +1,157 @@
+"""The front door's stop is bounded step by step (`front_door/stopping.py`): a connection whose requests wait for
+answers that never come, a Kafka client whose close hangs or fails, a doors-topic leave that never ends, even an
+event loop held up by something else: `stop()` returns and does not raise, with a warning naming each step it
+cancelled or abandoned. No Kafka: the door's loop runs alone, the hanging parts are injected, and what they wait
+for is released by the test once the stop has returned."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from front_door.metrics import FrontDoorMetrics
+from front_door.server import FrontDoor, FrontDoorSettings
+from front_door.stopping import StopBounds
+from sinks.kafka_security import KafkaCluster
+from validators.topic_config import TopicRegistry
+
+REGISTRY = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})
+# Short bounds: each hanging step is given up on quickly (how long they are is the product's, not the test's).
+BOUNDS = StopBounds(connections_s=0.2, kafka_s=0.2, loop_s=5.0, margin_s=1.0)
+
+
+class HangingClient:
+    """A Kafka client whose close does not return until released (a flush the cluster never acknowledges)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.released = threading.Event()
+
+    def close(self) -> None:
+        self.entered.set()
+        self.released.wait()
+
+    stop = close  # the ingress bridge's name for it
+
+
+class FailingClient:
+    def close(self) -> None:
+        raise RuntimeError("flush failed")
+
+
+class ClosingClient:
+    def __init__(self) -> None:
+        self.closed = threading.Event()
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class NeverLeaving:
+    """A doors-topic membership whose leave never ends (a delete the cluster never acknowledges)."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+
+    async def leave(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+
+
+@pytest.fixture
+def door(tmp_path: Path) -> Iterator[FrontDoor]:
+    settings = FrontDoorSettings(listen="127.0.0.1:0", advertised=None, cluster=KafkaCluster("127.0.0.1:1"),
+                                 ingress_topic="i", response_topic="r", segments_root=tmp_path,
+                                 publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
+    door = FrontDoor(settings, lambda: REGISTRY, FrontDoorMetrics())
+    door.stop_bounds = BOUNDS
+    door._thread.start()  # the loop alone: nothing `start()` connects to is needed to stop it
+    yield door
+    if door._thread.is_alive():  # a test that failed before its stop
+        door._loop.call_soon_threadsafe(door._loop.stop)
+        door._thread.join(5)
+
+
+def _waiting_connection(door: FrontDoor, cancelled: threading.Event) -> None:
+    """A connection task waiting for the gateway's answer to a produce, which never comes."""
+
+    async def waiting() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def open_connection() -> None:
+        door._connections.add(asyncio.create_task(waiting()))
+
+    asyncio.run_coroutine_threadsafe(open_connection(), door._loop).result(5)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "gateway.front_door" and r.levelno == logging.WARNING]
+
+
+def test_every_step_that_hangs_or_fails_is_given_up_on_with_a_warning_and_the_stop_goes_on(
+        door: FrontDoor, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.front_door")
+    cancelled = threading.Event()
+    _waiting_connection(door, cancelled)
+    bridge, security, membership = HangingClient(), ClosingClient(), NeverLeaving()
+    door._bridge = bridge  # type: ignore[assignment]
+    door._group_store = FailingClient()  # type: ignore[assignment]
+    door._security_store = security  # type: ignore[assignment]
+    door._membership = membership  # type: ignore[assignment]
+    try:
+        door.stop()  # returns, and does not raise
+        assert not door._thread.is_alive() and door._loop.is_closed()
+        assert cancelled.is_set() and membership.cancelled.is_set()
+        assert bridge.entered.is_set() and security.closed.is_set()  # each client was closed, whatever the others did
+        said = _warnings(caplog)
+        assert "front door: 1 closed connection(s) still had requests waiting for answers after 0.2 s; cancelled" in said
+        assert "front door: leaving the doors topic did not finish within 0.2 s; cancelled" in said
+        assert ("front door: closing the ingress bridge (ingress producer, response reader) did not finish within "
+                "0.2 s; abandoned (it ends with the process)") in said
+        assert "front door: closing the groups topic's clients failed: RuntimeError: flush failed" in said
+        assert len(said) == 4  # one line each
+    finally:
+        bridge.released.set()
+
+
+def test_a_door_whose_loop_is_held_up_stops_without_raising(door: FrontDoor, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.front_door")
+    door.stop_bounds = StopBounds(connections_s=0.1, kafka_s=0.1, loop_s=0.1, margin_s=0.1)
+    held, released = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a callback that does not give the loop back
+        held.set()
+        released.wait()
+
+    door._loop.call_soon_threadsafe(hold)
+    assert held.wait(5)
+    try:
+        door.stop()  # returns, and does not raise
+        said = _warnings(caplog)
+        assert "front door: stopping did not finish within 0.4 s (its event loop is held up); stopping the loop all " \
+               "the same" in said
+        assert "front door: its event loop did not stop within 0.1 s; left to end with the process" in said
+    finally:
+        released.set()
+    door._thread.join(5)  # the stop asked the loop to stop: once free, it does
+    assert not door._thread.is_alive()
+    door._loop.close()
+
+
+def test_a_door_never_started_stops_at_once(tmp_path: Path) -> None:
+    settings = FrontDoorSettings(listen="127.0.0.1:0", advertised=None, cluster=KafkaCluster("127.0.0.1:1"),
+                                 ingress_topic="i", response_topic="r", segments_root=tmp_path,
+                                 publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
+    FrontDoor(settings, lambda: REGISTRY, FrontDoorMetrics()).stop()
