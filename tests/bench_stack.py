@@ -795,7 +795,7 @@ def _bench_scale(work: Path, quick: bool, w: Workload, now: int) -> None:
     print(f"\n== scale: micro-batches spread over many target partitions, local[2], {KAFKA_VERSION} broker on "
           f"loopback ==")
     with Stack(work) as stack:
-        warm_up(stack, w, now, True)
+        warm_up(stack, w, now, quick)
         rows = bench_partitions_touched(stack, w, now, (4, 100, 1000) if quick else (4, 100, 1000, 4, 1000))
     print("\nratios and targets (scale):")
     for kind in ("gateway", "floor"):

@@ -32,7 +32,7 @@ def pass_through(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Gr
     seen = state.get[0] if state.exists else 0
     for frame in frames:
         seen += len(frame)
-        yield frame
+        yield frame.drop(columns=[BUCKET_COLUMN])
     state.update((seen,))
 
 

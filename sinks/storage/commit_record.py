@@ -12,6 +12,9 @@ retention pass or a repair under way); only then does opening the partition list
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -205,12 +208,24 @@ def write_head(directory: Path, head: CommitHead) -> None:
 
 
 def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> None:
-    """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead)."""
-    with open(os.path.join(directory, COMMIT_TMP_FILE), "w") as f:
-        f.write(head.to_json())
+    """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead). Where the
+    record is exchanged in place (`replace_commit`), the tmp file is the previous record and is overwritten,
+    padded with spaces to its length (JSON allows them): no file is created or truncated at a commit."""
+    data = head.to_json().encode()
+    path = os.path.join(directory, COMMIT_TMP_FILE)
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if len(data) < size:
+            data = data.ljust(size)
+        os.pwrite(fd, data, 0)
         if sync:
-            f.flush()
-            os.fsync(f.fileno())
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_segment_list(directory: Path, generation: int, segments: tuple[SegmentState, ...] | list[SegmentState],
@@ -262,6 +277,21 @@ def recovery_marked(directory: Path) -> Iterator[None]:
 
 
 def replace_commit(directory: Path) -> None:
-    """The durable tmp file renamed over the record: the commit (durable once the directory is)."""
-    os.replace(os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE))
+    """The durable tmp file put in the record's place: the commit (durable once the directory is). Exchanged
+    with the record atomically where the system can (Linux `renameat2` with `RENAME_EXCHANGE`), so the previous
+    record stays as the next tmp file; else renamed over it."""
+    tmp, record = os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE)
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, tmp.encode(), _AT_FDCWD, record.encode(), _RENAME_EXCHANGE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # no record yet; no support
+            raise OSError(err, f"exchanging {tmp} with {record}: {os.strerror(err)}")
+    os.replace(tmp, record)
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_renameat2 = getattr(_libc, "renameat2", None)
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
 

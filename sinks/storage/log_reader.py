@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitRecord, SegmentState, read_commit
+from sinks.storage.commit_record import CommitHead, CommitRecord, SegmentState, read_commit_head
 from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
 from sinks.storage.file_records import BatchInfo, CorruptRecordError
 from sinks.storage.segment import LogSegment
@@ -160,24 +160,57 @@ class PartitionReader:
         self.directory = partition_dir(root, topic, partition)
         if not self.directory.is_dir():
             raise FileNotFoundError(f"no partition directory {self.directory}")
-        self.commit: CommitRecord | None = read_commit(self.directory)
-        if self.commit is not None:
-            self.segments = [_SegmentView(self.directory, s, s.base_offset, append_times=append_times)
-                             for s in self.commit.segments]
-            if self.segments:
-                self.segments[-1].active = True
-            self.log_start_offset = self.commit.log_start_offset
-            self.log_end_offset = self.commit.log_end_offset
+        # The record without the older segments' list: a read at or after the active segment's base (a consumer
+        # at the tail) opens nothing else, however many segments the partition retains.
+        self.head: CommitHead | None = read_commit_head(self.directory)
+        self._segments: list[_SegmentView] | None = None
+        self._active: _SegmentView | None = None
+        self._commit: CommitRecord | None = None
+        if self.head is not None:
+            self.log_start_offset = self.head.log_start_offset
+            self.log_end_offset = self.head.log_end_offset
+            if self.head.active is not None:
+                self._active = _SegmentView(self.directory, self.head.active, self.head.active.base_offset,
+                                            active=True, append_times=append_times)
         else:
-            self.segments = [_SegmentView(self.directory, None, b, append_times=append_times)
-                             for b in segment_bases(self.directory)]
-            if self.segments:
-                self.segments[-1].active = True
-            self.log_start_offset = self.segments[0].base_offset if self.segments else 0
-            self.log_end_offset = self.segments[-1].segment.read_next_offset() if self.segments else 0
+            segments = self.segments
+            self.log_start_offset = segments[0].base_offset if segments else 0
+            self.log_end_offset = segments[-1].segment.read_next_offset() if segments else 0
+
+    @property
+    def commit(self) -> CommitRecord | None:
+        """The whole commit record (the older segments' list read on first use); None for a foreign directory."""
+        if self._commit is None and self.head is not None:
+            self._commit = self.head.record(self.directory)
+        return self._commit
+
+    @property
+    def segments(self) -> list[_SegmentView]:
+        """Every segment, oldest first (the older segments' list read on first use)."""
+        if self._segments is None:
+            if self.head is None:
+                views = [_SegmentView(self.directory, None, b, append_times=self.append_times)
+                         for b in segment_bases(self.directory)]
+                if views:
+                    views[-1].active = True
+            else:
+                commit = self.commit
+                assert commit is not None
+                views = [_SegmentView(self.directory, s, s.base_offset, append_times=self.append_times)
+                         for s in commit.segments[:-1]]
+                if self._active is not None:
+                    views.append(self._active)
+            self._segments = views
+        return self._segments
+
+    def _from(self, offset: int) -> list[_SegmentView]:
+        """The segments a read from `offset` goes through: the active one alone when it holds `offset`."""
+        if self._segments is None and self._active is not None and offset >= self._active.base_offset:
+            return [self._active]
+        return self.segments[self._segment_for(offset) :]
 
     def close(self) -> None:
-        for view in self.segments:
+        for view in self._segments if self._segments is not None else [self._active] if self._active else []:
             view.close()
 
     def __enter__(self) -> PartitionReader:
@@ -205,9 +238,9 @@ class PartitionReader:
                 f"offset {self.log_start_offset}, log end offset {self.log_end_offset}"
             )
         remaining = max_records
-        if remaining <= 0 or offset == self.log_end_offset or not self.segments:
+        if remaining <= 0 or offset == self.log_end_offset:
             return
-        for view in self.segments[self._segment_for(offset) :]:
+        for view in self._from(offset):
             segment = view.segment
             first = segment.translate_offset(offset)
             if first is None:
@@ -233,7 +266,7 @@ class PartitionReader:
                 f"Fetch offset {offset} is out of range for partition {self.topic}-{self.partition}: log start "
                 f"offset {self.log_start_offset}, log end offset {self.log_end_offset}"
             )
-        for view in self.segments[self._segment_for(offset) :]:
+        for view in self._from(offset):
             segment = view.segment
             batch = segment.translate_offset(offset)
             if batch is None:
@@ -302,9 +335,12 @@ class PartitionReader:
         return _epoch(batch) if batch else None
 
     def _epoch_of_last_batch(self) -> int | None:
-        if not self.segments or self.log_end_offset == self.log_start_offset:
+        if self.log_end_offset == self.log_start_offset:
             return None
-        batch = self.segments[-1].segment.translate_offset(self.log_end_offset - 1)
+        views = self._from(self.log_end_offset - 1)
+        if not views:
+            return None
+        batch = views[-1].segment.translate_offset(self.log_end_offset - 1)
         return _epoch(batch) if batch else None
 
 
