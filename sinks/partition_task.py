@@ -186,7 +186,7 @@ def _commit(
     """The partitions' commits handed to the committer: one group commit from `GROUP_COMMIT_PARTITIONS`
     partitions to commit (where the system has it), else one commit per partition."""
     appends = list(appends)
-    if sum(a.to_commit for a in appends) >= GROUP_COMMIT_PARTITIONS and group_commit_available():
+    if sum(a.to_commit for a in appends) >= GROUP_COMMIT_PARTITIONS and group_commit_available(root):
         return [committer.submit(partial(_commit_group, root, appends))]
     return [committer.submit(a.commit) for a in appends]
 

@@ -14,8 +14,9 @@ A crash before 4 leaves each partition with its previous or its new record, both
 recovery truncates to whichever it finds and the micro-batch is replayed as after any crash (docs/design.md).
 `syncfs` flushes everything dirty on that filesystem, so its cost is the bytes written there since the last
 sync, by anyone: a segments root on a filesystem of its own keeps it to the gateway's (docs/deployment.md).
-Linux only; elsewhere, and for a partition directory on another filesystem than the root, partitions commit
-one by one.
+Only where `syncfs` is known to make everything durable: Linux, and a segments root on ext4, XFS, btrfs, F2FS
+or an overlay of one (`GROUP_COMMIT_FILESYSTEMS`). On NFS, FUSE and others, and for a partition directory on
+another filesystem than the root, partitions commit one by one, each with its own fsyncs.
 """
 
 from __future__ import annotations
@@ -34,8 +35,35 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _syncfs = getattr(_libc, "syncfs", None)
 
 
-def group_commit_available() -> bool:
-    return _syncfs is not None
+# Filesystems whose syncfs(2) writes back and flushes everything they hold (their `sync_fs` waits for it).
+GROUP_COMMIT_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "overlay", "tmpfs"})
+_filesystem_types: dict[str, str | None] = {}
+
+
+def group_commit_available(root: Path) -> bool:
+    """Whether `root`'s filesystem takes a group commit (module docstring)."""
+    return _syncfs is not None and filesystem_type(root) in GROUP_COMMIT_FILESYSTEMS
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem mounted where `path` lives (`/proc/self/mounts`, the longest mount point
+    above it); None where it cannot be told."""
+    key = os.path.realpath(path)
+    if key not in _filesystem_types:
+        best: tuple[int, str | None] = (-1, None)
+        try:
+            with open("/proc/self/mounts") as mounts:
+                for line in mounts:
+                    fields = line.split()
+                    if len(fields) < 3:
+                        continue
+                    point = fields[1].replace("\\040", " ")
+                    if (key == point or key.startswith(point.rstrip("/") + "/")) and len(point) > best[0]:
+                        best = (len(point), fields[2])
+        except OSError:
+            pass
+        _filesystem_types[key] = best[1]
+    return _filesystem_types[key]
 
 
 def sync_filesystem(path: Path) -> None:

@@ -124,3 +124,31 @@ def test_a_commit_reads_and_writes_the_same_however_many_segments_are_retained(
              or (p.rsplit("/", 1)[-1][:20].isdigit() and not p.rsplit("/", 1)[-1].startswith(last))]
     assert touched and not older
     assert read_commit(directory).log_end_offset == 41  # type: ignore[union-attr]
+
+
+def test_a_group_commit_only_where_syncfs_makes_everything_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The filesystem's type decides (`/proc/self/mounts`); elsewhere (NFS, FUSE, ...) the task's partitions
+    commit one by one, to the same bytes."""
+    import time
+
+    from sinks import partition_task
+    from sinks.storage import group_commit
+    from tests.unit.test_partition_task import REGISTRY, _config, _decided
+
+    assert group_commit.filesystem_type(Path("/proc")) == "proc"
+    assert not group_commit.group_commit_available(Path("/proc/self"))
+    decided = [_decided(p, 4) for p in range(3)]
+    monkeypatch.setattr(partition_task, "GROUP_COMMIT_PARTITIONS", 2)
+    calls: list[int] = []
+    real = partition_task.group_commit
+    monkeypatch.setattr(partition_task, "group_commit", lambda root, appenders: (calls.append(len(appenders)),
+                                                                                  real(root, appenders))[1])
+    partition_task.run_task(_config(tmp_path / "grouped"), 1, REGISTRY, decided, time.perf_counter)
+    assert calls == ([3] if group_commit.group_commit_available(tmp_path) else [])
+    monkeypatch.setattr(partition_task, "group_commit_available", lambda root: False)
+    partition_task.run_task(_config(tmp_path / "alone"), 1, REGISTRY, decided, time.perf_counter)
+    assert len(calls) <= 1
+    for p in range(3):
+        a, b = partition_dir(tmp_path / "grouped", "orders", p), partition_dir(tmp_path / "alone", "orders", p)
+        assert {f.name: f.read_bytes() for f in a.iterdir() if f.name != LOCK_FILE} == \
+            {f.name: f.read_bytes() for f in b.iterdir() if f.name != LOCK_FILE}
