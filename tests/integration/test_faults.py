@@ -25,6 +25,7 @@ from sinks.storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
 from streaming.config import GatewayConfig
 from tests.integration.conftest import TEST_TOPICS
 from tests.integration.fault_harness import (
+    NOW_MS,
     GatewayDriver,
     ResponseWatch,
     StandaloneCluster,
@@ -32,8 +33,9 @@ from tests.integration.fault_harness import (
     account,
     send_wave,
 )
-from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.gateway_io import create_gateway_topics, produce_batches
 from tests.integration.standby_harness import standby_configs, standby_failover
+from validators.codec.record_batch import build_record_batch
 
 EXECUTORS = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2"}
 
@@ -157,6 +159,60 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
         assert driver.stop() == 0, driver.log()[-3000:]
         result = account(config, first + second + third)
         _report("driver kill -9 x3", **recoveries, **vars(result))
+    finally:
+        watch.stop()
+        if driver.proc is not None and driver.proc.poll() is None:
+            driver.kill()
+
+
+WIDE_PARTITIONS = 1000
+
+
+def _wide_traffic(n: int, seed: int) -> list[tuple[str, int, bytes]]:
+    """Batches spread round-robin over `WIDE_PARTITIONS` partitions of topic `wide`; every 7th too far in the
+    future (INVALID_TIMESTAMP)."""
+    out = []
+    for i in range(seed, seed + n):
+        ts = NOW_MS + (3 * 3_600_000 if i % 7 == 0 else 0) + i
+        out.append(("wide", i % WIDE_PARTITIONS, build_record_batch([(ts, f"k{i}".encode(), f"v{i}".encode() * 3)])))
+    return out
+
+
+def test_driver_killed_with_a_thousand_partitions_per_micro_batch(
+    broker: LocalKafka, cluster: StandaloneCluster, packed_env: Path, tmp_path: Path
+) -> None:
+    """Micro-batches spread over 1 000 target partitions (hundreds per task: the group commit, the bounded open
+    partitions): the driver killed mid-stream, then right after a group commit and before its publish; every
+    batch answered, stored exactly once, every rejection dead-lettered."""
+    config = _config(tmp_path, broker, cluster, packed_env)
+    topics = {**TEST_TOPICS, "topics": {**TEST_TOPICS["topics"],  # type: ignore[dict-item]
+                                        "wide": {"partitions": WIDE_PARTITIONS,
+                                                 "configs": {"message.timestamp.type": "CreateTime"}}}}
+    config.path(config.topics_file).write_text(json.dumps(topics))
+    pidfile = tmp_path / "driver.pid"
+    crashing = config.with_overrides(spark_conf={**config.spark_conf, f"spark.executorEnv.{CRASH_ENV}": "committed:1",
+                                                 f"spark.executorEnv.{KILL_PIDFILE_ENV}": str(pidfile)})
+    watch = ResponseWatch(config)
+    recoveries: dict[str, float] = {}
+    driver = GatewayDriver(config, tmp_path).start()
+    try:
+        first = produce_batches(config, _wide_traffic(3000, 0))
+        _wait_for(lambda: watch.answered(first) >= 500, "part of the wave to be answered", 300)
+        driver.kill()  # mid-stream
+        driver = GatewayDriver(crashing, tmp_path).start()
+        assert driver.proc is not None
+        pidfile.write_text(str(driver.proc.pid))
+        second = produce_batches(config, _wide_traffic(3000, 3000))
+        _wait_for(lambda: driver.proc is not None and driver.proc.poll() is not None, "the crash point", 300)
+        driver = GatewayDriver(config, tmp_path).start()
+        recoveries["after_group_commit_crash_s"] = watch.first_since(time.monotonic())
+        watch.wait_all(first + second, 300)
+        assert driver.stop() == 0, driver.log()[-3000:]
+        result = account(config, first + second)
+        assert result.appended > 0 and result.rejected > 0
+        touched = {p.name for p in config.path(config.segments_root).iterdir() if p.name.startswith("wide-")}
+        assert len(touched) == WIDE_PARTITIONS
+        _report("driver kill -9 x2, 1 000 partitions", **recoveries, **vars(result))
     finally:
         watch.stop()
         if driver.proc is not None and driver.proc.poll() is None:
