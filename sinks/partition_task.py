@@ -3,13 +3,12 @@
 The foreachBatch sink runs it in the tasks of the decisions' own partitions (`sinks.micro_batch`: the
 stateful operator's output is already partitioned by target partition, so one Spark job per micro-batch
 decides, appends and publishes). It appends each target partition's accepted batches in offset order
-(`PartitionAppend`), then fsyncs and commits them exactly once per micro-batch id, the `batch_id`
-foreachBatch gives (`partition_log.BatchAppender`), and only then sends the produce responses and dead
-letters (a response never goes out before its batch is durable) and waits for their delivery. The logs'
-fdatasyncs run on threads of their own while this one encodes the responses and folds the rows into metric
-deltas (`batch_metrics`), work that needs the decisions but not their durability. Each thread makes that one
-call and nothing else, so it never waits for the GIL while it holds a commit up. What reaches the driver is
-one small `TaskSummary` per task.
+(`PartitionAppend`), then makes them durable and commits them exactly once per micro-batch id, the `batch_id`
+foreachBatch gives (`partition_log.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
+`storage.group_commit`), and only then sends the produce responses and dead letters (a response never goes out
+before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
+one encodes the responses and folds the rows into metric deltas (`batch_metrics`), work that needs the
+decisions but not their durability. What reaches the driver is one small `TaskSummary` per task.
 """
 from __future__ import annotations
 
@@ -36,9 +35,10 @@ from sinks.storage.group_commit import group_commit, group_commit_available
 from sinks.storage.partition_log import AppendOutcome, BatchAppender
 from validators.topic_config import TopicRegistry
 
-# From this many rows a partition's responses and metric deltas take longer to build than a thread takes to
-# start and hand back (measured: 4 partitions x 100 rows even, x 25 rows 2 ms slower, x 500 rows 20 ms faster).
-SYNC_AHEAD_ROWS = 100
+# From this many rows (or more than one partition) the commits run on the committer's threads while the responses
+# and metric deltas are built: a thread costs more than it saves below (measured: 4 partitions x 100 rows even,
+# x 25 rows 2 ms slower, x 500 rows 20 ms faster).
+THREADED_COMMIT_ROWS = 100
 # Commits in flight at once: past ~8 the disk of a 2-core machine gives no more (measured: 0.28 ms a commit
 # with 8 threads, 0.27 with 32, 0.61 one by one); more only costs threads.
 COMMIT_THREADS = 16
@@ -279,7 +279,7 @@ def run_task(
             return TaskSummary()
         for append in appends.values():
             log_starts.update(append.log_starts)
-        threaded = len(appends) > 1 or len(rows) >= SYNC_AHEAD_ROWS
+        threaded = len(appends) > 1 or len(rows) >= THREADED_COMMIT_ROWS
         with _Committer(threaded, len(appends)) as committer:
             # the commits in flight on the committer's threads (one group commit, or every partition's
             # fdatasyncs and commit record at once) while this one builds the responses, dead letters and

@@ -15,7 +15,7 @@ import pytest
 import sinks.partition_task as partition_task
 from contract.decision_row import DecisionRow
 from sinks.kafka_security import KafkaCluster
-from sinks.partition_task import SYNC_AHEAD_ROWS, SinkConfig, append_partition, run_task
+from sinks.partition_task import THREADED_COMMIT_ROWS, SinkConfig, append_partition, run_task
 from sinks.storage.commit_record import read_commit
 from sinks.storage.file_names import partition_dir
 from sinks.storage.log_reader import read
@@ -102,7 +102,7 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-@pytest.mark.parametrize("rows", [SYNC_AHEAD_ROWS - 1, SYNC_AHEAD_ROWS, 3 * SYNC_AHEAD_ROWS])
+@pytest.mark.parametrize("rows", [THREADED_COMMIT_ROWS - 1, THREADED_COMMIT_ROWS, 3 * THREADED_COMMIT_ROWS])
 def test_commits_on_the_committer_threads_store_what_inline_commits_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int
 ) -> None:
@@ -122,8 +122,8 @@ def test_commits_on_the_committer_threads_store_what_inline_commits_store(
     on_threads, threads[:] = list(threads), []
     lone = run_task(_config(tmp_path / "lone"), 4, REGISTRY, decided[:1], time.perf_counter)
     assert on_threads and all(t.startswith("gateway-commit") for t in on_threads)
-    assert all(t.startswith("gateway-commit") for t in threads) == (rows >= SYNC_AHEAD_ROWS)
-    monkeypatch.setattr(partition_task, "SYNC_AHEAD_ROWS", 10**9)
+    assert all(t.startswith("gateway-commit") for t in threads) == (rows >= THREADED_COMMIT_ROWS)
+    monkeypatch.setattr(partition_task, "THREADED_COMMIT_ROWS", 10**9)
     inline = [run_task(_config(tmp_path / f"inline{p}"), 4, REGISTRY, [d], time.perf_counter)
               for p, d in enumerate(decided)]
     assert threaded.appended_batches == sum(s.appended_batches for s in inline) == 3 * rows
@@ -150,7 +150,7 @@ def test_a_failed_fdatasync_on_a_commit_thread_fails_the_task_uncommitted(
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     rows, _ = decide_group("orders", 0, [
         IngressBatch(0, 5000 + i, NOW, build_record_batch([(NOW - 10, b"k", b"v")]), f"x{i}", None, 0, "0")
-        for i in range(SYNC_AHEAD_ROWS)
+        for i in range(THREADED_COMMIT_ROWS)
     ], REGISTRY, PartitionState(0, 6, NOW), NOW)
     with pytest.raises(OSError, match="Input/output error"):
         run_task(config, 2, REGISTRY, [rows], time.perf_counter)
