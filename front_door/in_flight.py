@@ -2,7 +2,8 @@
 
 A produce request keeps its batches (kio's copy out of the frame) until its answer is built — about one
 micro-batch — and librdkafka holds a second copy until the ingress broker has it. With several requests
-in flight per connection (clients pipeline up to 5; the front door reads ahead up to
+in flight per connection (idempotent producers pipeline up to 5, librdkafka's others up to a million; the front
+door reads ahead up to
 `server.MAX_IN_FLIGHT_PER_CONNECTION`), requests of up to `front_door_max_request_bytes` each could hold
 gigabytes. So a connection reads its next request only once that request's size fits beside those in
 flight within `front_door_max_request_bytes`, or when nothing is in flight: one largest request at a

@@ -488,6 +488,11 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
     if only == "scale":
         _bench_scale(work, quick, small, now)
         return
+    if only == "spread":
+        from tests.bench_spread import bench_spread
+
+        bench_spread(work, quick)
+        return
     if only == "backlog":
         print(f"\n== end to end, the gateway's backlog beside Spark's floor: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:

@@ -9,6 +9,8 @@ the front door and the driver it measures.
   delivered / (last delivery report - first produce()).
 - `send_and_wait`: one record at a time, each produce() followed by flush() until its delivery report:
   a request's round trip, with nothing else in flight.
+- `produce_spread`: records at a fixed rate, record i to partition i % `partitions` (a load spread over every
+  partition, as many keyed producers make it), whatever the delivery reports.
 
 Delivery errors, client errors (error_cb), records never produced or never delivered are counted in the
 `Deliveries`, never raised. `python -m tests.librdkafka_client MODE ARGS_JSON OUT_DIR` runs one of them and
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from confluent_kafka import KafkaError, Message, Producer
 
-MODES = ("produce", "send-and-wait")
+MODES = ("produce", "send-and-wait", "spread")
 _TIMES = ("sent", "delivered")
 _COUNTS = "deliveries.json"
 
@@ -147,6 +149,40 @@ def send_and_wait(bootstrap: str, topic: str, config: Mapping[str, str], count: 
     return d
 
 
+def produce_spread(bootstrap: str, topic: str, config: Mapping[str, str], count: int, value_size: int,
+                   deadline_s: float, rate: float, partitions: int) -> Deliveries:
+    """`count` records at `rate` records/s, record i to partition i % `partitions`; a record the full queue
+    refuses is counted unsent. Stops producing at `deadline_s`; then waits for the last reports (10 s at least)."""
+    d = Deliveries(array("d", bytes(8 * count)), array("d", bytes(8 * count)))
+    producer = _producer(bootstrap, config, d)
+    value = b"v" * value_size
+    start = time.perf_counter()
+    deadline = start + deadline_s
+
+    def report(i: int, err: KafkaError | None, _msg: Message) -> None:
+        if err is None:
+            d.delivered[i] = time.perf_counter()
+        else:
+            d.errors.append(str(err))
+
+    for i in range(count):
+        due = start + i / rate
+        while (now := time.perf_counter()) < due:
+            producer.poll(min(due - now, 0.01))
+        if now > deadline:
+            d.unsent += count - i
+            break
+        d.sent[i] = now
+        try:
+            producer.produce(topic, value, partition=i % partitions, on_delivery=partial(report, i))
+        except BufferError:
+            d.sent[i] = 0.0
+            d.unsent += 1
+        producer.poll(0)
+    _finish(producer, d, max(10.0, deadline - time.perf_counter()))
+    return d
+
+
 def _finish(producer: Producer, d: Deliveries, timeout_s: float) -> None:
     d.undelivered = producer.flush(timeout_s)
     if d.undelivered:
@@ -155,12 +191,12 @@ def _finish(producer: Producer, d: Deliveries, timeout_s: float) -> None:
 
 
 def run_in_own_process(mode: str, out: Path, bootstrap: str, topic: str, config: Mapping[str, str],
-                       count: int, value_size: int, deadline_s: float) -> Deliveries:
+                       count: int, value_size: int, deadline_s: float, **extra: float) -> Deliveries:
     """`produce_records` or `send_and_wait` (`mode`) in a child interpreter, its `Deliveries` read back
     from `out`. A child that dies or overruns its deadline by a minute is reported as an error."""
     out.mkdir(parents=True, exist_ok=True)
     args = {"bootstrap": bootstrap, "topic": topic, "config": dict(config), "count": count,
-            "value_size": value_size, "deadline_s": deadline_s}
+            "value_size": value_size, "deadline_s": deadline_s, **extra}
     try:
         done = subprocess.run([sys.executable, "-m", __name__, mode, json.dumps(args), str(out)],
                               capture_output=True, text=True, timeout=deadline_s + 60.0, check=False)
@@ -180,9 +216,11 @@ def main(argv: list[str]) -> int:
         print(f"usage: python -m {__name__} {{{'|'.join(MODES)}}} ARGS_JSON OUT_DIR", file=sys.stderr)
         return 2
     mode, args, out = argv[0], json.loads(argv[1]), Path(argv[2])
-    run = send_and_wait if mode == "send-and-wait" else produce_records
-    run(args["bootstrap"], args["topic"], args["config"], args["count"], args["value_size"],
-        args["deadline_s"]).save(out)
+    common = (args["bootstrap"], args["topic"], args["config"], args["count"], args["value_size"], args["deadline_s"])
+    if mode == "spread":
+        produce_spread(*common, rate=args["rate"], partitions=int(args["partitions"])).save(out)
+    else:
+        (send_and_wait if mode == "send-and-wait" else produce_records)(*common).save(out)
     return 0
 
 

@@ -1,0 +1,100 @@
+"""`make bench --only spread`: a load spread over every partition of a topic, beside a lone producer.
+
+A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition
+i % N (linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another
+process sends one record at a time to a 4-partition topic and waits for each delivery report. The same against
+the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway, in one run.
+
+Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
+record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99. Printed,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from pathlib import Path
+
+from tests.bench_front_door import gateway_with_front_door
+from tests.bench_stack import (
+    BENCH_PARTITIONS,
+    BENCH_TOPIC,
+    CLIENT_ANCHOR_TOPIC,
+    CLIENT_PARTITIONS,
+    CLIENT_TOPIC,
+    KAFKA_VERSION,
+    Stack,
+    quantile,
+)
+from tests.librdkafka_client import Deliveries, run_in_own_process
+
+RATE = 2000.0
+LOAD_CONFIG = {"linger.ms": "5", "acks": "all", "queue.buffering.max.messages": "1000000"}
+LONE_CONFIG = {"linger.ms": "0", "acks": "all"}
+
+
+def _run_pair(work: Path, bootstrap: str, load_topic: str, partitions: int, lone_topic: str,
+              seconds: float) -> tuple[Deliveries, Deliveries]:
+    """The spread load and the lone producer, each in a process of its own, at the same time."""
+    results: dict[str, Deliveries] = {}
+    count = int(RATE * seconds)
+
+    def load() -> None:
+        results["load"] = run_in_own_process("spread", work / "load", bootstrap, load_topic, LOAD_CONFIG, count, 100,
+                                             seconds + 5, rate=RATE, partitions=partitions)
+
+    def lone() -> None:
+        results["lone"] = run_in_own_process("send-and-wait", work / "lone", bootstrap, lone_topic, LONE_CONFIG,
+                                             100_000, 100, seconds)
+
+    threads = [threading.Thread(target=load), threading.Thread(target=lone)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results["load"], results["lone"]
+
+
+def _row(where: str, partitions: int, load: Deliveries, lone: Deliveries) -> dict[str, float]:
+    sent = [t for t in load.sent if t > 0.0]
+    last_sent = max(sent) if sent else 0.0
+    during = sum(1 for i in load.ok() if load.delivered[i] <= last_sent)
+    latencies = [1000 * (load.delivered[i] - load.sent[i]) for i in load.ok()]
+    rtt = [1000 * (lone.delivered[i] - lone.sent[i]) for i in lone.ok()]
+    row = {"during": during / max(len(load.sent), 1), "load_p50": statistics.median(latencies) if latencies else -1.0,
+           "lone_p50": statistics.median(rtt) if rtt else -1.0, "lone_p99": quantile(rtt, 0.99) or -1.0}
+    print(f"{where:>14} {partitions:>6} {100 * row['during']:>9.1f} % {row['load_p50']:>10.1f} "
+          f"{row['lone_p50']:>9.1f} {row['lone_p99']:>9.1f} {len(rtt):>6}"
+          + (f"   problems: {'; '.join(load.problems() + lone.problems())}" if load.problems() or lone.problems()
+             else ""), flush=True)
+    return row
+
+
+def bench_spread(work: Path, quick: bool) -> None:
+    seconds = 20.0 if quick else 60.0
+    print(f"\n== spread load: {RATE:.0f} records/s round-robin over every partition, beside one produce at a time; "
+          f"local[2], {KAFKA_VERSION} broker on loopback ==")
+    print(f"{'':>14} {'parts':>6} {'delivered while running':>11} {'load p50 ms':>10} {'lone p50':>9} "
+          f"{'lone p99':>9} {'lone n':>6}")
+    kafka_rows: dict[int, dict[str, float]] = {}
+    door_rows: dict[int, list[dict[str, float]]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}
+    with Stack(work) as stack:
+        kafka = stack.broker.bootstrap_servers
+        for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
+            load, lone = _run_pair(work / f"kafka-{partitions}", kafka, topic, partitions, CLIENT_ANCHOR_TOPIC, seconds)
+            kafka_rows[partitions] = _row("Kafka", partitions, load, lone)
+        with gateway_with_front_door(stack) as (door, _query):
+            for i, (partitions, topic) in enumerate(((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC),
+                                                     (CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC))):
+                load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
+                door_rows[partitions].append(_row("front door", partitions, load, lone))
+    few, many = door_rows[CLIENT_PARTITIONS], door_rows[BENCH_PARTITIONS]
+    print("\nratios and targets (spread):")
+    shares = ", ".join(f"{100 * r['during']:.1f} %" for r in many)
+    print(f"  front door, delivered while running at {BENCH_PARTITIONS} partitions: {shares}  (target >= 95 %)")
+    for a, b in zip(few, many, strict=True):
+        print(f"  front door, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: "
+              f"{b['lone_p99'] / a['lone_p99']:.2f}  (target <= 1.5)")
+    k4, k1000 = kafka_rows[CLIENT_PARTITIONS], kafka_rows[BENCH_PARTITIONS]
+    print(f"  Kafka, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: {k1000['lone_p99'] / k4['lone_p99']:.2f}")
