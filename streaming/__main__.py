@@ -48,7 +48,7 @@ from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_watcher import RegistryWatcher
 from sinks.storage import cli as storage_cli
-from sinks.storage.partition_log import close_logs
+from sinks.storage.log_manager import close_logs
 from sinks.time_arguments import protect_relative_times
 from streaming import door_command, users_command
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config

@@ -6,7 +6,7 @@ pass deletes the segments that breach `retention.bytes` (§5.7), `retention.ms` 
 KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the segment storage:
 
 - a daemon thread on the driver. First a startup pass rebuilds the active segments' indexes that a
-  machine crash left damaged (`partition_log.repair_indexes`: commits do not fsync indexes, and readers
+  machine crash left damaged (`log_manager.repair_indexes`: commits do not fsync indexes, and readers
   trust them); then, every `interval_ms`, one `run_once(now)` = `retention.enforce_retention_all` with the
   host's wall clock (Kafka's `time.milliseconds()`: retention is the one place the gateway reads it);
 - safe against the concurrent append: every pass takes each partition's lock without waiting, so a
@@ -43,7 +43,7 @@ from pyspark.sql.streaming.listener import (
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.storage.file_names import partition_dir
-from sinks.storage.partition_log import repair_indexes
+from sinks.storage.log_manager import repair_indexes
 from sinks.storage.retention import RetentionReport, enforce_retention_all
 from streaming.listener_bridge import BridgedListener
 from validators.topic_config import TopicRegistry

@@ -14,8 +14,9 @@ import pytest
 from sinks.storage.commit_record import CommitRecord, read_commit, write_commit
 from sinks.storage.file_names import partition_dir, segment_file_name
 from sinks.storage.log_config import SegmentConfig
+from sinks.storage.log_manager import repair_indexes
 from sinks.storage.log_reader import offsets_for_times, read
-from sinks.storage.partition_log import PartitionLog, append_batches, repair_indexes
+from sinks.storage.partition_log import PartitionLog, append_batches
 from sinks.storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
