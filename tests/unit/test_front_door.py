@@ -357,3 +357,30 @@ def test_a_taken_port_fails_the_start_and_leaves_nothing_running(tmp_path: Path,
         with pytest.raises(OSError):
             door.start()
         assert not door._thread.is_alive() and door.context is None
+
+
+def test_metadata_of_thousands_of_partitions_is_built_off_the_loop_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `OFF_LOOP_PARTITIONS` the answer is built on a thread of its own: the same answer, every partition."""
+    import threading
+
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    ctx = _context(tmp_path)
+    ctx.registry = lambda: TopicRegistry.from_json({"topics": {"wide": {"partitions": 5000, "configs": {}}}})
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+    built_on: list[str] = []
+    real = metadata._topic
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        built_on.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(metadata, "_topic", recording)
+    off_loop = _answer(ctx, metadata.handle, 3, 12, request)
+    monkeypatch.setattr(metadata, "OFF_LOOP_PARTITIONS", 10**9)
+    on_loop = _answer(ctx, metadata.handle, 3, 12, request)
+    assert built_on[0] != built_on[1] == threading.current_thread().name
+    assert off_loop == on_loop and metadata.partitions_in(off_loop) == 5000
+    assert [p.partition_index for p in off_loop.topics[0].partitions] == list(range(5000))
