@@ -181,7 +181,7 @@ READABLE: dict[int, tuple[int, int]] = {
 # Requests a connection may have in flight before the front door stops reading from it; their bytes are
 # bounded too, by max_request_bytes per connection (front_door/in_flight.py). A produce is answered after a
 # micro-batch (~0.2-1 s), so a client pipelining small requests (librdkafka, linger 5 ms) has hundreds in
-# flight: capped at 100, 2 000 records/s over 4 partitions were 32-78 % delivered while sent, at 1 000 96-98 %.
+# flight: capped at 100, 2 000 records/s over 4 partitions were 32-78 % delivered while sent, at 1 000 78-98 %.
 MAX_IN_FLIGHT_PER_CONNECTION = 1000
 # Kafka's sasl.server.max.receive.size: the largest frame read before a connection is authenticated
 SASL_MAX_RECEIVE_BYTES = 524288

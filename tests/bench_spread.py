@@ -3,7 +3,9 @@
 A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition
 i % N (linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another
 process sends one record at a time to a 4-partition topic and waits for each delivery report. The same against
-the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway, in one run.
+the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway, in one run. Then
+Kafka's Java `ProducerPerformance` with the documented settings and `RoundRobinPartitioner`, 4 and 1 000
+partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
 record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99. Printed,
@@ -16,6 +18,7 @@ import statistics
 import threading
 from pathlib import Path
 
+from tests.bench_clients import ACKS_ALL, JAVA_DOCUMENTED_PROPS, RECORD_SIZE
 from tests.bench_front_door import gateway_with_front_door
 from tests.bench_stack import (
     BENCH_PARTITIONS,
@@ -28,10 +31,27 @@ from tests.bench_stack import (
     quantile,
 )
 from tests.librdkafka_client import Deliveries, run_in_own_process
+from tests.producer_performance import run_producer_performance
 
 RATE = 2000.0
 LOAD_CONFIG = {"linger.ms": "5", "acks": "all", "queue.buffering.max.messages": "1000000"}
 LONE_CONFIG = {"linger.ms": "0", "acks": "all"}
+# Kafka's Java producer with the documented settings, spreading over every partition with Kafka's own
+# RoundRobinPartitioner (its default sticky partitioner writes a few partitions at a time)
+JAVA_PROPS = {**dict(ACKS_ALL + JAVA_DOCUMENTED_PROPS),
+              "partitioner.class": "org.apache.kafka.clients.producer.RoundRobinPartitioner"}
+JAVA_TIMEOUT_S = 120.0
+
+
+def _java_rate(work: Path, bootstrap: str, topic: str, records: int) -> float:
+    """`ProducerPerformance` with `JAVA_PROPS`: its records/s (what it acknowledged per second of its run when it
+    did not finish within `JAVA_TIMEOUT_S`)."""
+    run = run_producer_performance(bootstrap, topic, records, RECORD_SIZE, JAVA_PROPS, work, JAVA_TIMEOUT_S)
+    rate = run.summary.records_per_s if run.summary is not None else \
+        sum(r for r, _rate in run.windows) / max(run.seconds, 1.0)
+    print(f"    Java, RoundRobinPartitioner, {topic}: {rate:,.0f} records/s"
+          + (f"   problems: {'; '.join(run.problems())}" if run.problems() else ""), flush=True)
+    return rate
 
 
 def _run_pair(work: Path, bootstrap: str, load_topic: str, partitions: int, lone_topic: str,
@@ -77,6 +97,8 @@ def bench_spread(work: Path, quick: bool) -> None:
           f"local[2], {KAFKA_VERSION} broker on loopback ==")
     print(f"{'':>14} {'parts':>6} {'delivered while running':>11} {'load p50 ms':>10} {'lone p50':>9} "
           f"{'lone p99':>9} {'lone n':>6}")
+    java_records = 20_000 if quick else 50_000
+    java: dict[tuple[str, int], float] = {}
     kafka_rows: dict[int, dict[str, float]] = {}
     door_rows: dict[int, list[dict[str, float]]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}
     with Stack(work) as stack:
@@ -84,11 +106,15 @@ def bench_spread(work: Path, quick: bool) -> None:
         for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
             load, lone = _run_pair(work / f"kafka-{partitions}", kafka, topic, partitions, CLIENT_ANCHOR_TOPIC, seconds)
             kafka_rows[partitions] = _row("Kafka", partitions, load, lone)
+        for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
+            java[("kafka", partitions)] = _java_rate(work / f"java-kafka-{partitions}", kafka, topic, java_records)
         with gateway_with_front_door(stack) as (door, _query):
             for i, (partitions, topic) in enumerate(((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC),
                                                      (CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC))):
                 load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
                 door_rows[partitions].append(_row("front door", partitions, load, lone))
+            for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
+                java[("door", partitions)] = _java_rate(work / f"java-door-{partitions}", door, topic, java_records)
     few, many = door_rows[CLIENT_PARTITIONS], door_rows[BENCH_PARTITIONS]
     print("\nratios and targets (spread):")
     shares = ", ".join(f"{100 * r['during']:.1f} %" for r in many)
@@ -96,5 +122,9 @@ def bench_spread(work: Path, quick: bool) -> None:
     for a, b in zip(few, many, strict=True):
         print(f"  front door, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: "
               f"{b['lone_p99'] / a['lone_p99']:.2f}  (target <= 1.5)")
+    kafka_ratio = java[("kafka", BENCH_PARTITIONS)] / java[("kafka", CLIENT_PARTITIONS)]
+    door_ratio = java[("door", BENCH_PARTITIONS)] / max(java[("door", CLIENT_PARTITIONS)], 1e-9)
+    print(f"  Java RoundRobinPartitioner, {BENCH_PARTITIONS} / {CLIENT_PARTITIONS} partitions: front door "
+          f"{door_ratio:.3f}, Kafka {kafka_ratio:.3f}; door ratio / Kafka's {door_ratio / kafka_ratio:.2f}  (target >= 0.7)")
     k4, k1000 = kafka_rows[CLIENT_PARTITIONS], kafka_rows[BENCH_PARTITIONS]
     print(f"  Kafka, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: {k1000['lone_p99'] / k4['lone_p99']:.2f}")
