@@ -34,7 +34,7 @@ def repair_indexes(
     """Recover a partition the way its next append would — to its commit record, then the active
     segment's `.index`/`.timeindex` checked against the recorded checksums and rebuilt from the log when a
     crash lost their pages — without appending. What Kafka does for every log when it starts after an
-    unclean shutdown (`LogManager.loadLogs`, reference §5.8), so that readers, which trust the indexes,
+    unclean shutdown (`LogManager.loadLogs`), so that readers, which trust the indexes,
     need not wait for the partition's next append. Returns whether indexes were rebuilt; None when the
     partition has no directory or (`blocking=False`) is locked: an appender holds it, and repairs it."""
     if not partition_dir(root, topic, partition).is_dir():
