@@ -1,4 +1,4 @@
-"""Clients of the ingest gateway: a producer that speaks the ingress/response contract (DESIGN §4.1, §4.3)
+"""Clients of the ingest gateway: a producer that speaks the ingress/response contract (docs/design.md: ingress topic; docs/design.md: response topic)
 and a consumer over its segment storage (§4.5), both shaped like Kafka's own clients."""
 
 from clients.consumer import ConsumerRecord, GatewayConsumer, OffsetAndTimestamp, TopicPartition

@@ -1,4 +1,4 @@
-"""`GatewayConsumer`: a Kafka-consumer-like reader of the gateway's segment storage (DESIGN §4.5).
+"""`GatewayConsumer`: a Kafka-consumer-like reader of the gateway's segment storage (docs/design.md: segment storage).
 
     consumer = GatewayConsumer("var/segments")
     consumer.assign([TopicPartition("orders", 0)])
@@ -165,7 +165,7 @@ class GatewayConsumer:
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Kafka's `offsetsForTimes`: per partition the earliest offset whose timestamp is >= the target
-        (ListOffsets semantics, reference §5.5), or None when there is none."""
+        (ListOffsets semantics, `UnifiedLog.fetchOffsetByTimestamp`), or None when there is none."""
         out: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp, ts in timestamps.items():
             if ts < 0:

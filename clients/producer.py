@@ -1,4 +1,4 @@
-"""`GatewayProducer`: a Kafka-producer-like client of the ingest gateway (DESIGN §4.1, §4.3).
+"""`GatewayProducer`: a Kafka-producer-like client of the ingest gateway (docs/design.md: ingress topic; docs/design.md: response topic).
 
     producer = GatewayProducer(ProducerConfig(bootstrap_servers="127.0.0.1:9092", linger_ms=5))
     future = producer.send("orders", b"value", key=b"k", partition=0, callback=on_completion)

@@ -1,4 +1,4 @@
-"""A dead letter (DESIGN §4.4): the original batch bytes, unchanged and replayable, keyed by request id,
+"""A dead letter (docs/design.md: dead-letter topic): the original batch bytes, unchanged and replayable, keyed by request id,
 with `gw.errors.<field>` headers in the style of Kafka Connect's `__connect.errors.*`. The sink writes
 them (`sinks.dlq.dead_letters`) and the DLQ tool reads them back (`sinks.dlq.format`) by these names.
 """

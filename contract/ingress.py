@@ -1,4 +1,4 @@
-"""An ingress message (DESIGN §4.1): one raw Kafka record batch as the value, the target in headers.
+"""An ingress message (docs/design.md: ingress topic): one raw Kafka record batch as the value, the target in headers.
 
 - `gw.topic`, `gw.partition` (required): the target topic-partition, UTF-8 text;
 - `gw.request.id` (optional, default `<ingress partition>:<ingress offset>`): the key of the response;

@@ -35,13 +35,13 @@ KAFKA_FETCH_MAX_BYTES = 52_428_800
 # gateway's own topics is a librdkafka one.
 LIBRDKAFKA_MAX_MESSAGE_MAX_BYTES = 1_000_000_000
 
-# An ingress message around its batch (DESIGN §4.1): Kafka's record batch header (61 B,
+# An ingress message around its batch (docs/design.md: ingress topic): Kafka's record batch header (61 B,
 # DefaultRecordBatch.RECORD_BATCH_OVERHEAD) and one record's framing (at most 21 B,
 # DefaultRecord.MAX_RECORD_OVERHEAD), the key `<topic>/<partition>` and the gw.* headers: a topic name
 # (at most 249 B, twice), the request id and the client id — at most 32 767 B, an INT16 string in
 # Kafka's request header. About 34 KiB at most; 64 KiB leaves room.
 INGRESS_ENVELOPE_BYTES = 65_536
-# A dead letter's gw.errors.* headers beside the original batch (DESIGN §4.4): names, ids and error texts
+# A dead letter's gw.errors.* headers beside the original batch (docs/design.md: dead-letter topic): names, ids and error texts
 # take a few KiB (a client id up to 32 KiB), and `record.errors` at most RECORD_ERRORS_MAX_BYTES.
 DEAD_LETTER_HEADERS_BYTES = 1_048_576
 # The record errors (KIP-467) a dead letter's `record.errors` header and a produce response's `record_errors`

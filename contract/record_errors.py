@@ -1,7 +1,7 @@
 """The record errors (KIP-467: `batch_index`, `message`) of a rejected batch as the gateway carries them:
 a JSON list in the decision row (`DecisionRow.record_errors`), the dead letter's `gw.errors.record.errors`
 header and the produce response's `record_errors` — bounded to `RECORD_ERRORS_MAX_BYTES`, so a batch of
-millions of bad records still gets a response and a dead letter its topics take (DESIGN §5: bad input never
+millions of bad records still gets a response and a dead letter its topics take (docs/design.md: the query: bad input never
 stops the query). Kafka's ProduceResponse carries every record error; the gateway keeps the first ones in
 batch order and says how many there were (`DecisionRow.record_error_count`, the dead letter's
 `gw.errors.record.errors.total`, and a note in the error message).

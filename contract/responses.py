@@ -1,4 +1,4 @@
-"""Produce responses on the response topic (DESIGN §4.3): Avro in single object encoding, keyed by
+"""Produce responses on the response topic (docs/design.md: response topic): Avro in single object encoding, keyed by
 request id. The schema is `produce_response.avsc` beside this module, read as a package resource (so
 it is found inside the zip Spark ships to executors).
 

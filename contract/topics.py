@@ -1,4 +1,4 @@
-"""The gateway's own topics (DESIGN §3): default names, each configurable, and the groups topic's shape."""
+"""The gateway's own topics (docs/design.md): default names, each configurable, and the groups topic's shape."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Kafka front door (DESIGN §4.7): a Kafka-protocol listener in front of the gateway, so any Kafka
+"""The Kafka front door (docs/kafka-compatibility.md): a Kafka-protocol listener in front of the gateway, so any Kafka
 client produces to it and consumes from its segment storage unchanged. The protocol types come from
 `kio` (Apache Kafka's own message JSON, generated); this package holds only what the gateway answers.
 """

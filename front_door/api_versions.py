@@ -2,7 +2,7 @@
 
 The version ranges are Kafka 4.x's where kio has them. The classic group protocol is served; KIP-848's
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised (a client switches to the new protocol
-as soon as it sees key 68), nor are transactions (DESIGN §4.7); a client that sends one anyway gets
+as soon as it sees key 68), nor are transactions (docs/kafka-compatibility.md); a client that sends one anyway gets
 UNSUPPORTED_VERSION (`unsupported.py`).
 """
 

@@ -1,4 +1,4 @@
-"""Fetch (key 1, v4-v17) from segment storage, for consumers that `assign()` partitions (reference §5):
+"""Fetch (key 1, v4-v17) from segment storage, for consumers that `assign()` partitions (Kafka's `UnifiedLog`, `LogSegment`):
 each partition's bytes are a slice of its `.log` found through the offset index (`LogSegment.read`), so
 a consumer gets the stored batches as Kafka serves them — a LogAppendTime batch carries the gateway's
 stamp in its header and every record reports it (KIP-32). High watermark = last stable offset = log end

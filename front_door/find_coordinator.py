@@ -1,6 +1,6 @@
 """FindCoordinator (key 10, v0-v6; batched keys from v4, KIP-699): a group's coordinator is the node
 `groups/placement.py` names — the same on every node, so a client asking any of them goes to one place.
-Transaction coordinators (key type 1) are refused: the front door has no transactions (DESIGN §4.7).
+Transaction coordinators (key type 1) are refused: the front door has no transactions (docs/kafka-compatibility.md).
 Without its groups topic (unreadable at start) every group gets COORDINATOR_NOT_AVAILABLE, with the reason.
 A group the principal may not DESCRIBE gets GROUP_AUTHORIZATION_FAILED (a transactional id
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before anything else.

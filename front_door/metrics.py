@@ -1,4 +1,4 @@
-"""The front door's metrics, on the gateway's exporter (its `CollectorRegistry`), DESIGN §4.6 style:
+"""The front door's metrics, on the gateway's exporter (its `CollectorRegistry`), docs/operations.md: metrics style:
 `api` is an API name of kio's index or "unknown", `error` a Kafka error name — both closed sets — and
 `node` a front-door node id (at most `front_door_nodes` of them)."""
 

@@ -1,5 +1,5 @@
 """Produce (key 0, v3-v13): each partition's records become one ingress message, and the answer is the
-gateway's response in Kafka's ProduceResponse fields (reference §6.1).
+gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.json`).
 
 - The batch is not looked at here: the gateway's stage is the leader and decides everything a broker's
   `LogValidator` would (unknown topic, CRC, size, timestamps, sequences), so every batch ends appended

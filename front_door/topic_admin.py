@@ -25,7 +25,7 @@ NO_REPLICATION_FACTOR = -1
 
 def refusal(ctx: Context, what: str) -> str:
     return (f"The gateway's topics are its registry ({ctx.registry_file}): {what} there; the gateway reloads it "
-            f"(DESIGN §4.2).")
+            f"(docs/design.md: what the stage decides).")
 
 
 AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' own message (ControllerApis.createTopics)

@@ -1,4 +1,4 @@
-"""KIP-848's consumer-group APIs and the transaction APIs: out of scope for the front door (DESIGN §4.7).
+"""KIP-848's consumer-group APIs and the transaction APIs: out of scope for the front door (docs/kafka-compatibility.md).
 They are not advertised in ApiVersions; a client that sends one anyway gets Kafka's UNSUPPORTED_VERSION in
 every error field of the response, with a message saying what to do instead.
 """

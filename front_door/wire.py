@@ -50,7 +50,7 @@ class UnsupportedApiError(BadRequestError):
 @dataclass(frozen=True)
 class CloseConnection:
     """A handler's answer when Kafka sends nothing and closes the connection: an acks=0 produce that
-    failed (reference §6.1: "Closing connection due to error during produce request ... with ack=0")."""
+    failed (Kafka's `ProduceRequest.json`: "Closing connection due to error during produce request ... with ack=0")."""
 
     reason: str
 

@@ -1,4 +1,4 @@
-"""Metric deltas of one task's decisions, computed where the decisions are (DESIGN §4.6, §6).
+"""Metric deltas of one task's decisions, computed where the decisions are (docs/operations.md: metrics; docs/performance.md).
 
 The sink's task already holds every decision row of its target partitions; it folds them here into
 a few aggregate rows — one per (topic label, bounded partition, outcome, error, latency bucket, skew
@@ -17,7 +17,7 @@ from typing import Any
 
 from contract.decision_row import DecisionRow
 
-PREFIX = "gateway_"  # every metric name starts with it (DESIGN §4.6)
+PREFIX = "gateway_"  # every metric name starts with it (docs/operations.md: metrics)
 
 OTHER_TOPIC = "other"  # every topic that is not in the registry (unknown, illegal or missing names)
 NO_ERROR = "NONE"  # Kafka's name for error code 0
@@ -34,7 +34,7 @@ TIMESTAMP_SKEW_BUCKETS_S = (
     -3600.0, -600.0, -60.0, -10.0, -1.0, 0.0, 1.0, 10.0, 60.0, 600.0, 3600.0, 21600.0, 86400.0, 604800.0,
 )
 
-# RecordBatch v2 header (reference §4.1): magic at byte 16, record count at bytes 57..60, 61 bytes in all.
+# RecordBatch v2 header (Kafka's `DefaultRecordBatch` header): magic at byte 16, record count at bytes 57..60, 61 bytes in all.
 _MAGIC_OFFSET = 16
 _RECORDS_COUNT_OFFSET = 57
 _HEADER_SIZE = 61

@@ -1,5 +1,5 @@
 """How the gateway authenticates to its Kafka cluster: the `kafka` block of the config, in the property
-names Kafka's clients use, translated here and only here for each client the gateway runs (DESIGN §4.9):
+names Kafka's clients use, translated here and only here for each client the gateway runs (docs/security.md):
 
 - librdkafka (confluent-kafka: the sink's publishers, the front door's bridge and groups store, the admin
   client, `gateway dlq`, `gateway status`, the demo);

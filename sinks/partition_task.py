@@ -161,7 +161,7 @@ def outgoing_messages(
     def storage_log_start(topic: str, partition: int) -> int:
         # Retention moves the log start offset on the driver (streaming.retention_schedule), where the
         # stage's state cannot see it; the commit record has the current one. Kafka answers with the
-        # log start offset at the time of the response (ProduceResponse `LogStartOffset`, reference §5.6).
+        # log start offset at the time of the response (ProduceResponse `LogStartOffset`, `UnifiedLog.deleteRetentionMsBreachedSegments`).
         key = (topic, partition)
         if key not in storage_starts:
             commit = read_commit_head(partition_dir(config.segments_root, topic, partition))

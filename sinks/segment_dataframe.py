@@ -1,8 +1,8 @@
-"""Segment storage as a Spark DataFrame: the batch reader of DESIGN §4.5.
+"""Segment storage as a Spark DataFrame: the batch reader of docs/design.md: segment storage.
 
     df = read_segments(spark, "var/segments", topics=["orders"], start_time=t0, end_time=t1)
 
-One row per record, as a Kafka consumer sees it (`sinks.storage.log_reader`), plus both clocks (DESIGN §4.2):
+One row per record, as a Kafka consumer sees it (`sinks.storage.log_reader`), plus both clocks (docs/design.md: what the stage decides):
 
 | column | type | |
 |---|---|---|
@@ -21,7 +21,7 @@ How it runs:
 - **planning, on the driver**: the partition directories under `root` are listed, each partition's commit
   record read and its offset range resolved: `[max(log start, start_offset, T(start_time)),
   min(log end, end_offset, T(end_time)))` where `T(t)` is `offsets_for_times(t)` — the earliest offset
-  whose timestamp is >= t (ListOffsets, reference §5.5), or the log end offset when there is none. These
+  whose timestamp is >= t (ListOffsets, `UnifiedLog.fetchOffsetByTimestamp`), or the log end offset when there is none. These
   are the semantics of Spark's Kafka source (`startingTimestamp`, `endingTimestamp`): times choose
   offsets, records are not filtered by timestamp (CreateTime need not grow with the offset; filter the
   column for that). The ranges are fixed when `read_segments` returns: a snapshot of the committed log.

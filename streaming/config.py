@@ -97,7 +97,7 @@ class GatewayConfig:
     idle_poll_ms: int = 20
     max_offsets_per_trigger: int = 20000
     metrics_address: str = "127.0.0.1:9108"
-    # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (reference §5.6)
+    # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (`UnifiedLog.deleteRetentionMsBreachedSegments`)
     retention_check_interval_ms: int = 300000
     ui_enabled: bool = True
     # The supervisor (streaming/supervisor.py): restart a failed query after this delay, doubling per
@@ -112,7 +112,7 @@ class GatewayConfig:
     startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True
-    # The Kafka front door (DESIGN §4.7; port 0 picks free ports; null: none). Clients are told the
+    # The Kafka front door (docs/kafka-compatibility.md; port 0 picks free ports; null: none). Clients are told the
     # advertised address in Metadata (default: the bound one); larger requests close the connection
     # (Kafka's socket.request.max.bytes). The ingress hop's limits follow it (`ingress_limits`).
     front_door_address: str | None = "127.0.0.1:9093"

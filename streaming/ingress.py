@@ -1,4 +1,4 @@
-"""The ingress source: raw produce batches from Kafka, headers decoded into columns (DESIGN §4.1)."""
+"""The ingress source: raw produce batches from Kafka, headers decoded into columns (docs/design.md: ingress topic)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def start_gateway(
     )
     limits = config.ingress_limits(registry.current())
     sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_worker)
-    # Kafka's scheduled retention (reference §5.6): started with the query, stopped when it terminates
+    # Kafka's scheduled retention (`UnifiedLog.deleteRetentionMsBreachedSegments`): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
                                   metrics=metrics)
     decisions = apply_stage(read_ingress(spark, config, limits), registry)

@@ -1,6 +1,6 @@
-"""Retention on a schedule: Kafka's `kafka-log-retention` task on the driver (DESIGN §4.5).
+"""Retention on a schedule: Kafka's `kafka-log-retention` task on the driver (docs/design.md: segment storage).
 
-Kafka's `LogManager` (reference §5.6) loads and recovers every log at startup, then runs `cleanupLogs`
+Kafka's `LogManager` (`UnifiedLog.deleteRetentionMsBreachedSegments`) loads and recovers every log at startup, then runs `cleanupLogs`
 every `log.retention.check.interval.ms` (default 300000) after `log.initial.task.delay.ms` (30000); each
 pass deletes the segments that breach `retention.bytes` (§5.7), `retention.ms` (§5.6) and, in the gateway,
 KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the segment storage:
@@ -50,7 +50,7 @@ from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.retention")
 
-LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms default (reference §5.6)
+LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms default (`UnifiedLog.deleteRetentionMsBreachedSegments`)
 LOG_INITIAL_TASK_DELAY_MS = 30000  # log.initial.task.delay.ms default
 
 RegistrySource = TopicRegistry | Callable[[], TopicRegistry]

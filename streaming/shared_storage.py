@@ -1,4 +1,4 @@
-"""The segments root must be one filesystem that the driver and every executor see (DESIGN §6).
+"""The segments root must be one filesystem that the driver and every executor see (docs/performance.md).
 
 Target partitions move between executors from one micro-batch to the next, and retention, the
 metrics scan and `gateway segments` run on the driver: a root that is a local directory on each host

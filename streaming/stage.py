@@ -73,7 +73,7 @@ def target_decider(
     topic: str | None, partition: int | None, registry: TopicRegistry
 ) -> Callable[[IngressBatch, PartitionState, int], AppendResult]:
     """The decision for one target partition's batches: header problems first (the gateway's own contract,
-    DESIGN §4.1), then Kafka's (`validators.log_validator.partition_decider`). Any unexpected exception
+    docs/design.md: ingress topic), then Kafka's (`validators.log_validator.partition_decider`). Any unexpected exception
     becomes UNKNOWN_SERVER_ERROR for that batch only: bad input must never stop the query."""
     if topic is None:
         missing_topic = Rejected(Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)")
@@ -123,7 +123,7 @@ def decide_group(
 
 
 def ingress_position(item: IngressBatch) -> tuple[int, int]:
-    """The order of a partition's batches: Spark gives none after the shuffle (DESIGN §4.1, §5)."""
+    """The order of a partition's batches: Spark gives none after the shuffle (docs/design.md: ingress topic; docs/design.md: the query)."""
     return item.ingress_partition, item.ingress_offset
 
 

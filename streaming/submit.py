@@ -1,6 +1,6 @@
 """`make submit` / `gateway submit`: the spark-submit command for the configured cluster, printed and run.
 
-The command carries everything the executors need (DESIGN §6): Spark's Kafka connector jars and the
+The command carries everything the executors need (docs/performance.md): Spark's Kafka connector jars and the
 gateway's own (`--jars`), the packed Python environment (`--archives ...#environment`, built by `make pack`) as the
 executors' interpreter, the driver's interpreter, the config's `spark_conf`, and the entry point
 `gateway_submit.py`. The gateway's code travels as a zip the driver adds itself (streaming/session.py).

@@ -4,7 +4,7 @@ A Spark cluster retries failed tasks (`spark.task.maxFailures`; `local[N,F]` on 
 but a query whose micro-batch still fails — the Kafka broker unreachable for longer than the producer's
 delivery timeout, executors lost more often than the retries allow, a transient I/O error — ends. The
 supervisor starts it again from the checkpoint, so the failed micro-batch is replayed with the same
-clock and the sink skips what was already committed (DESIGN §4.3: nothing lost, responses at least
+clock and the sink skips what was already committed (docs/design.md: response topic: nothing lost, responses at least
 once). Restarts back off exponentially (`restart_backoff_initial_s` doubling up to `restart_backoff_max_s`),
 reset once a restarted query completes a micro-batch.
 

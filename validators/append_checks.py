@@ -1,6 +1,6 @@
 """The leader's checks around `LogValidator`, shared by the v2 and the legacy decision: Kafka's
-`UnifiedLog.analyzeAndValidateRecords` per shallow entry (reference §1.1 step 11), the segment size
-check (step 15), the gateway's monotonic append clock (DESIGN §4.2) and the accepted result.
+`UnifiedLog.analyzeAndValidateRecords` per shallow entry (Kafka's produce path (`UnifiedLog.append`) step 11), the segment size
+check (step 15), the gateway's monotonic append clock (docs/design.md: what the stage decides) and the accepted result.
 
 Each check raises `RejectedBatch` carrying Kafka's error and exception text."""
 
@@ -68,7 +68,7 @@ def check_fits_segment(size: int, tp: str, segment_bytes: int) -> None:
 
 
 def append_clock(state: PartitionState, now_ms: int) -> int:
-    """DESIGN §4.2: the append time never goes backwards per partition."""
+    """docs/design.md: what the stage decides: the append time never goes backwards per partition."""
     return now_ms if now_ms >= state.last_append_time_ms else state.last_append_time_ms
 
 

@@ -1,4 +1,4 @@
-"""Kafka's error codes for the produce path (clients/.../protocol/Errors.java), reference §6.2.
+"""Kafka's error codes for the produce path (clients/.../protocol/Errors.java), Kafka's `Errors`.
 
 Codes, names and default texts are Kafka's own. `exception_name` is the Java exception class a
 broker raises for the code (what Kafka logs and what `Errors.forException` maps back from).

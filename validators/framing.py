@@ -1,4 +1,4 @@
-"""Step 5 of the decision (reference §1.1): `ProduceRequest.validateRecords` over
+"""Step 5 of the decision (Kafka's produce path (`UnifiedLog.append`)): `ProduceRequest.validateRecords` over
 `ByteBufferLogInputStream` — exactly one complete batch per partition, its size and magic sane.
 """
 

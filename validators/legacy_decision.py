@@ -1,5 +1,5 @@
 """The decision for a legacy (magic 0/1) message set: validated as Kafka's legacy path does and up-converted
-to a v2 batch (DESIGN §4.1, a deliberate difference: Kafka 4.x rejects magic < 2 at the request level).
+to a v2 batch (docs/design.md: ingress topic, a deliberate difference: Kafka 4.x rejects magic < 2 at the request level).
 """
 
 from __future__ import annotations

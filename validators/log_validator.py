@@ -1,5 +1,5 @@
 """The append decision: Kafka's `LogValidator` + the leader checks around it, as one pure function
-of (batch bytes, topic config, partition state, clock) — reference §1.1 steps 4-17, DESIGN §4.2.
+of (batch bytes, topic config, partition state, clock) — Kafka's produce path (`UnifiedLog.append`) steps 4-17, docs/design.md: what the stage decides.
 
 Nothing here reads a clock, logs or does I/O: `now_ms` is the micro-batch clock passed in; accepted
 records more than one hour in the future are counted (`future_timestamp_count`, KIP-937) for the stage
@@ -22,13 +22,13 @@ Order of checks (Kafka's; the first failing one decides):
 
 Gateway decisions (documented differences; everything else follows the reference):
 
-* Clock (DESIGN §4.2): `append_time = max(now_ms, state.last_append_time_ms)`; LogAppendTime topics
+* Clock (docs/design.md: what the stage decides): `append_time = max(now_ms, state.last_append_time_ms)`; LogAppendTime topics
   stamp `append_time` (Kafka stamps its raw wall clock); window checks use `now_ms`.
-* One batch per ingress message (DESIGN §4.1): a second complete v2 batch is Kafka's Produce v13
+* One batch per ingress message (docs/design.md: ingress topic): a second complete v2 batch is Kafka's Produce v13
   `validateRecords` error "Produce requests with version 13 are only allowed to contain exactly one
   record batch per partition" (87); a trailing fragment shorter than a batch is dropped as Kafka's
   `trimInvalidBytes` does, unless its size field or magic is corrupt (2).
-* Legacy magic 0/1 input is accepted and up-converted (DESIGN §4.1), as Kafka's LogValidator does for
+* Legacy magic 0/1 input is accepted and up-converted (docs/design.md: ingress topic), as Kafka's LogValidator does for
   `toMagic = 2` (§4.6): v0 records get timestamp -1, v1 keep theirs; the rebuilt batch keeps the
   source codec (compression.type=producer). Kafka 4.x itself rejects magic < 2 on Produce v3+.
 * Transactional batches: the ingress carries no transactional.id and the gateway has no transaction
@@ -45,13 +45,13 @@ Gateway decisions (documented differences; everything else follows the reference
   reads every record as Kafka does — `DefaultRecord.readFrom(ByteBuffer)` uncompressed (path A),
   `readPartiallyFrom(InputStream)` over the decompressed stream on the compressed in-place path B —
   so the gateway accepts exactly what Kafka accepts and never stores a batch a consumer or
-  DumpLogSegments would fail on (DESIGN §4.5). The walk and `validateRecord` run in one native pass
+  DumpLogSegments would fail on (docs/design.md: segment storage). The walk and `validateRecord` run in one native pass
   (validators/codec/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
   not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
   anything else to the codec's complete walk (records.scan_records), which gives Kafka's text. A clean
   uncompressed batch is decided up to the producer-state step in one native call (`decide_in_place`:
   steps 11-15, the walk and the path A rewrite); what it declines, `_stored_v2` decides with Kafka's texts.
-  `fast` trades that for speed (DESIGN §6): uncompressed LogAppendTime batches are decided from the
+  `fast` trades that for speed (docs/performance.md): uncompressed LogAppendTime batches are decided from the
   header alone, uncompressed CreateTime batches from the record length chain and timestamp deltas;
   the layout inside records is then not verified (and on LogAppendTime topics not the record count).
   The project's differential test against a real Kafka 4.2 broker agrees on every batch with `full`.
@@ -359,7 +359,7 @@ def _check_records(
                 zs = _walk_records(area, len(area), header.count, 0, contiguous=True)
         elif config.record_validation is RecordValidation.FAST:
             if lat_topic:
-                return _Checked(NO_TIMESTAMP, 0)  # header only (DESIGN §6)
+                return _Checked(NO_TIMESTAMP, 0)  # header only (docs/performance.md)
             zs = _scan_timestamp_zigzags(data, header.batch_size, header.count)
         elif native_walk.NATIVE_WALK is None:
             zs = _walk_records(data, header.batch_size, header.count)

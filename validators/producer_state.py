@@ -1,5 +1,5 @@
 """Idempotent-producer state of one partition: Kafka's `ProducerStateEntry` / `ProducerAppendInfo`
-rules for a leader receiving client batches (reference §1.1 step 17), as pure functions over an
+rules for a leader receiving client batches (Kafka's produce path (`UnifiedLog.append`) step 17), as pure functions over an
 immutable table of entries by producer id (`ProducerTable`, kept in `PartitionState.producers`).
 
 Per producer id the leader keeps the epoch, the metadata of its last <= 5 appended batches
@@ -239,7 +239,7 @@ def check_append(
 ) -> None:
     """`ProducerAppendInfo.maybeValidateDataBatch` for a CLIENT append; raises ProducerStateError."""
     current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
-    # checkProducerEpoch (reference §1.1 step 17)
+    # checkProducerEpoch (Kafka's produce path (`UnifiedLog.append`) step 17)
     if producer_epoch < current_epoch:
         raise ProducerStateError(
             Errors.INVALID_PRODUCER_EPOCH,

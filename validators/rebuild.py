@@ -1,4 +1,4 @@
-"""Path C of `LogValidator` (reference §1.2.3): the batch rebuilt (`buildRecordsAndAssignOffsets`) when it
+"""Path C of `LogValidator` (`LogValidator.buildRecordsAndAssignOffsets`): the batch rebuilt (`buildRecordsAndAssignOffsets`) when it
 cannot be stamped in place, and the size check of the rebuilt batch.
 """
 

@@ -1,4 +1,4 @@
-"""Walking a v2 batch's records the way Kafka's `LogValidator` does (reference §1.2): the cheap walks over
+"""Walking a v2 batch's records the way Kafka's `LogValidator` does (`LogValidator.validateMessagesAndAssignOffsets`): the cheap walks over
 an uncompressed area, the partial scan of a compressed stream (in-place path B), and the full walk with
 `validateRecord` (key, KIP-937 timestamps, the LogAppendTime flag) that yields Kafka's record errors.
 """
@@ -399,7 +399,7 @@ def _validate_records(
     count: int, base: int, batch_lat: bool, lat_timestamp: int, check_timestamps: bool, now_ms: int,
     before: int, after: int, compacted: bool,
 ) -> tuple[int, int, bool, list[WalkError]]:
-    """`LogValidator.validateRecord` over walked records (reference §1.2): validateKey, then
+    """`LogValidator.validateRecord` over walked records (`LogValidator.validateMessagesAndAssignOffsets`): validateKey, then
     validateTimestamp (§2.2, Java long arithmetic); (max_timestamp, future_count, contiguous, errors)."""
     contiguous = list(ods) == list(range(count))
     if not count:

@@ -1,4 +1,4 @@
-"""CreateTime window checks of KIP-937 with Java `long` arithmetic (reference §2.2, §2.3).
+"""CreateTime window checks of KIP-937 with Java `long` arithmetic (`LogValidator.validateTimestamp`, KIP-937; KIP-937).
 
 Kafka's `LogValidator.validateTimestamp` / `recordHasInvalidTimestamp`:
 
@@ -22,7 +22,7 @@ _TWO_64 = 1 << 64
 
 
 # KIP-937: "we will add a WARN-level log when we encounter messages with future timestamps that are
-# ahead of the proposed one-hour threshold" (DESIGN §4.2: logged at WARN and counted even when accepted).
+# ahead of the proposed one-hour threshold" (docs/design.md: what the stage decides: logged at WARN and counted even when accepted).
 FUTURE_TIMESTAMP_WARN_MS = 3_600_000
 
 
@@ -43,7 +43,7 @@ def window_bounds(now: int, before_max_ms: int, after_max_ms: int) -> tuple[int,
 
 
 def out_of_range_message(ts: int, offset: int, now: int, before_max_ms: int, after_max_ms: int) -> str:
-    """Kafka's per-record INVALID_TIMESTAMP text (reference §2.2); `offset` is the offset as sent."""
+    """Kafka's per-record INVALID_TIMESTAMP text (`LogValidator.validateTimestamp`, KIP-937); `offset` is the offset as sent."""
     lower, upper = window_bounds(now, before_max_ms, after_max_ms)
     return (
         f"Timestamp {ts} of message with offset {offset} is out of range. "

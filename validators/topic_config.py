@@ -1,13 +1,13 @@
-"""Typed topic configuration: Kafka's topic configs over gateway-wide `log.*` defaults (DESIGN §4.2).
+"""Typed topic configuration: Kafka's topic configs over gateway-wide `log.*` defaults (docs/design.md: what the stage decides).
 
-Resolution of every setting, most specific first (reference §2.1 and Appendix A):
+Resolution of every setting, most specific first (KIP-937's configs and Appendix A):
 
     topic config (`message.timestamp.type`)  >  gateway default named like Kafka's broker config
     (`log.message.timestamp.type`)  >  Kafka 4.x default.
 
 The two KIP-937 windows also accept the deprecated KIP-32 `message.timestamp.difference.max.ms`
 (topic) / `log.message.timestamp.difference.max.ms` (gateway) as a fallback when the window itself is
-unset (DESIGN §4.2; Kafka 3.6-3.9 did the same, Kafka 4.0 removed the key). Order for `before`:
+unset (docs/design.md: what the stage decides; Kafka 3.6-3.9 did the same, Kafka 4.0 removed the key). Order for `before`:
 
     topic before > topic difference > gateway before > gateway difference > 9223372036854775807
 
@@ -39,7 +39,7 @@ LONG_MAX = 9223372036854775807
 LONG_MIN = -9223372036854775808
 INT_MAX = 2147483647
 
-# Topic.java (reference §6.3)
+# Topic.java (Kafka's `Topic.validate`)
 MAX_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
@@ -52,9 +52,9 @@ class RecordValidation(StrEnum):
     """How deeply the gateway walks the records of a batch (gateway extension, `gateway.record.validation`).
 
     FULL (default): every record is walked as Kafka's `DefaultRecord.readFrom` / `readPartiallyFrom`
-    does (reference §1.2), so the gateway accepts and rejects exactly what Kafka does and never stores
-    a batch a Kafka consumer or `DumpLogSegments --deep-iteration` would choke on (DESIGN §4.5).
-    FAST: only what the decision needs (DESIGN §6): uncompressed LogAppendTime batches are decided
+    does (`LogValidator.validateMessagesAndAssignOffsets`), so the gateway accepts and rejects exactly what Kafka does and never stores
+    a batch a Kafka consumer or `DumpLogSegments --deep-iteration` would choke on (docs/design.md: segment storage).
+    FAST: only what the decision needs (docs/performance.md): uncompressed LogAppendTime batches are decided
     from the header alone and uncompressed CreateTime batches from the record length chain and the
     timestamp deltas; the layout inside a record (key/value lengths, headers) is not verified, and on
     LogAppendTime topics neither is the declared record count. Compacted topics and compressed
@@ -67,7 +67,7 @@ class RecordValidation(StrEnum):
 
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-# compression.type value -> codec id of the batch attributes (reference §4.2); producer keeps the source codec
+# compression.type value -> codec id of the batch attributes (`DefaultRecordBatch` attributes); producer keeps the source codec
 COMPRESSION_IDS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 CLEANUP_POLICIES = ("compact", "delete")
 
@@ -111,7 +111,7 @@ class TopicConfig:
 
     @property
     def max_segment_ms(self) -> int:
-        """`LogConfig.maxSegmentMs` (reference §5.4): compacted topics roll by max.compaction.lag.ms too."""
+        """`LogConfig.maxSegmentMs` (`LogSegment.shouldRoll`): compacted topics roll by max.compaction.lag.ms too."""
         if self.compacted and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
@@ -204,7 +204,7 @@ _SETTINGS: dict[str, _Setting] = {
     "max.message.bytes": _Setting("max_message_bytes", _at_least(0), (("message.max.bytes", _at_least(0)),)),
     "compression.type": _Setting("compression_type", _compression, (("compression.type", _compression),)),
     "cleanup.policy": _Setting("cleanup_policy", _cleanup_policy, (("log.cleanup.policy", _cleanup_policy),)),
-    # Kafka 4.0 (KIP-1030) raised the minimum segment size to 1 MiB (reference §5.4)
+    # Kafka 4.0 (KIP-1030) raised the minimum segment size to 1 MiB (`LogSegment.shouldRoll`)
     "segment.bytes": _Setting("segment_bytes", _at_least(1048576), (("log.segment.bytes", _at_least(1048576)),)),
     "segment.ms": _Setting(
         "segment_ms", _at_least(1), (("log.roll.ms", _at_least(1)), ("log.roll.hours", _hours(1)))),
@@ -233,7 +233,7 @@ _SETTINGS: dict[str, _Setting] = {
         "record_validation", _record_validation, (("gateway.record.validation", _record_validation),)),
 }
 
-# KIP-32's single window, deprecated by KIP-937 and removed in Kafka 4.0 (reference §2.1)
+# KIP-32's single window, deprecated by KIP-937 and removed in Kafka 4.0 (KIP-937's configs)
 DEPRECATED_DIFFERENCE_TOPIC_KEY = "message.timestamp.difference.max.ms"
 DEPRECATED_DIFFERENCE_BROKER_KEY = "log.message.timestamp.difference.max.ms"
 _WINDOW_KEYS = {
@@ -257,7 +257,7 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def topic_name_error(name: str) -> str | None:
-    """Kafka's `Topic.validate` message for an illegal name, or None (reference §6.3)."""
+    """Kafka's `Topic.validate` message for an illegal name, or None (Kafka's `Topic.validate`)."""
     prefix = "Topic name is invalid: "
     if name == "":
         return prefix + "the empty string is not allowed"
@@ -340,7 +340,7 @@ def topic_config(
     if config.compression_type != "producer":
         log.info(
             "Topic %s: compression.type=%s; batches with another codec are rejected with "
-            "UNSUPPORTED_COMPRESSION_TYPE (the gateway never recompresses, DESIGN §4.2)",
+            "UNSUPPORTED_COMPRESSION_TYPE (the gateway never recompresses, docs/design.md: what the stage decides)",
             name, config.compression_type,
         )
     return config

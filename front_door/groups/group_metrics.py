@@ -1,4 +1,4 @@
-"""The groups on the gateway's exporter, read at scrape time (DESIGN §4.6 style, names under
+"""The groups on the gateway's exporter, read at scrape time (docs/operations.md: metrics style, names under
 `gateway_front_door_group`): groups by state, members per group, and each group's committed offset and
 lag per partition — lag = the partition's log end offset in segment storage minus the committed offset,
 as kafka-consumer-groups computes it (`ConsumerGroupCommand`: LAG = LOG-END-OFFSET − CURRENT-OFFSET).

@@ -1,4 +1,4 @@
-"""`dlq`: the operators' tool for the dead-letter topic (DESIGN §4.4).
+"""`dlq`: the operators' tool for the dead-letter topic (docs/design.md: dead-letter topic).
 
     python -m sinks dlq stats  [filters]
     python -m sinks dlq list   [filters] [--limit N]
@@ -21,7 +21,7 @@ is >= `--since` (ListOffsets by time). A message without `gw.errors.*` headers (
 headers that do not parse, is reported as such — never a crash. Nothing is committed: the command
 uses a throw-away consumer group id and `assign`, so it never disturbs other readers.
 
-Replay re-submits the dead letter's value unchanged (DESIGN §4.4: replayable as is) to the ingress
+Replay re-submits the dead letter's value unchanged (docs/design.md: dead-letter topic: replayable as is) to the ingress
 topic with fresh gateway headers: `gw.topic`/`gw.partition` (the original target, or `--to-topic` /
 `--to-partition`), `gw.client.id` (the original), `gw.request.id = replay:<dlq-topic>:<p>:<o>:<original
 request id>` and `gw.replay.of = <dlq-topic>:<p>:<o>`. It is a dry run unless `--yes` is given. Loops

@@ -1,4 +1,4 @@
-"""Writing dead letters (DESIGN §4.4) in the sink's tasks: the contract is `contract.dead_letters`."""
+"""Writing dead letters (docs/design.md: dead-letter topic) in the sink's tasks: the contract is `contract.dead_letters`."""
 
 from __future__ import annotations
 

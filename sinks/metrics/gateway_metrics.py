@@ -1,4 +1,4 @@
-"""Prometheus metrics of the gateway (DESIGN §4.6), served by the driver.
+"""Prometheus metrics of the gateway (docs/operations.md: metrics), served by the driver.
 
 Naming: prefix `gateway_`, base units (seconds, bytes), counters end in `_total`. Labels are bounded:
 `topic` is a registry topic or "other" (a hostile producer must not be able to mint series), `error`

@@ -1,4 +1,4 @@
-"""Segment storage in Apache Kafka's format, shaped like Kafka's storage module (DESIGN §4.5).
+"""Segment storage in Apache Kafka's format, shaped like Kafka's storage module (docs/design.md: segment storage).
 
 - `file_names` (Kafka's `LogFileUtils`), `errors` (`KafkaStorageError`);
 - `index` (`AbstractIndex`), `offset_index`, `time_index`, and the gateway's `append_time_index`;

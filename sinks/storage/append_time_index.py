@@ -1,7 +1,7 @@
-"""The gateway's append-time index (`<base>.appendtimeindex`) beside each Kafka segment (DESIGN §4.5).
+"""The gateway's append-time index (`<base>.appendtimeindex`) beside each Kafka segment (docs/design.md: segment storage).
 
 One dense 16-byte entry per batch: `appendTime int64 | lastOffset int64` (absolute offset), big-endian,
-in offset order. Append time is the gateway's monotonic per-partition clock (DESIGN §4.2), so entries are
+in offset order. Append time is the gateway's monotonic per-partition clock (docs/design.md: what the stage decides), so entries are
 non-decreasing in time and strictly increasing in offset. It is what keeps the wall clock of CreateTime
 topics (KIP-32 option 1, KIP-870): `log_append_time` of a record = the entry of the batch holding it.
 Kafka ignores the file (unknown suffix); it is never written inside Kafka's files.

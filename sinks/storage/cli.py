@@ -1,4 +1,4 @@
-"""`python -m sinks segments ...`: inspect, check and repair segment storage (DESIGN §4.5).
+"""`python -m sinks segments ...`: inspect, check and repair segment storage (docs/design.md: segment storage).
 
     python -m sinks segments dump ROOT TOPIC PARTITION [--deep]          batches and index entries
     python -m sinks segments verify ROOT [TOPIC PARTITION] [--index-interval-bytes N]

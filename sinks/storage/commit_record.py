@@ -49,7 +49,7 @@ class SegmentState:
     # CRC-32 of the valid bytes of `.index` / `.timeindex` (None: unknown, e.g. a record written before them)
     index_crc: int | None = None
     time_index_crc: int | None = None
-    # maxTimestampAndOffsetSoFar (reference §5.2): Kafka keeps it in memory for the active segment, whose
+    # maxTimestampAndOffsetSoFar (`LogSegment.append`): Kafka keeps it in memory for the active segment, whose
     # time index lacks the final entry until a roll or close. None: unknown (an older record), scanned.
     max_timestamp: int | None = None
     max_timestamp_offset: int | None = None

@@ -11,12 +11,12 @@ from pathlib import Path
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
-APPEND_TIME_INDEX_SUFFIX = ".appendtimeindex"  # the gateway's (DESIGN §4.5); Kafka ignores unknown suffixes
+APPEND_TIME_INDEX_SUFFIX = ".appendtimeindex"  # the gateway's (docs/design.md: segment storage); Kafka ignores unknown suffixes
 SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)
 
 
 def segment_file_name(base_offset: int, suffix: str = LOG_FILE_SUFFIX) -> str:
-    """`<20-digit zero-padded base offset><suffix>` (reference §5.1)."""
+    """`<20-digit zero-padded base offset><suffix>` (Kafka's `LogFileUtils`)."""
     return f"{base_offset:020d}{suffix}"
 
 

@@ -1,4 +1,4 @@
-"""The index file mechanics shared by the offset and time indexes (Kafka's `AbstractIndex`, reference §5.3).
+"""The index file mechanics shared by the offset and time indexes (Kafka's `AbstractIndex`, Kafka's `OffsetIndex`, `TimeIndex`).
 
 Not memory-mapped: the valid entries live in a `bytearray` mirror (lookups). New entries are written
 to the file behind the mirror, in one `pwrite` per `write_pending` (the segment calls it before a
@@ -39,7 +39,7 @@ def round_down_to_exact_multiple(number: int, factor: int) -> int:
 
 
 class AbstractIndex:
-    """One index file: `entries` valid fixed-size entries, room for `max_entries` (reference §5.3)."""
+    """One index file: `entries` valid fixed-size entries, room for `max_entries` (Kafka's `OffsetIndex`, `TimeIndex`)."""
 
     entry_size = 0
     index_kind = "index"

@@ -1,4 +1,4 @@
-"""The segment settings of a topic (Kafka's `LogConfig` subset that storage uses, reference §5.2-§5.4):
+"""The segment settings of a topic (Kafka's `LogConfig` subset that storage uses, `LogSegment.append`; `LogSegment.shouldRoll`):
 `segment.bytes`, `segment.ms` and its jitter, `index.interval.bytes`, `segment.index.bytes`.
 """
 

@@ -2,10 +2,10 @@
 
 - `read(root, topic, partition, offset, max_records)`: records from `offset` on, each with offset, key,
   value, headers, timestamp and timestamp type exactly as a consumer gets them (a LogAppendTime batch
-  gives every record the batch's maxTimestamp, reference §4.3), plus both clocks: `create_time` (the
+  gives every record the batch's maxTimestamp, Kafka's `DefaultRecord`), plus both clocks: `create_time` (the
   producer's timestamp kept in the record deltas) and `log_append_time` (the batch header for
-  LogAppendTime topics, the gateway's append-time index for CreateTime topics) — DESIGN §4.2, §4.5.
-- `offsets_for_times(root, topic, partition, t)`: `UnifiedLog.fetchOffsetByTimestamp` (reference §5.5),
+  LogAppendTime topics, the gateway's append-time index for CreateTime topics) — docs/design.md: what the stage decides; docs/design.md: segment storage.
+- `offsets_for_times(root, topic, partition, t)`: `UnifiedLog.fetchOffsetByTimestamp` (`UnifiedLog.fetchOffsetByTimestamp`),
   with the special targets -1 LATEST, -2 EARLIEST, -3 MAX_TIMESTAMP.
 
 Readers take no lock: they read the commit record and stay inside the committed size of every file,
@@ -136,7 +136,7 @@ class _SegmentView:
         return self._max_ts
 
     def largest_timestamp(self) -> int:
-        """`largestTimestamp()`: max timestamp if any, else the `.log` mtime (reference §5.5, §5.6)."""
+        """`largestTimestamp()`: max timestamp if any, else the `.log` mtime (`UnifiedLog.fetchOffsetByTimestamp`; `UnifiedLog.deleteRetentionMsBreachedSegments`)."""
         ts = self.max_timestamp_and_offset()[0]
         if ts >= 0:
             return ts
@@ -350,7 +350,7 @@ def _epoch(batch: BatchInfo) -> int | None:
 
 
 def find_offset_by_timestamp(segment: LogSegment, timestamp: int, starting_offset: int = 0) -> ListOffsetsResult | None:
-    """`LogSegment.findOffsetByTimestamp` (reference §5.5 steps 2-3): time index floor entry, offset index
+    """`LogSegment.findOffsetByTimestamp` (`UnifiedLog.fetchOffsetByTimestamp` steps 2-3): time index floor entry, offset index
     position, then the first batch with maxTimestamp >= t and in it the first record with timestamp >= t
     and offset >= `starting_offset`. None when the segment has none."""
     floor = segment.time_index.lookup(timestamp)

@@ -29,7 +29,7 @@ class OffsetPosition:
 
 
 class OffsetIndex(AbstractIndex):
-    """`<base>.index`: relative offset -> byte position of the batch starting there (reference §5.3)."""
+    """`<base>.index`: relative offset -> byte position of the batch starting there (Kafka's `OffsetIndex`, `TimeIndex`)."""
 
     entry_size = 8
     index_kind = "offset index"

@@ -1,19 +1,19 @@
-"""A target partition's log in Kafka's format, made idempotent per micro-batch (DESIGN §4.5, §5).
+"""A target partition's log in Kafka's format, made idempotent per micro-batch (docs/design.md: segment storage; docs/design.md: the query).
 
 `PartitionLog` is the one writer's view of `<root>/<topic>-<partition>/` under its lock
 (`partition_lock`): committed segments by state (`commit_record`), the active segment open for
 appending. Opening it recovers the directory to its commit record (`recovery`, Kafka's `LogLoader`).
 A commit makes the `.log` and `.appendtimeindex` durable and then replaces the commit record; like
-Kafka, which rebuilds indexes from the log rather than syncing them (reference §5.8), it does not fsync
+Kafka, which rebuilds indexes from the log rather than syncing them (Kafka's `LogLoader`, `LogSegment.recover`), it does not fsync
 the active segment's `.index`/`.timeindex` — when the active segment is next opened, index bytes that
 differ from the recorded CRCs (pages lost with the page cache) are rebuilt from the log.
 
 A micro-batch commit leaves the active segment active, as an uninterrupted Kafka broker does: its
 time index gets the final `(maxTimestampSoFar, offset)` entry only when the segment rolls or the log
 is closed (`close_logs` at a clean stop: Kafka's `LogManager.shutdown`); until then the commit record
-keeps the segment's max timestamp, as Kafka keeps it in memory (reference §5.2-§5.4).
+keeps the segment's max timestamp, as Kafka keeps it in memory (`LogSegment.append`; `LogSegment.shouldRoll`).
 
-Exactly-once (DESIGN §5): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
+Exactly-once (docs/design.md: the query): a replayed micro-batch (id <= committed id) writes nothing; anything on disk
 beyond the commit record (a torn tail, index entries, whole segments rolled after it) is truncated or
 deleted before appending, so the replay writes the same bytes again. The only clock is the batches'
 append time (the micro-batch clock), never the host's.
@@ -144,7 +144,7 @@ class PartitionLog:
     def _rebuild_active_indexes(self, segment: LogSegment) -> None:
         """The active segment's `.index`/`.timeindex` are not what the last commit wrote: they are not
         fsynced at commit, so a machine crash can leave them short, zero-filled or stale. Rebuild them
-        from the (fsynced) log as Kafka's recovery does (reference §5.8), make them durable and record
+        from the (fsynced) log as Kafka's recovery does (Kafka's `LogLoader`, `LogSegment.recover`), make them durable and record
         them, before anything is appended after them."""
         log.warning(
             "%s-%d: the indexes of %s differ from the commit record of micro-batch %d (index pages lost in a "
@@ -169,7 +169,7 @@ class PartitionLog:
         now_ms: int | None = None,
         blocking: bool = True,
     ) -> PartitionLog:
-        """Lock the partition and recover it to its commit record (reference §5.8; `recovery.py`).
+        """Lock the partition and recover it to its commit record (Kafka's `LogLoader`, `LogSegment.recover`; `recovery.py`).
         `now_ms` is the creation time of a first segment; by default the first batch's append time.
         With `blocking=False` a partition locked by someone else raises `PartitionBusyError`."""
         seg_config = _segment_config(config)
@@ -291,7 +291,7 @@ class PartitionLog:
         """Make everything appended durable, then record it (atomic). The active segment stays active:
         its indexes are trimmed to their valid entries, so Kafka's tools read the committed files as
         they are, but it gets no final time-index entry — Kafka writes that only when a segment rolls or
-        the log is closed (reference §5.3, §5.4; `close_cleanly`)."""
+        the log is closed (Kafka's `OffsetIndex`, `TimeIndex`; `LogSegment.shouldRoll`; `close_cleanly`)."""
         if self.active is not None:
             self.active.trim_indexes()
             self.active.write_pending()
@@ -394,7 +394,7 @@ class PartitionLog:
 
     def close_cleanly(self) -> CommitHead | None:
         """Kafka's `UnifiedLog.close` at a clean shutdown: the active segment gets its final time-index
-        entry and trimmed, fsynced indexes (`onBecomeInactiveSegment`, reference §5.3), recorded under the
+        entry and trimmed, fsynced indexes (`onBecomeInactiveSegment`, Kafka's `OffsetIndex`, `TimeIndex`), recorded under the
         committed micro-batch. Only for a log with nothing uncommitted (the query has stopped)."""
         if self.log_end_offset != (self.commit_record.log_end_offset if self.commit_record else 0):
             raise ValueError(f"{self.topic}-{self.partition}: uncommitted appends; commit before closing")

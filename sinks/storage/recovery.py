@@ -1,6 +1,6 @@
 """Recovery of a partition directory at open, and the check against the Spark state.
 
-Two situations (DESIGN §4.5, reference §5.8):
+Two situations (docs/design.md: segment storage, Kafka's `LogLoader`, `LogSegment.recover`):
 - **a commit record exists**: it is the truth. Segments not listed in it (rolled after it, or already
   removed from it by retention) are deleted; every file of a listed segment is truncated back to its
   committed size. The bytes left are exactly those the commit record describes, so a replayed

@@ -1,9 +1,9 @@
 """Retention of segment storage: `retention.ms`, `retention.bytes` and KIP-870 `retention.max.eventtime.ms`.
 
 `enforce_retention` is one pass over one partition; the caller runs it on a schedule
-(`log.retention.check.interval.ms`, default 300000, reference §5.6). Kafka's rules (`UnifiedLog`):
+(`log.retention.check.interval.ms`, default 300000, `UnifiedLog.deleteRetentionMsBreachedSegments`). Kafka's rules (`UnifiedLog`):
 - segments are judged oldest first and deletion stops at the first segment that is not deletable
-  (prefix rule); the gateway never deletes the active (last) segment (DESIGN §4.5) — committed data is
+  (prefix rule); the gateway never deletes the active (last) segment (docs/design.md: segment storage) — committed data is
   all below the high watermark, the gateway being the only replica;
 - order of the passes as `deleteOldSegments()`: size (`deleteRetentionSizeBreachedSegments`, §5.7), then
   time (`deleteRetentionMsBreachedSegments`, §5.6), then event time (KIP-870);
@@ -12,7 +12,7 @@
   future is logged at WARN (`LogFutureTimestampLogger`) and, being ineligible, blocks all newer ones;
 - size: `diff = size - retention.bytes` when the log is at least that big; delete while
   `diff - segment.size >= 0`;
-- event time (KIP-870, never implemented by Kafka, reference §8): deletable iff
+- event time (KIP-870, never implemented by Kafka, KIP-870): deletable iff
   `partition max event time - segment max event time > retention.max.eventtime.ms`. Event time is the
   records' CreateTime from the record deltas, also on LogAppendTime topics (where the header's
   maxTimestamp is the append time): `baseTimestamp + max(timestampDelta)`. A segment with no event time

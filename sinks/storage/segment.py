@@ -1,6 +1,6 @@
 """One Kafka log segment: `<base>.log` + `.index` + `.timeindex`, plus the gateway's `.appendtimeindex`.
 
-Kafka's `LogSegment.java` semantics (reference §5.1–§5.4, §5.8):
+Kafka's `LogSegment.java` semantics (Kafka's `LogFileUtils`; `LogSegment.shouldRoll`; Kafka's `LogLoader`, `LogSegment.recover`):
 - `append`: batches written back to back; per batch, an offset-index entry (batch last offset -> batch
   start position) and a time-index entry (max timestamp so far, last offset of the first batch reaching
   it) when the bytes since the last index entry are strictly more than `index.interval.bytes` (§5.2);
@@ -10,13 +10,13 @@ Kafka's `LogSegment.java` semantics (reference §5.1–§5.4, §5.8):
 - `recover`: rebuild the indexes from the log, truncating at the first invalid batch (§5.8).
 
 Durability (`flush`): Kafka never relies on its indexes surviving a crash — `LogLoader` rebuilds them
-from the log (reference §5.8) — so a commit fsyncs the `.log` and the `.appendtimeindex` only (the append
+from the log (Kafka's `LogLoader`, `LogSegment.recover`) — so a commit fsyncs the `.log` and the `.appendtimeindex` only (the append
 times of CreateTime batches are in no Kafka file, so nothing could rebuild them). `.index`/`.timeindex` are
 fsynced when a segment rolls (as Kafka flushes a rolled segment, §5.4). For the active segment the commit
 record keeps a CRC-32 of each index's valid bytes (`index_checksums`); a mismatch when the segment is next
 opened means index pages were lost with the page cache, and `rebuild_indexes` recreates them from the log.
 
-The wall clock of the gateway is the batch's append time (DESIGN §4.2), never the host clock, so a replayed
+The wall clock of the gateway is the batch's append time (docs/design.md: what the stage decides), never the host clock, so a replayed
 micro-batch rolls and indexes exactly as the first run did.
 """
 
@@ -456,7 +456,7 @@ class LogSegment:
 
     def flush(self, indexes: bool = True) -> None:
         """fsync the segment. `indexes=False` (a commit) syncs only what recovery cannot rebuild: the
-        `.log` and the `.appendtimeindex` (module docstring; reference §5.8)."""
+        `.log` and the `.appendtimeindex` (module docstring; Kafka's `LogLoader`, `LogSegment.recover`)."""
         if self.writable:
             self.write_pending()
             if self._synced_size != self._size:

@@ -8,7 +8,7 @@ and checksums; a directory without a commit record gets the sanity checks only):
   stand in for them. Bytes beyond the committed size (an append in progress, a torn tail) are ignored.
   A batch that fails its CRC or cannot be parsed is reported when it is read (`CorruptRecordError`).
 - `.index` / `.timeindex` short, not matching the committed checksum, or failing Kafka's sanity check:
-  rebuilt from the log in memory, as Kafka's recovery rebuilds them (reference §5.8), with a warning.
+  rebuilt from the log in memory, as Kafka's recovery rebuilds them (Kafka's `LogLoader`, `LogSegment.recover`), with a warning.
 - `.appendtimeindex` short, not matching its checksum or insane: rebuilt in memory the way `recover`
   does (the batch's LogAppendTime, else -1 unknown), with a warning.
 - `.index` / `.timeindex` without a committed checksum (no commit record, or one written before the

@@ -38,7 +38,7 @@ class TimeIndex(AbstractIndex):
         return _TIME_ENTRY.unpack_from(self._data, slot * 12)[0]
 
     def is_full(self) -> bool:
-        # One slot stays free for the roll/close entry (reference §5.3).
+        # One slot stays free for the roll/close entry (Kafka's `OffsetIndex`, `TimeIndex`).
         return self._entries >= self.max_entries - 1
 
     def entry(self, n: int) -> TimestampOffset:

@@ -179,7 +179,7 @@ def _check_offset_index(raw: LogSegment, scan: _LogScan, index_interval_bytes: i
 def _check_time_index(raw: LogSegment, scan: _LogScan, active: bool, problems: list[str]) -> None:
     """Entries at batches' last offsets with their max timestamps, strictly increasing; a rolled segment
     ends with its max timestamp (the roll's final entry), the active one only once the log is closed
-    (reference §5.3, §5.4)."""
+    (Kafka's `OffsetIndex`, `TimeIndex`; `LogSegment.shouldRoll`)."""
     name = raw.time_index.path.name
     previous = -2
     for entry in raw.time_index.all_entries():

@@ -1,7 +1,7 @@
 """Start writing appended log bytes to disk while the micro-batch goes on (Linux `sync_file_range` with
 `SYNC_FILE_RANGE_WRITE`).
 
-A commit fsyncs the segment (DESIGN §5); the fsync waits for every dirty page the kernel has not yet
+A commit fsyncs the segment (docs/design.md: the query); the fsync waits for every dirty page the kernel has not yet
 written, and the kernel starts on its own only after `dirty_expire_centisecs` (30 s). Asking for the
 writeback of each range as soon as it is in the page cache lets the disk work while the stage decides and
 appends the rest, so the commit's fsync waits only for the tail. It guarantees nothing (durability stays

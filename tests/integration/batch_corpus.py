@@ -2,7 +2,7 @@
 
 `generate_corpus(now_ms)` returns about 500 `Case`s: the exact bytes a client would put into a
 ProduceRequest for one topic-partition, which of the differential test's topics (`TOPICS`) it goes
-to, and the error code Kafka answers (`expect`): the reference's (kafka-broker-semantics.md)
+to, and the error code Kafka answers (`expect`): Kafka's rules as `validators` reads them
 prediction, corrected where Apache Kafka 4.2.1 was seen to answer otherwise (CORRUPT_EXPECT,
 COMPRESSED_RECORDS_EXPECT, with the reason). Every choice (kind, sizes, keys, values, headers, codecs, partitions, order) comes from one
 seeded `random.Random`, so a run is reproducible; only timestamps are relative to `now_ms`, and
@@ -35,7 +35,7 @@ DAY = 24 * HOUR
 LONG_MIN = -(1 << 63)
 INT_MIN = -(1 << 31)
 
-# error codes (reference §6.2)
+# error codes (Kafka's `Errors`)
 NONE = 0
 UNKNOWN_SERVER_ERROR = -1
 CORRUPT_MESSAGE = 2
@@ -102,7 +102,7 @@ TOPICS: dict[str, TopicSpec] = {
 
 # Kafka 4.2.1 answers UNKNOWN_SERVER_ERROR (-1) to a compressed stream it cannot decode: the codec's
 # IOException surfaces as a plain KafkaException ("Failed to decompress record stream", "Error
-# checking for remaining bytes after reading batch"), which is no ApiException. (The reference §6.2
+# checking for remaining bytes after reading batch"), which is no ApiException. (The Kafka's `Errors`
 # says CORRUPT_MESSAGE; Kafka's own testCorruptLz4ProduceRequest breaks the lz4 header without fixing
 # the batch CRC, so it only sees the CRC check.) Exceptions, seen from the broker: a garbled byte in
 # the middle of a snappy/lz4/zstd stream (no content checksum) decodes to other bytes of a key or
@@ -118,7 +118,7 @@ CORRUPT_EXPECT: dict[tuple[CompressionType, str], int] = {
 # stream's end is a KafkaException (-1); and a batch whose inner offsets are not 0..n-1 switches to
 # the rebuild path, which asks the skipped-key PartialDefaultRecord for its key:
 # UnsupportedOperationException "key is skipped in PartialDefaultRecord" (-1) — not the "repaired by
-# rebuilding" the reference §1.2.2 derives from the code.
+# rebuilding" the `LogValidator.validateMessagesAndAssignOffsetsCompressed` derives from the code.
 COMPRESSED_RECORDS_EXPECT: dict[str, int] = {
     "a record length 1 too long": NONE,
     "a record length 1 too short": NONE,
@@ -145,7 +145,7 @@ class Case:
 
     `expect`: Kafka's error code for it (checked too, so the corpus really exercises what its kind
     says). `legacy`: a magic 0/1 message set, which Kafka 4.x rejects at the
-    request level (87) and the gateway deliberately accepts and up-converts (DESIGN §4.1).
+    request level (87) and the gateway deliberately accepts and up-converts (docs/design.md: ingress topic).
     `sequence`: cases of one idempotent-producer story keep their relative order when shuffled."""
 
     kind: str
@@ -525,7 +525,7 @@ def _unknown_codec(g: _Gen) -> None:
 
 def _legacy(g: _Gen) -> None:
     """Magic 0/1 message sets: Kafka 4.x rejects them at the request level (87); the gateway accepts
-    and up-converts them (DESIGN §4.1) — the one documented difference."""
+    and up-converts them (docs/design.md: ingress topic) — the one documented difference."""
     for i in range(8):
         magic = i % 2
         topic = ("ct", "lat", "compact", "ct")[(i // 2) % 4]
@@ -644,7 +644,7 @@ def _rewrap(header_source: bytes, area: bytes) -> bytes:
 
 
 def _idempotent_stories(g: _Gen) -> None:
-    """Producer-id state across batches (reference §1.1 step 17): order within a story matters."""
+    """Producer-id state across batches (Kafka's produce path (`UnifiedLog.append`) step 17): order within a story matters."""
     for story, topic in enumerate(("ct", "lat", "ct")):
         partition = g.partition()
         pid = g.rng.randint(1, 1 << 40)

@@ -2,7 +2,7 @@
 package when missing, started on loopback with its own storage and a scrape config of the test's
 choosing, queried through its HTTP API.
 
-`make test` runs on fresh machines as root, so the install is part of the test run (DESIGN §3:
+`make test` runs on fresh machines as root, so the install is part of the test run (docs/design.md:
 everything a test needs is installed by the project's own files). Without apt the test fails with
 a clear message: an observability test that silently skipped would prove nothing.
 """

@@ -1,4 +1,4 @@
-"""Dead letters on the real broker and Spark (DESIGN §4.3, §4.4, §5).
+"""Dead letters on the real broker and Spark (docs/design.md: response topic; docs/design.md: dead-letter topic; docs/design.md: the query).
 
 1. Accounting: thousands of mixed ingress messages (undecodable bytes, missing or malformed headers,
    unknown topics and partitions, illegal names, oversized, bad CRC, out-of-window timestamps,

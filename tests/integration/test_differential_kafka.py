@@ -35,7 +35,7 @@ code must be the one the corpus predicts for each case (the reference's predicti
 `batch_corpus.py` where the real broker was seen to differ), so each kind really exercises what it
 says.
 
-The one documented difference (DESIGN §4.1): a legacy magic 0/1 message set is rejected by Kafka
+The one documented difference (docs/design.md: ingress topic): a legacy magic 0/1 message set is rejected by Kafka
 4.x at the request level (INVALID_RECORD 87, Produce v3+ allows magic 2 only) but accepted and
 up-converted by the gateway. For those batches the test asserts exactly that (Kafka 87, gateway
 Accepted) and does not advance the gateway's partition state, so later offsets stay comparable.
@@ -134,12 +134,12 @@ def compare(case: Case, config: TopicConfig, kafka: ProduceResult,
     """(field, Kafka's answer, ours) for every disagreement on one batch."""
     if isinstance(ours, Exception):
         return [("error_code", _kafka_summary(kafka), _ours_summary(ours))]
-    if case.legacy:  # DESIGN §4.1: the documented difference, asserted explicitly
+    if case.legacy:  # docs/design.md: ingress topic: the documented difference, asserted explicitly
         rows = []
         if kafka.error_code != INVALID_RECORD:
             rows.append(("legacy: Kafka 4.x rejects magic != 2 with 87", _kafka_summary(kafka), "(expected 87)"))
         if not isinstance(ours, Accepted):
-            rows.append(("legacy: gateway accepts and up-converts (DESIGN §4.1)", _kafka_summary(kafka),
+            rows.append(("legacy: gateway accepts and up-converts (docs/design.md: ingress topic)", _kafka_summary(kafka),
                          _ours_summary(ours)))
         return rows
     our_code = 0 if isinstance(ours, Accepted) else ours.error.code

@@ -8,7 +8,7 @@ between two index entries would leave an extra time-index entry if it were treat
 (`validate_and_assign`) and appends them in micro-batches of uneven sizes, so micro-batch ends fall
 between index entries. While both run, every segment's `.log` must be byte-identical and its `.index`
 and `.timeindex` must hold the same entries, entry by entry: Kafka writes the final time-index entry of
-a segment only when it rolls or the log closes (reference §5.3, §5.4), never at a micro-batch end.
+a segment only when it rolls or the log closes (Kafka's `OffsetIndex`, `TimeIndex`; `LogSegment.shouldRoll`), never at a micro-batch end.
 Kafka preallocates the active segment's index files; the valid entries are those before the first
 zero slot.
 """

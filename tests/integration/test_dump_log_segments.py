@@ -1,6 +1,6 @@
 """Proof that segment storage is Kafka's format: Apache Kafka's own `kafka.tools.DumpLogSegments` reads
 every file the gateway wrote without an error, and reports the same offsets, timestamps and timestamp
-types as the gateway's reader (DESIGN §4.5). Batches are built by kafka-python (an independent codec),
+types as the gateway's reader (docs/design.md: segment storage). Batches are built by kafka-python (an independent codec),
 compressed with every codec, under both timestamp types, rolled several times, indexed densely."""
 
 from __future__ import annotations

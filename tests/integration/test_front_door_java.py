@@ -63,7 +63,7 @@ PART_OF_INVALID_BATCH = "Failed to append record because it was part of a batch 
 # and timeout 60000 to node 3: ..." (node -1: a bootstrap address before Metadata named the nodes)
 SENT_REQUEST = re.compile(r"Sending (\w+) request with header RequestHeader\(apiKey=\w+, apiVersion=(\d+)"
                           r"[^)]*\) and timeout -?\d+ to node (-?\d+)")
-# LogValidator's per-record INVALID_TIMESTAMP text (reference §2.2)
+# LogValidator's per-record INVALID_TIMESTAMP text (`LogValidator.validateTimestamp`, KIP-937)
 OUT_OF_RANGE = re.compile(
     r"Timestamp (-?\d+) of message with offset (\d+) is out of range\. "
     r"The timestamp should be within \[(-?\d+), (-?\d+)\]"

@@ -1,6 +1,6 @@
 """Retention beside the real query: the schedule starts and stops with `start_gateway`'s query, a pass
-deletes segments by `retention.ms` (reference §5.6), and the next produce response carries the log start
-offset retention moved (DESIGN §4.3 `log_start_offset`), although the stage's state never saw it. The
+deletes segments by `retention.ms` (`UnifiedLog.deleteRetentionMsBreachedSegments`), and the next produce response carries the log start
+offset retention moved (docs/design.md: response topic `log_start_offset`), although the stage's state never saw it. The
 storage the pipeline wrote is then read back with `read_segments` and compared with `log_reader.read`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The gateway against a secured Kafka cluster (DESIGN §4.9): Apache Kafka with a SASL_SSL listener (SCRAM
+"""The gateway against a secured Kafka cluster (docs/security.md): Apache Kafka with a SASL_SSL listener (SCRAM
 users made at format time), an SSL listener that requires client certificates, StandardAuthorizer with
 `allow.everyone.if.no.acl.found=false`, and the gateway's principal holding exactly the ACLs the docs list.
 The same accounting as the plaintext tests: every batch answered, stored once, rejects dead-lettered; the

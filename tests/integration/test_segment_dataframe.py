@@ -1,5 +1,5 @@
 """`read_segments`: segment storage read by Spark tasks through pyarrow equals `log_reader.read`
-(DESIGN §4.5). The storage is written with the storage library: rolled segments, CreateTime and
+(docs/design.md: segment storage). The storage is written with the storage library: rolled segments, CreateTime and
 LogAppendTime topics, every codec, headers, null keys and values, a topic name with a dash."""
 
 from __future__ import annotations

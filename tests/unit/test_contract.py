@@ -1,4 +1,4 @@
-"""The ingress contract: one definition of the headers and key every producer writes (DESIGN §4.1)."""
+"""The ingress contract: one definition of the headers and key every producer writes (docs/design.md: ingress topic)."""
 
 from __future__ import annotations
 

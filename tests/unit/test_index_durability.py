@@ -1,5 +1,5 @@
 """A commit fsyncs the `.log` and `.appendtimeindex` only; the active segment's `.index`/`.timeindex` are
-rebuilt from the log when a crash lost their pages (reference §5.8: Kafka rebuilds indexes, it does not
+rebuilt from the log when a crash lost their pages (Kafka's `LogLoader`, `LogSegment.recover`: Kafka rebuilds indexes, it does not
 rely on them). The page-cache loss a machine crash causes is produced here by editing the files."""
 
 from __future__ import annotations

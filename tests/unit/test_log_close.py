@@ -1,4 +1,4 @@
-"""The active segment across micro-batch commits and a clean close (reference §5.2-§5.4).
+"""The active segment across micro-batch commits and a clean close (`LogSegment.append`; `LogSegment.shouldRoll`).
 
 Kafka writes a segment's final time-index entry `(maxTimestampSoFar, offset)` only when the segment rolls
 or the log is closed; an uninterrupted broker never writes it at an arbitrary append. The gateway commits

@@ -1,4 +1,4 @@
-"""Readers: records as a consumer sees them (+ create and append time), ListOffsets (reference §5.5, §7.4)."""
+"""Readers: records as a consumer sees them (+ create and append time), ListOffsets (`UnifiedLog.fetchOffsetByTimestamp`; Kafka's `UnifiedLogTest`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The append decision (reference §1-§3, DESIGN §4.2).
+"""The append decision (Kafka's produce path; LogAppendTime, KIP-32, docs/design.md: what the stage decides).
 
 Batches are built with kafka-python's codec (an independent implementation) or byte by byte with the
 small encoder below, so the validator is never checked against its own codec. The ports of Kafka's
-own tests are named after them (reference §7.1 LogValidatorTest, §7.5 ProduceRequestTest).
+own tests are named after them (Kafka's `LogValidatorTest` LogValidatorTest, §7.5 ProduceRequestTest).
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def ts_errors(result: Rejected) -> list[int]:
 
 
 # =========================================================================================================
-# §7.1 LogValidatorTest (the cases that apply to a v2 leader; legacy input is up-converted, DESIGN §4.1)
+# §7.1 LogValidatorTest (the cases that apply to a v2 leader; legacy input is up-converted, docs/design.md: ingress topic)
 
 
 @pytest.mark.parametrize("compression", [NONE, GZIP])
@@ -716,7 +716,7 @@ def test_record_layout_errors_with_the_full_walk(config: TopicConfig) -> None:
 
 
 def test_fast_walk_does_not_look_inside_records() -> None:
-    """The documented gap of `gateway.record.validation=fast` (DESIGN §6): LogAppendTime batches are
+    """The documented gap of `gateway.record.validation=fast` (docs/performance.md): LogAppendTime batches are
     decided from the header and CreateTime batches from the record length chain and timestamp deltas,
     so a layout error inside a record whose length is consistent is only caught with `full`."""
     for record in INNER_ERRORS:
@@ -889,7 +889,7 @@ def test_log_append_time_bit_on_a_create_time_topic_out_of_window() -> None:
 
 
 def test_log_append_time_matches_the_reference_vector() -> None:
-    # reference §4.9 (a) -> (c): attributes 0x0008, maxTimestamp L, baseTimestamp T, CRC 0xf76b7af9
+    # CRC-32C check values (a) -> (c): attributes 0x0008, maxTimestamp L, baseTimestamp T, CRC 0xf76b7af9
     a = bytes.fromhex(
         "0000000000000000" "0000003a" "ffffffff" "02" "bbcc4115" "0000" "00000000"
         "0000018bcfe56800" "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"

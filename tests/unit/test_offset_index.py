@@ -1,4 +1,4 @@
-"""OffsetIndex (reference §5.3, Kafka's OffsetIndexTest): append, lookup, truncate, sanity, preallocation."""
+"""OffsetIndex (Kafka's `OffsetIndex`, `TimeIndex`, Kafka's OffsetIndexTest): append, lookup, truncate, sanity, preallocation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotent producer state rules (ProducerStateEntry / ProducerAppendInfo, reference §1.1 step 17), the
+"""Idempotent producer state rules (ProducerStateEntry / ProducerAppendInfo, Kafka's produce path (`UnifiedLog.append`) step 17), the
 table that holds the entries by producer id, and its encodings in the stage's state."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""v2 batches: reference §4.9 vectors, CRC-32C, builder, framing, decoding as Kafka reports it."""
+"""v2 batches: CRC-32C check values vectors, CRC-32C, builder, framing, decoding as Kafka reports it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Retention: retention.ms / retention.bytes as Kafka 4.x (reference §5.6, §5.7, UnifiedLogTest §7.4) and
-KIP-870 retention.max.eventtime.ms (DESIGN §4.5)."""
+"""Retention: retention.ms / retention.bytes as Kafka 4.x (`UnifiedLog.deleteRetentionMsBreachedSegments`; `UnifiedLog.deleteRetentionSizeBreachedSegments`, UnifiedLogTest §7.4) and
+KIP-870 retention.max.eventtime.ms (docs/design.md: segment storage)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The retention schedule (Kafka's `kafka-log-retention` task, reference §5.6): passes over a real
+"""The retention schedule (Kafka's `kafka-log-retention` task, `UnifiedLog.deleteRetentionMsBreachedSegments`): passes over a real
 segment directory, ticks triggered directly with `run_once(now)`, the thread's lifecycle, the exporter's
 counters, and retention running against a concurrent appender process."""
 

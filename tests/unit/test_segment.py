@@ -1,4 +1,4 @@
-"""LogSegment: append/index policy, truncation, recovery — Kafka's LogSegmentTest cases (reference §7.3)."""
+"""LogSegment: append/index policy, truncation, recovery — Kafka's LogSegmentTest cases (Kafka's `LogSegmentTest`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Exactly-once append: a writer subprocess is killed (`os._exit`) at chosen steps, then the same
-micro-batches are replayed; the partition must end byte-identical to an uninterrupted run (DESIGN §5)."""
+micro-batches are replayed; the partition must end byte-identical to an uninterrupted run (docs/design.md: the query)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rolling through PartitionLog — Kafka's UnifiedLogTest roll cases (reference §5.4, §7.4). The mock clock
+"""Rolling through PartitionLog — Kafka's UnifiedLogTest roll cases (`LogSegment.shouldRoll`; Kafka's `UnifiedLogTest`). The mock clock
 is the batches' append time, exactly what the gateway passes."""
 
 from __future__ import annotations

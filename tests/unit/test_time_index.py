@@ -1,4 +1,4 @@
-"""TimeIndex — Kafka's TimeIndexTest (reference §7.2): baseOffset 45, maxEntries 30, entries i -> (10i, 45+10i)."""
+"""TimeIndex — Kafka's TimeIndexTest (Kafka's `TimeIndexTest`): baseOffset 45, maxEntries 30, entries i -> (10i, 45+10i)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KIP-937 window arithmetic with Java long wrap-around (reference §2.2, §2.3)."""
+"""KIP-937 window arithmetic with Java long wrap-around (`LogValidator.validateTimestamp`, KIP-937; KIP-937)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_bounds_are_inclusive() -> None:
 
 
 def test_default_before_accepts_ordinary_negatives_but_not_long_min() -> None:
-    # reference §2.3: other negatives are accepted under before = Long.MAX_VALUE; Long.MIN_VALUE wraps
+    # KIP-937: other negatives are accepted under before = Long.MAX_VALUE; Long.MIN_VALUE wraps
     # `now - ts` negative, so `-diff` is huge and it is rejected as "future"
     assert not is_out_of_range(-5, NOW, LONG_MAX, 3_600_000)
     assert not is_out_of_range(0, NOW, LONG_MAX, 3_600_000)

@@ -36,7 +36,7 @@ What each codec is on the wire (the records area of a v2 batch, or a legacy wrap
 Every decoder is bounded by `max_output` (a decompression bomb raises
 `DecompressionLimitExceededError` before the memory is spent) and every failure of a compressed
 stream raises `CorruptCompressedDataError`, which the validator maps to CORRUPT_MESSAGE (2) as Kafka
-does for a broken stream (reference §6.2, `testCorruptLz4ProduceRequest`). No I/O, no pyspark.
+does for a broken stream (Kafka's `Errors`, `testCorruptLz4ProduceRequest`). No I/O, no pyspark.
 """
 
 from __future__ import annotations

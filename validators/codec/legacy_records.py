@@ -386,7 +386,7 @@ def build_message_set(
 
 @dataclass(frozen=True, slots=True)
 class UpConversion:
-    """A legacy message set read for up-conversion to magic 2 (reference §4.6).
+    """A legacy message set read for up-conversion to magic 2 (`LogValidator.convertAndAssignOffsetsNonCompressed`).
 
     `records` carry the timestamps the validator checks (v0: -1; v1: preserved, LogAppendTime
     wrappers reporting the wrapper time); `source_compression` is Kafka's sourceCompression (the

@@ -1,6 +1,6 @@
 """RecordBatch v2 header: layout, CRC-32C and the in-place header rewrite a leader does.
 
-Layout (reference §4.1): baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
+Layout (Kafka's `DefaultRecordBatch` header): baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 |
 magic int8 | crc uint32 | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
 maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32.
 The CRC covers bytes [21, end): attributes through the last record byte.
@@ -127,7 +127,7 @@ def assign_offsets_and_timestamp(
     max_timestamp: int,
     partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
 ) -> bytes:
-    """The leader's in-place rewrite (LogValidator path A/B, reference §1.2.1):
+    """The leader's in-place rewrite (LogValidator path A/B, `LogValidator.assignOffsetsNonCompressed`):
     baseOffset and partitionLeaderEpoch (outside the CRC), then the timestamp-type bit and
     maxTimestamp with the CRC recomputed only when they change (`setMaxTimestamp` is a no-op
     otherwise). Record bytes — and so each record's CreateTime delta — are never touched."""
