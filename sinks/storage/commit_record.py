@@ -12,9 +12,6 @@ retention pass or a repair under way); only then does opening the partition list
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
 import json
 import os
 from collections.abc import Iterator
@@ -26,6 +23,7 @@ from typing import Any
 
 from sinks.storage.crash_point import crash_point
 from sinks.storage.errors import KafkaStorageError
+from sinks.storage.linux_calls import exchange
 
 COMMIT_FILE = "gateway-commit.json"
 COMMIT_TMP_FILE = COMMIT_FILE + ".tmp"
@@ -278,20 +276,9 @@ def recovery_marked(directory: Path) -> Iterator[None]:
 
 def replace_commit(directory: Path) -> None:
     """The durable tmp file put in the record's place: the commit (durable once the directory is). Exchanged
-    with the record atomically where the system can (Linux `renameat2` with `RENAME_EXCHANGE`), so the previous
-    record stays as the next tmp file; else renamed over it."""
+    with the record atomically where the system can (`linux_calls.exchange`), so the previous record stays as
+    the next tmp file; else renamed over it."""
     tmp, record = os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE)
-    if _renameat2 is not None:
-        if _renameat2(_AT_FDCWD, tmp.encode(), _AT_FDCWD, record.encode(), _RENAME_EXCHANGE) == 0:
-            return
-        err = ctypes.get_errno()
-        if err not in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # no record yet; no support
-            raise OSError(err, f"exchanging {tmp} with {record}: {os.strerror(err)}")
-    os.replace(tmp, record)
-
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_renameat2 = getattr(_libc, "renameat2", None)
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
+    if not exchange(tmp, record):
+        os.replace(tmp, record)
 

@@ -21,19 +21,14 @@ another filesystem than the root, partitions commit one by one, each with its ow
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from sinks.storage.commit_record import CommitHead
 from sinks.storage.crash_point import crash_point
+from sinks.storage.linux_calls import HAS_SYNCFS, sync_filesystem
 from sinks.storage.partition_log import BatchAppender, PartitionLog
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_syncfs = getattr(_libc, "syncfs", None)
-
 
 # Filesystems whose syncfs(2) writes back and flushes everything they hold (their `sync_fs` waits for it).
 GROUP_COMMIT_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "overlay", "tmpfs"})
@@ -42,7 +37,7 @@ _filesystem_types: dict[str, str | None] = {}
 
 def group_commit_available(root: Path) -> bool:
     """Whether `root`'s filesystem takes a group commit (module docstring)."""
-    return _syncfs is not None and filesystem_type(root) in GROUP_COMMIT_FILESYSTEMS
+    return HAS_SYNCFS and filesystem_type(root) in GROUP_COMMIT_FILESYSTEMS
 
 
 def filesystem_type(path: Path) -> str | None:
@@ -64,20 +59,6 @@ def filesystem_type(path: Path) -> str | None:
             pass
         _filesystem_types[key] = best[1]
     return _filesystem_types[key]
-
-
-def sync_filesystem(path: Path) -> None:
-    """`syncfs(2)` of the filesystem holding `path`: every dirty page and metadata change on it durable. Its
-    error (a failed writeback on that filesystem since `path` was opened) raises OSError."""
-    if _syncfs is None:
-        raise OSError("syncfs is not available on this system")
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if _syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"syncfs of {path}: {os.strerror(err)}")
-    finally:
-        os.close(fd)
 
 
 def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:

@@ -230,7 +230,7 @@ def test_offset_overflow_is_refused(tmp_path):
 def test_a_log_synced_by_the_filesystem_is_not_synced_again_unless_it_changed(tmp_path, monkeypatch):
     import os
 
-    from sinks.storage.group_commit import sync_filesystem
+    from sinks.storage.linux_calls import sync_filesystem
     seg = segment(tmp_path, 0, 1)
     for o in range(10):
         seg.append(one(o), o)
