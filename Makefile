@@ -32,7 +32,7 @@ GO_CLIENTS_SOURCES := $(GO_CLIENTS_DIR)/go.mod $(GO_CLIENTS_DIR)/go.sum $(wildca
 GO_STEADY_PRODUCER := tests/integration/go/bin/steady_producer
 GO_GROUP_CONSUMER := tests/integration/go/bin/group_consumer
 
-.PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak
+.PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak compat
 
 # One line per tool the machine must have (JDK 17+ with javac, Maven, Python 3.11), before anything is installed.
 prerequisites:
@@ -132,6 +132,11 @@ bench: setup
 SOAK_MINUTES ?= 120
 soak: setup
 	$(PY) -m tests.soak --minutes $(SOAK_MINUTES)
+
+# franz-go's own pkg/kgo integration tests against the front door (franz-go from Go's module proxy, pinned in
+# tests/compat/franz_go.py): a report of each test's outcome, exit 0 whatever they say; not part of `make test`.
+compat: venv jars
+	$(PY) -m tests.compat.franz_go
 
 lint: venv
 	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients front_door tests gateway_submit.py
