@@ -10,8 +10,11 @@ same as JSON. It is a report: it exits 0 whatever the tests say, 1 only when the
 
     .venv/bin/python -m tests.compat.franz_go [--run REGEX] [--results PATH] [--go-timeout 20m]
 
-The suite's knobs (franz-go's pkg/kgo/helpers_test.go): KGO_SEEDS is the door's first node; KGO_TEST_RF=1 (the
-door's topics have no replicas); KGO_TEST_RECORDS bounds the ETL tests (GroupETL, TxnETL), 500 000 records by
+The suite's knobs (franz-go's pkg/kgo/helpers_test.go), set as franz-go's own CI sets them against Apache Kafka:
+KGO_SEEDS is the door's PLAINTEXT listener; KGO_TEST_RF=1 (the door's topics have no replicas);
+KGO_TEST_SCRAM_SEEDS and KGO_TEST_SCRAM a SASL_PLAINTEXT listener of the door with a SCRAM-SHA-256 user made
+through the door, KGO_TEST_OAUTH_SEEDS that same listener (the door offers no OAUTHBEARER: that test says so
+rather than being skipped). KGO_TEST_RECORDS bounds the ETL tests (GroupETL, TxnEtl), 500 000 records by
 default, to what the run's time bound allows through a produce path that answers per micro-batch.
 """
 
@@ -30,6 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from streaming.config import REPO_ROOT
@@ -51,6 +55,26 @@ DEFAULT_TEST_RECORDS = 10_000
 # names); none of them reads a topic that exists before it.
 COMPAT_TOPICS: Mapping[str, object] = {"topics": {}}
 GO_PREPARE_TIMEOUT_S = 600
+# The door's listeners: PLAINTEXT for the suite, SASL_PLAINTEXT with SCRAM-SHA-256 for its SASL tests (the shape of
+# franz-go's CI broker); every port one of the kernel's choosing, never 9092/9093/9108.
+DOOR_SECURITY = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                 "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
+SCRAM_USER = "franz-go"
+
+
+@dataclass(frozen=True)
+class Door:
+    """Where the suite finds the running door."""
+
+    plaintext: str
+    sasl_plaintext: str
+    scram_user: str
+    scram_password: str
+
+    def suite_env(self) -> dict[str, str]:
+        return {"KGO_SEEDS": self.plaintext, "KGO_TEST_RF": "1", "KGO_TEST_SCRAM_SEEDS": self.sasl_plaintext,
+                "KGO_TEST_SCRAM": f"{self.scram_user}:{self.scram_password}:256",
+                "KGO_TEST_OAUTH_SEEDS": self.sasl_plaintext}
 
 
 class HarnessError(RuntimeError):
@@ -103,15 +127,18 @@ def list_tests(source: Path, work: Path, run: str) -> list[str]:
 
 
 @contextmanager
-def running_stack(work: Path) -> Iterator[str]:
+def running_stack(work: Path) -> Iterator[Door]:
     """The embedded stack, started as the integration tests start it (tests/conftest.py's `kafka`,
-    tests/integration/conftest.py's `spark` and `gateway_config`, front_door_harness's `running_front_door`),
-    and stopped in reverse order whatever happens; yields the front door's bootstrap address."""
+    tests/integration/conftest.py's `spark` and `gateway_config`, front_door_harness's `running_front_door`,
+    secured_door's users), and stopped in reverse order whatever happens; yields where the door listens."""
     # Imported here: the unit tests import this module for its parsing and need no Spark.
+    from confluent_kafka.admin import ScramMechanism
+
     from embedded.local_kafka import LocalKafka
     from streaming.config import GatewayConfig
     from streaming.session import build_spark_session, stop_session
     from tests.integration.front_door_harness import running_front_door
+    from tests.integration.secured_door import add_user
 
     # Spark's scratch (block manager, Python files) under the run's directory, as the test session keeps it,
     # so a stop that is cut short leaves nothing in /tmp beside it
@@ -127,12 +154,19 @@ def running_stack(work: Path) -> Iterator[str]:
             response_topic=f"responses-{run}", dlq_topic=f"dlq-{run}", groups_topic=f"groups-{run}",
             topics_file=str(topics_file), segments_root=str(work / "segments"),
             checkpoint_root=str(work / "checkpoints"), query_name=f"compat_{run}", spark_master="local[2]",
-            shuffle_partitions=2, ui_enabled=False, metrics_address="127.0.0.1:0")
+            shuffle_partitions=2, ui_enabled=False, metrics_address="127.0.0.1:0",
+            front_door_security=DOOR_SECURITY, security_topic=f"security-{run}")
         spark = build_spark_session(config, app_name="gateway-compat")
         try:
-            # the door's nodes listen on ports of the kernel's choosing (127.0.0.1:0), never 9092/9093/9108
             with running_front_door(spark, config, COMPAT_TOPICS) as running:
-                yield running.bootstrap
+                # node 1 of each listener: the suite's bootstrap, as a client's
+                plain, sasl = (running.door.listener_addresses[name][0] for name in ("PLAINTEXT", "SASL_PLAINTEXT"))
+                door = Door(f"{plain.host}:{plain.port}", f"{sasl.host}:{sasl.port}", SCRAM_USER, uuid.uuid4().hex)
+                # the user as franz-go's CI makes it on Kafka (kafka-configs.sh: SCRAM-SHA-256, 4096 iterations),
+                # through the door's AlterUserScramCredentials
+                add_user({"bootstrap.servers": door.plaintext}, door.scram_user, door.scram_password,
+                         ScramMechanism.SCRAM_SHA_256, iterations=4096)
+                yield door
         finally:
             stop_session(spark)
     finally:
@@ -149,14 +183,15 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
-def run_suite(source: Path, work: Path, seeds: str, *, run: str, go_timeout: str, records: int,
+def run_suite(source: Path, work: Path, door: Door, *, run: str, go_timeout: str, records: int,
               listed: list[str], raw_log: Path) -> Report:
-    """`go test -json` of the package against `seeds`, each test printed as it ends; the stream kept whole in
+    """`go test -json` of the package against `door`, each test printed as it ends; the stream kept whole in
     `raw_log`."""
-    env = _go_env(work)
-    env.update({"KGO_SEEDS": seeds, "KGO_TEST_RF": "1", "KGO_TEST_RECORDS": str(records)})
+    knobs = {**door.suite_env(), "KGO_TEST_RECORDS": str(records)}
+    env = {**_go_env(work), **knobs}
     command = [_go(), "test", "-json", "-count=1", f"-timeout={go_timeout}", "-run", run, PACKAGE]
-    print(f"compat: KGO_SEEDS={seeds} KGO_TEST_RF=1 KGO_TEST_RECORDS={records} {' '.join(command[1:])}", flush=True)
+    shown = " ".join(f"{k}={v}" for k, v in knobs.items() if k != "KGO_TEST_SCRAM")  # the password stays out
+    print(f"compat: {shown} go {' '.join(command[1:])}", flush=True)
     builder = ReportBuilder(VERSION, listed)
     proc = subprocess.Popen(command, cwd=source, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -204,9 +239,9 @@ def main(argv: list[str] | None = None) -> int:
         source = fetch_suite(work)
         listed = list_tests(source, work, args.run)
         print(f"compat: {MODULE}@{VERSION} in {source}: {len(listed)} tests in {PACKAGE}", flush=True)
-        with running_stack(work) as seeds:
+        with running_stack(work) as door:
             print(f"compat: broker, gateway and front door up after {time.monotonic() - started:.0f} s", flush=True)
-            report = run_suite(source, work, seeds, run=args.run, go_timeout=args.go_timeout, records=args.records,
+            report = run_suite(source, work, door, run=args.run, go_timeout=args.go_timeout, records=args.records,
                                listed=listed, raw_log=args.results.with_suffix(".jsonl"))
     except HarnessError as e:
         print(f"compat: the harness could not run franz-go's suite: {e}", file=sys.stderr)

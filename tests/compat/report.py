@@ -35,8 +35,10 @@ class TestOutcome:
     output: list[str] = field(default_factory=list)
 
     def reason(self) -> str:
-        """The first error line of a failing test's output (what t.Errorf, t.Fatalf or a panic wrote), for the
-        one-line report; '' for a test that did not fail."""
+        """The first error line of a failing test's output (what t.Errorf, t.Fatalf or a panic wrote) or a skipped
+        test's t.Skip line, for the one-line report; '' for a test that passed or never ran."""
+        if self.outcome == SKIP:
+            return next((line.strip() for line in self.output if "_test.go:" in line), "")
         if self.outcome != FAIL:
             return ""
         if self.output and self.output[-1].startswith(HARNESS_NOTE):  # cut short: what it logged before is no cause
@@ -48,7 +50,7 @@ class TestOutcome:
         return self.output[-1].strip() if self.output else ""
 
     def as_json(self) -> dict[str, Any]:
-        tail = self.output[-OUTPUT_TAIL_LINES:] if self.outcome == FAIL else []
+        tail = self.output[-OUTPUT_TAIL_LINES:] if self.outcome == FAIL else []  # a passing test's log says nothing
         return {"name": self.name, "outcome": self.outcome, "elapsed_s": self.elapsed_s, "reason": self.reason(),
                 "output_tail": [line.rstrip("\n") for line in tail]}
 

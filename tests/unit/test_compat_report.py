@@ -31,6 +31,7 @@ STREAM = [
     event("output", "TestGroupSimple", "--- FAIL: TestGroupSimple (0.00s)\n"),
     event("fail", "TestGroupSimple", elapsed=0.0),
     event("run", "TestSCRAMAuth"),
+    event("output", "TestSCRAMAuth", "    client_test.go:294: KGO_TEST_SCRAM_SEEDS or KGO_TEST_SCRAM not set\n"),
     event("skip", "TestSCRAMAuth", elapsed=0.0),
     # a subtest fails, its parent fails after it: one line, the parent's
     event("run", "TestRecordReader"),
@@ -59,11 +60,12 @@ def test_each_top_level_test_gets_one_outcome_and_the_summary_counts_them() -> N
     assert report.timed_out and report.package_outcome == "fail"
 
 
-def test_a_failure_is_reported_with_its_first_error_line() -> None:
+def test_a_failure_is_reported_with_its_first_error_line_and_a_skip_with_its_reason() -> None:
     report = parse(STREAM, "v1.22.3")
     assert report.tests["TestGroupSimple"].reason() == 'helpers_test.go:480: unable to create topic "ab": POLICY_VIOLATION'
     assert report.tests["TestRecordReader"].reason() == "record_formatter_test.go:12: got 1, want 2"
     assert "-timeout fired" in report.tests["TestGroupETL"].reason()
+    assert report.tests["TestSCRAMAuth"].reason() == "client_test.go:294: KGO_TEST_SCRAM_SEEDS or KGO_TEST_SCRAM not set"
     assert report.tests["TestPing"].reason() == ""
     lines = report.lines()
     assert len(lines) == 5 and lines[0].startswith("FAIL    TestGroupETL")
