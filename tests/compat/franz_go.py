@@ -123,7 +123,7 @@ def list_tests(source: Path, work: Path, run: str) -> list[str]:
                           timeout=GO_PREPARE_TIMEOUT_S, env=_go_env(work), cwd=source)
     if done.returncode != 0:
         raise HarnessError(f"franz-go's {PACKAGE} does not build here:\n{done.stdout}{done.stderr}")
-    return [line for line in done.stdout.split() if line.startswith("Test")]
+    return [line for line in done.stdout.split() if line.startswith(("Test", "Fuzz", "Example"))]
 
 
 @contextmanager
