@@ -26,11 +26,11 @@ from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
-from front_door.topic_ids import topic_id
 from validators.topic_config import TopicRegistry
 
 if TYPE_CHECKING:
     from front_door.door_cluster import DoorCluster
+    from sinks.registry_store import RegistryStore
 
 CLUSTER_ID = "ingest-gateway"
 # Metadata's controller of a lone door: its first node (there is no KRaft quorum; clients only display it).
@@ -69,6 +69,9 @@ class Context:
     appended: AppendSignal = field(default_factory=AppendSignal)
     max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES  # what DescribeConfigs says of socket.request.max.bytes
     registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
+    # Where topics are created, altered and deleted (`sinks/registry_store.py`); None: the registry is read-only
+    # here and topic admin requests are refused
+    topic_store: RegistryStore | None = None
     credentials: ScramCredentials | None = None  # the users (None: the security topic is not readable)
     _ids: tuple[TopicRegistry | None, dict[uuid.UUID, str]] = field(default=(None, {}))
     # Kafka's ACLs (`access.py`); None: no authorizer is configured and every request is allowed, as a
@@ -137,5 +140,5 @@ class Context:
         """Topic id -> name for the registry as it is now (reloads included)."""
         registry = self.registry()
         if self._ids[0] is not registry:
-            self._ids = (registry, {topic_id(name): name for name in registry.topics})
+            self._ids = (registry, {config.id: name for name, config in registry.topics.items()})
         return self._ids[1]

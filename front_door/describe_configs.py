@@ -34,7 +34,13 @@ from front_door.security.acls import CLUSTER_NAME, AclOperation
 from front_door.security.acls import ResourceType as AclResourceType
 from front_door.wire import Request
 from validators.codec.record_batch import TimestampType
-from validators.topic_config import TOPIC_CONFIG_SETTINGS, TopicConfig, TopicRegistry
+from validators.topic_config import (
+    TOPIC_CONFIG_SETTINGS,
+    TopicConfig,
+    TopicRegistry,
+    auto_create_topics,
+    num_partitions,
+)
 
 
 class ResourceType(IntEnum):
@@ -56,6 +62,7 @@ class ConfigSource(IntEnum):
 class ConfigType(IntEnum):
     """`DescribeConfigsResponse.ConfigType` (v3+)"""
 
+    BOOLEAN = 1
     STRING = 2
     INT = 3
     LONG = 5
@@ -112,8 +119,11 @@ def topic_entries(config: TopicConfig, defaults: Mapping[str, Any]) -> list[Conf
         chain.append(Synonym(broker_keys[0] if broker_keys else key, render(getattr(_DEFAULTS, attr)),
                              ConfigSource.DEFAULT_CONFIG))
         entries.append(ConfigEntry(key, render(getattr(config, attr)), chain[0].source,
-                                   _TYPES.get(key, ConfigType.LONG), tuple(chain)))
-    return entries
+                                   _TYPES.get(key, ConfigType.LONG), tuple(chain), read_only=False))
+    # Kafka's configs the topic keeps without acting on them (`PASSIVE_TOPIC_CONFIGS`), where it was given some
+    entries += [ConfigEntry(k, v, ConfigSource.TOPIC_CONFIG, ConfigType.STRING,
+                            (Synonym(k, v, ConfigSource.TOPIC_CONFIG),), read_only=False) for k, v in config.passive]
+    return sorted(entries, key=lambda e: e.name)
 
 
 def broker_entries(ctx: Context, registry: TopicRegistry) -> list[ConfigEntry]:
@@ -121,15 +131,15 @@ def broker_entries(ctx: Context, registry: TopicRegistry) -> list[ConfigEntry]:
                            (Synonym(k, str(v), ConfigSource.STATIC_BROKER_CONFIG),))
                for k, v in sorted(registry.defaults.items())]
     own = {"socket.request.max.bytes": (str(ctx.max_request_bytes), ConfigType.INT),
-           "auto.create.topics.enable": ("false", ConfigType.STRING),
-           "delete.topic.enable": ("false", ConfigType.STRING),
-           "num.partitions": ("1", ConfigType.INT),
+           "auto.create.topics.enable": (str(auto_create_topics(registry.defaults)).lower(), ConfigType.BOOLEAN),
+           "delete.topic.enable": (str(ctx.topic_store is not None).lower(), ConfigType.BOOLEAN),
+           "num.partitions": (str(num_partitions(registry.defaults)), ConfigType.INT),
            "group.initial.rebalance.delay.ms": (str(ctx.groups.settings.initial_rebalance_delay_ms), ConfigType.INT),
            "group.min.session.timeout.ms": (str(ctx.groups.settings.min_session_timeout_ms), ConfigType.INT),
            "group.max.session.timeout.ms": (str(ctx.groups.settings.max_session_timeout_ms), ConfigType.INT),
            "offset.metadata.max.bytes": (str(ctx.groups.settings.offset_metadata_max_bytes), ConfigType.INT)}
     entries += [ConfigEntry(k, v, ConfigSource.STATIC_BROKER_CONFIG, t, (Synonym(k, v, ConfigSource.STATIC_BROKER_CONFIG),))
-                for k, (v, t) in sorted(own.items())]
+                for k, (v, t) in sorted(own.items()) if k not in registry.defaults]
     if ctx.broker_configs is not None:
         entries += connection_entries(ctx.broker_configs)
     return entries

@@ -11,12 +11,14 @@ a config that is not a list. `validate_only` checks and stores nothing.
 
 Where the door differs, on purpose, each with a message saying so: a broker's own id (`--entity-name 1`) is
 refused, as the door's nodes are not brokers with configs of their own (the cluster default applies to every
-door); configs other than the connection caps are refused (the rest are read-only here); a topic's configs are
-its registry's, refused with POLICY_VIOLATION as CreateTopics is (`topic_admin.py`).
+door); configs other than the connection caps are refused (the rest are read-only here). A TOPIC resource's
+configs change in the registry (`alter_topic`): every door shows them and the stage decides with them from the
+next micro-batch on (the KIP-937 windows among them); a value `LogConfig` refuses is INVALID_CONFIG.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -104,6 +106,66 @@ async def _alter_broker(ctx: Context, request: Request, resource: Any) -> Proble
     return None
 
 
+LIST_TOPIC_CONFIGS = ("cleanup.policy", "follower.replication.throttled.replicas",
+                      "leader.replication.throttled.replicas")  # Kafka's LIST-typed topic configs
+
+
+def _topic_changed(current: Mapping[str, str], configs: Any) -> dict[str, str] | Problem:
+    """A topic's configs after `configs` (`ConfigAdminManager.prepareIncrementalConfigs`), or the problem."""
+    names = [c.name for c in configs]
+    if len(set(names)) < len(names):
+        return ErrorCode.invalid_request, "Error due to duplicate config keys"
+    nulls = [c.name for c in configs if c.config_operation != OpType.DELETE and c.value is None]
+    if nulls:
+        return ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
+    changed = dict(current)
+    for c in configs:
+        if c.config_operation not in tuple(OpType):
+            return ErrorCode.invalid_request, f"Unknown operations type {c.config_operation}"
+        if c.config_operation == OpType.DELETE:
+            changed.pop(c.name, None)
+        elif c.config_operation == OpType.SET:
+            changed[c.name] = c.value
+        elif c.name not in LIST_TOPIC_CONFIGS:
+            verb = "append" if c.config_operation == OpType.APPEND else "subtract"
+            return ErrorCode.invalid_config, f"Config value {verb} is not allowed for config key: {c.name}"
+        else:
+            items = [v for v in changed.get(c.name, "").split(",") if v]
+            given = [v.strip() for v in c.value.split(",") if v.strip()]
+            items = items + [v for v in given if v not in items] if c.config_operation == OpType.APPEND \
+                else [v for v in items if v not in given]
+            changed[c.name] = ",".join(items)
+    return changed
+
+
+async def alter_topic(ctx: Context, name: str, configs: Any, validate_only: bool,
+                      incremental: bool = True) -> Problem | None:
+    """A topic's configs changed in the registry (`sinks/registry_store.py`): incrementally, or (AlterConfigs)
+    replaced by `configs` as a whole; checked as CreateTopics checks them (INVALID_CONFIG)."""
+    spec = ctx.topic_store.topic(name) if ctx.topic_store is not None else None
+    if ctx.registry().get(name) is None:
+        return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist"
+    if ctx.topic_store is None or spec is None:
+        return ErrorCode.policy_violation, topic_admin.refusal(ctx, "change the topic's configs")
+    if incremental:
+        changed = _topic_changed(spec.configs, configs)
+        if isinstance(changed, tuple):
+            return changed
+    else:
+        names = [c.name for c in configs]
+        if len(set(names)) < len(names):
+            return ErrorCode.invalid_request, "Error due to duplicate config keys"
+        changed = {c.name: c.value for c in configs}
+    checked = topic_admin.validated(ctx, name, spec.partitions, changed)
+    if isinstance(checked, tuple):
+        return checked
+    if validate_only:
+        return None
+    store = ctx.topic_store
+    done = await topic_admin.in_store(lambda: store.alter(name, configs={k: str(v) for k, v in changed.items()}))
+    return done if isinstance(done, tuple) else None
+
+
 async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.INCREMENTAL_ALTER_CONFIGS, request.api_version)
     results = []
@@ -119,7 +181,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                                     resource.resource_name):
                 problem = ErrorCode.topic_authorization_failed, access.TOPIC_AUTHORIZATION_FAILED
             else:
-                problem = ErrorCode.policy_violation, topic_admin.refusal(ctx, "change the topic's configs")
+                problem = await alter_topic(ctx, resource.resource_name, resource.configs,
+                                            bool(request.body.validate_only))
         else:
             problem = ErrorCode.invalid_request, (f"the front door alters BROKER configs only, not resource type "
                                                   f"{resource.resource_type}")

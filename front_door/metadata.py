@@ -13,6 +13,7 @@ given where asked (v8+: topics; v8-v10: the cluster); without an authorizer they
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -23,10 +24,16 @@ from front_door.api_keys import ApiKey
 from front_door.context import CLUSTER_ID, Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from front_door.topic_ids import topic_id
 from front_door.wire import Request
+from sinks.registry_store import RegistryError
 from validators.append_result import GATEWAY_LEADER_EPOCH
-from validators.topic_config import TopicRegistry, topic_name_error
+from validators.topic_config import (
+    INTERNAL_TOPICS,
+    TopicRegistry,
+    auto_create_topics,
+    num_partitions,
+    topic_name_error,
+)
 
 # Kafka's "authorized operations not requested" (Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
@@ -69,7 +76,7 @@ def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None,
         for p, leader in enumerate(leaders)
     )
     return build(module.MetadataResponseTopic, error_code=code, name=name,
-                 topic_id=topic_id(name) if config is not None else _ZERO_UUID, is_internal=False,
+                 topic_id=config.id if config is not None else _ZERO_UUID, is_internal=False,
                  partitions=partitions, topic_authorized_operations=operations)
 
 
@@ -92,6 +99,24 @@ def _cluster_operations(ctx: Context, request: Request) -> int:
     return access.authorized_operations(ctx, request, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
+async def _auto_create(ctx: Context, request: Request, registry: TopicRegistry, unknown: list[str]) -> TopicRegistry:
+    """Kafka's `auto.create.topics.enable` (`KafkaApis.getTopicMetadata`, `AutoTopicCreationManager`): each unknown
+    topic named, with a valid name and CREATE on the cluster or the topic, created with `num.partitions`
+    partitions and the registry's defaults; the registry as it is then. A topic another door created meanwhile
+    is simply there."""
+    store = ctx.topic_store
+    if not unknown or store is None:
+        return registry
+    allowed = set(unknown) if access.authorize_cluster(ctx, request, AclOperation.CREATE, log_if_denied=False) \
+        else access.authorized_names(ctx, request, AclOperation.CREATE, ResourceType.TOPIC, unknown)
+    count = num_partitions(registry.defaults)
+    for name in unknown:
+        if name in allowed and topic_name_error(name) is None and name not in INTERNAL_TOPICS:
+            with contextlib.suppress(RegistryError):  # TopicExists among them: the other creation is the topic
+                await asyncio.to_thread(store.create, name, count, {})
+    return ctx.registry()
+
+
 async def handle(ctx: Context, request: Request) -> Any:
     body, version = request.body, request.api_version
     module = response_module(ApiKey.METADATA, version)
@@ -107,6 +132,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           (n for n in names if n is not None), log_if_denied=not every_topic)
     with_operations = getattr(body, "include_topic_authorized_operations", False)
+    if not every_topic and auto_create_topics(registry.defaults) and ctx.topic_store is not None \
+            and (version < 4 or body.allow_auto_topic_creation):
+        registry = await _auto_create(ctx, request, registry, [n for n, _ in asked if n is not None and n not in registry])
 
     def answer_topics() -> list[Any]:
         topics = []

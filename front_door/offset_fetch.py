@@ -60,7 +60,8 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: A
     by_topic: dict[Any, list[Any]] = {}
     if wanted is None:
         for (name, p), o in fetched.items():
-            by_topic.setdefault(topic_id(name) if by_id else name, []).append(
+            config = ctx.registry().get(name) if by_id else None
+            by_topic.setdefault((config.id if config is not None else topic_id(name)) if by_id else name, []).append(
                 build(partition_entity, partition_index=p, committed_offset=o.offset,
                       committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=ErrorCode.none))
     else:

@@ -48,9 +48,13 @@ from kio.schema.index import api_key_map
 from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door import (
     alter_client_quotas,
+    alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    create_partitions,
+    create_topics,
     delete_groups,
+    delete_topics,
     describe_client_quotas,
     describe_cluster,
     describe_configs,
@@ -73,7 +77,6 @@ from front_door import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
-    topic_admin,
     unsupported,
 )
 from front_door.acceptor import Acceptor, bind
@@ -125,6 +128,7 @@ from front_door.wire import (
 )
 from sinks.kafka_security import KafkaCluster, SecurityProtocol
 from sinks.metrics.server import parse_address
+from sinks.registry_store import RegistryStore
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.front_door")
@@ -151,14 +155,15 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: offset_for_leader_epoch.handle,
     ApiKey.DESCRIBE_CONFIGS: describe_configs.handle,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster.handle,
-    ApiKey.CREATE_TOPICS: topic_admin.create_topics,
-    ApiKey.DELETE_TOPICS: topic_admin.delete_topics,
-    ApiKey.CREATE_PARTITIONS: topic_admin.create_partitions,
+    ApiKey.CREATE_TOPICS: create_topics.create_topics,
+    ApiKey.DELETE_TOPICS: delete_topics.delete_topics,
+    ApiKey.CREATE_PARTITIONS: create_partitions.create_partitions,
     ApiKey.SASL_HANDSHAKE: sasl_handshake.handle,
     ApiKey.SASL_AUTHENTICATE: sasl_authenticate.handle,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: describe_client_quotas.handle,
     ApiKey.ALTER_CLIENT_QUOTAS: alter_client_quotas.handle,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs.handle,
+    ApiKey.ALTER_CONFIGS: alter_configs.handle,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: describe_user_scram_credentials.handle,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: alter_user_scram_credentials.handle,
     **ACL_HANDLERS,
@@ -272,9 +277,11 @@ class FrontDoor:
     Kafka clients, each step bounded by `stop_bounds` (`stopping.py`)."""
 
     def __init__(self, settings: FrontDoorSettings, registry: Callable[[], TopicRegistry],
-                 metrics: FrontDoorMetrics) -> None:
+                 metrics: FrontDoorMetrics, topic_store: RegistryStore | None = None) -> None:
         self.settings = settings
         self._registry = registry
+        self._topic_store = topic_store  # None: topics are read-only on this door
+        self._on_stop: list[Callable[[], None]] = []
         self.metrics = metrics
         # libuv's loop (uvloop): its TLS and socket transports are native code, where asyncio's are Python
         self._loop = uvloop.new_event_loop()
@@ -348,7 +355,7 @@ class FrontDoor:
         base = Context((), self._registry, bridge, s.segments_root, ProducerIdManager(s.segments_root), self.metrics,
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
                        credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster,
-                       broker_configs=broker_configs)
+                       broker_configs=broker_configs, topic_store=self._topic_store)
         for listener in listeners:
             self._contexts[listener.name] = dataclasses.replace(base, nodes=advertised[listener.name],
                                                                 listener=listener.name)
@@ -475,10 +482,25 @@ class FrontDoor:
         """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""
         return "not started" if self._bridge is None else self._bridge.unreachable(timeout_s)
 
+    def on_stop(self, call: Callable[[], None]) -> None:
+        """`call` once the door has stopped (what was opened for it: its own topic registry store)."""
+        self._on_stop.append(call)
+
     def stop(self) -> None:
         """Close the listeners, the connections and the door's Kafka clients. Returns within
         `stop_bounds.total_s` and never raises: a step that does not finish in its time is cancelled or
         abandoned with one warning naming it (`stopping.py`), and the stop goes on."""
+        try:
+            self._stop_door()
+        finally:
+            for call in self._on_stop:
+                try:
+                    call()
+                except Exception:  # noqa: BLE001 - the stop goes on
+                    log.exception("front door: a step after stopping failed")
+            self._on_stop.clear()
+
+    def _stop_door(self) -> None:
         if not self._thread.is_alive():
             return
         bounds = self.stop_bounds

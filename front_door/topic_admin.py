@@ -1,95 +1,72 @@
-"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37): answered, and refused per
-topic — the gateway's topics are its registry file, not something a client changes. CreateTopics and
-CreatePartitions get POLICY_VIOLATION (a Java AdminClient's `PolicyViolationException`, as from a broker's
-`create.topic.policy`), DeleteTopics TOPIC_DELETION_DISABLED (as `delete.topic.enable=false`); each with a
-message naming the registry file to edit. `validate_only` gets the same answer. Authorization comes first,
-as in Kafka: without CREATE (on the cluster or the topic), DELETE or ALTER on a topic, that topic gets
-TOPIC_AUTHORIZATION_FAILED.
+"""What the topic admin APIs share (`create_topics.py`, `delete_topics.py`, `create_partitions.py`, the TOPIC
+resources of `incremental_alter_configs.py` and `alter_configs.py`): the registry store's writes run off the
+event loop, and a door without a store (a registry that is read-only here) refuses them with POLICY_VIOLATION,
+as a broker's `create.topic.policy` would.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
-from front_door import access
-from front_door.api_keys import ApiKey
 from front_door.context import Context
-from front_door.messages import NO_THROTTLE, build, response_module
-from front_door.security.acls import AclOperation, ResourceType
-from front_door.wire import Request
+from sinks.registry_store import RegistryError, TopicExists
+from validators.topic_config import ConfigError, TopicConfig, topic_config, topic_name_error
 
 NO_REPLICATION_FACTOR = -1
+AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' own message (ControllerApis.createTopics)
+T = TypeVar("T")
+Problem = tuple[ErrorCode, str]
 
 
 def refusal(ctx: Context, what: str) -> str:
-    return (f"The gateway's topics are its registry ({ctx.registry_file}): {what} there; the gateway reloads it "
-            f"(docs/design.md: what the stage decides).")
+    return f"The gateway's topics are read-only on this door ({ctx.registry_file}): {what} through the gateway's own door."
 
 
-AUTHORIZATION_FAILED = "Authorization failed."  # CreateTopics' own message (ControllerApis.createTopics)
+async def in_store(call: Callable[[], T]) -> T | Problem:
+    """A registry write off the event loop; its failure as Kafka's error (TOPIC_ALREADY_EXISTS for a creation
+    another came first to, else KAFKA_STORAGE_ERROR: the registry topic did not take the write)."""
+    try:
+        return await asyncio.to_thread(call)
+    except TopicExists as e:
+        return ErrorCode.topic_already_exists, str(e)
+    except RegistryError as e:
+        return ErrorCode.kafka_storage_error, str(e)
 
 
-async def create_topics(ctx: Context, request: Request) -> Any:
-    module = response_module(ApiKey.CREATE_TOPICS, request.api_version)
-    message = refusal(ctx, "add the topic")
-    names = [t.name for t in request.body.topics]
-    # ControllerApis.createTopics: CREATE on the cluster (not logged when denied) or on each topic; a topic
-    # the principal may not DESCRIBE_CONFIGS gets TOPIC_AUTHORIZATION_FAILED as its config error
-    creatable = set(names) if access.authorize_cluster(ctx, request, AclOperation.CREATE, log_if_denied=False) \
-        else access.authorized_names(ctx, request, AclOperation.CREATE, ResourceType.TOPIC, names)
-    configs_visible = access.authorized_names(ctx, request, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
-    topics = []
-    for name in names:
-        code, text = (ErrorCode.policy_violation, message) if name in creatable else \
-            (ErrorCode.topic_authorization_failed, AUTHORIZATION_FAILED)
-        config_code = ErrorCode.topic_authorization_failed \
-            if name not in configs_visible and code != ErrorCode.topic_authorization_failed else 0
-        topics.append(build(module.CreatableTopicResult, name=name, topic_id=None, error_code=code, error_message=text,
-                            topic_config_error_code=config_code, num_partitions=-1,
-                            replication_factor=NO_REPLICATION_FACTOR, configs=None))
-    return build(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+def validated(ctx: Context, name: str, partitions: int, configs: Mapping[str, Any]) -> TopicConfig | Problem:
+    """The topic as it would be (`topic_config` over the registry's defaults), or Kafka's error: INVALID_TOPIC_EXCEPTION
+    for a name `Topic.validate` refuses, INVALID_CONFIG for a config `LogConfig.validate` would."""
+    if (bad_name := topic_name_error(name)) is not None:
+        return ErrorCode.invalid_topic_exception, bad_name
+    nulls = [k for k, v in configs.items() if v is None]
+    if nulls:
+        return ErrorCode.invalid_config, f"Null value not supported for topic configs: {', '.join(nulls)}"
+    try:
+        return topic_config(name, partitions, configs, ctx.registry().defaults)
+    except ConfigError as e:
+        return ErrorCode.invalid_config, str(e)
 
 
-async def delete_topics(ctx: Context, request: Request) -> Any:
-    module = response_module(ApiKey.DELETE_TOPICS, request.api_version)
-    message = refusal(ctx, "remove the topic")
-    if request.api_version >= 6:
-        asked = [(t.name, t.topic_id) for t in request.body.topics]
-    else:
-        asked = [(name, None) for name in request.body.topic_names]
-    ids = ctx.topic_ids() if any(name is None for name, _ in asked) else {}
-    resolved = [name if name is not None else ids.get(tid) if tid is not None else None for name, tid in asked]
-    # ControllerApis.deleteTopics: DESCRIBE, then DELETE on each topic; asked by id, a topic the principal
-    # may not describe is not named
-    known = [n for n in resolved if n is not None]
-    describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC, known)
-    deletable = access.authorized_names(ctx, request, AclOperation.DELETE, ResourceType.TOPIC,
-                                        (n for n in known if n in describable))
-    responses = []
-    for (name, tid), topic in zip(asked, resolved, strict=True):
-        if topic is not None and topic not in deletable:
-            shown = name if name is not None else topic if topic in describable else None
-            responses.append(build(module.DeletableTopicResult, name=shown,
-                                   topic_id=tid, error_code=ErrorCode.topic_authorization_failed,
-                                   error_message=access.TOPIC_AUTHORIZATION_FAILED))
-            continue
-        responses.append(build(module.DeletableTopicResult, name=name, topic_id=tid,
-                               error_code=ErrorCode.topic_deletion_disabled, error_message=message))
-    return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+def partitions_problem(count: int) -> Problem | None:
+    if count < 1:
+        return ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value."
+    return None
 
 
-async def create_partitions(ctx: Context, request: Request) -> Any:
-    module = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
-    message = refusal(ctx, "change the topic's partitions")
-    # ControllerApis.createPartitions: ALTER on each topic
-    alterable = access.authorized_names(ctx, request, AclOperation.ALTER, ResourceType.TOPIC,
-                                        (t.name for t in request.body.topics))
-    results = tuple(
-        build(module.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.policy_violation,
-              error_message=message) if t.name in alterable else
-        build(module.CreatePartitionsTopicResult, name=t.name, error_code=ErrorCode.topic_authorization_failed,
-              error_message=access.TOPIC_AUTHORIZATION_FAILED)
-        for t in request.body.topics)
-    return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=results)
+def replication_problem(ctx: Context, factor: int) -> Problem | None:
+    """Kafka's answer to a replication factor (`ReplicationControlManager.createTopic`): at least 1, at most the
+    cluster's nodes. Every factor the door takes is served by one copy in the segment storage, whose durability
+    is the storage's (docs/kafka-compatibility.md: topics)."""
+    if factor == 0 or factor < NO_REPLICATION_FACTOR:
+        return ErrorCode.invalid_replication_factor, \
+            "Replication factor must be larger than 0, or -1 to use the default value."
+    nodes = len(ctx.node_ids())
+    if factor > nodes:
+        return ErrorCode.invalid_replication_factor, (
+            f"Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot "
+            f"be reached because only {nodes} broker(s) are registered.")
+    return None

@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
-from contract.topics import rehearsal_topic
+from contract.topics import registry_topic, rehearsal_topic
 from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.kafka_access")
@@ -79,7 +79,7 @@ class RequiredAcl:
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
                  group_prefix: str, security_topic: str | None = None,
-                 doors_topic: str | None = None) -> list[RequiredAcl]:
+                 doors_topic: str | None = None, registry: str | None = None) -> list[RequiredAcl]:
     """The ACLs of a gateway with these topics (`groups_topic`, `security_topic`, `doors_topic`: None without a
     front door or, for the doors topic, without several doors)
     and consumer group prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
@@ -95,6 +95,10 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
         RequiredAcl("topic", dlq_topic, AclOperation.READ, "`gateway dlq` reads them"),
         RequiredAcl("group", group_prefix, AclOperation.READ, "the groups of the gateway's consumers (none commits)",
                     prefixed=True),
+        RequiredAcl("topic", registry_topic(ingress_topic) if registry is None else registry, AclOperation.READ,
+                    "the query and every front door follow the topic registry"),
+        RequiredAcl("topic", registry_topic(ingress_topic) if registry is None else registry, AclOperation.WRITE,
+                    "topics are created, altered and deleted in the registry"),
     ]
     if groups_topic is not None:
         acls += [RequiredAcl("topic", groups_topic, AclOperation.READ, "the front door loads its groups"),

@@ -95,8 +95,12 @@ class GatewaySink:
     observers."""
 
     def __init__(self, config: SinkConfig, registry: RegistryWatcher, observers: Sequence[MicroBatchObserver] = (),
-                 worker_setup: Callable[[], None] = _no_setup) -> None:
+                 worker_setup: Callable[[], None] = _no_setup, before_write: Callable[[], None] = _no_setup,
+                 on_close: Callable[[], None] = _no_setup) -> None:
         self.config = config
+        # on the driver before each micro-batch's job, when no task runs (the registry's sync,
+        # `streaming/registry_sync.py`), and once when the query has terminated
+        self.before_write, self.on_close = before_write, on_close
         self.task = SinkTask(config, registry, worker_setup)  # built once; each job binds its batch id
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
@@ -107,6 +111,7 @@ class GatewaySink:
 
     def write(self, decisions: DataFrame, batch_id: int) -> None:
         """foreachBatch's function: one Spark job, the tasks' summaries kept for the micro-batch's report."""
+        self.before_write()
         rows = decisions.mapInArrow(partial(self.task, batch_id), TASK_SUMMARY_SCHEMA).collect()
         self.written(batch_id, [TaskSummary.from_json(r.summary) for r in rows])
 
@@ -137,7 +142,10 @@ class GatewaySink:
     def on_terminated(self) -> None:
         """The query terminated and its listener is gone; its last progress report was handled before (one
         listener bus, in order)."""
-        self._terminated.set()
+        try:
+            self.on_close()
+        finally:
+            self._terminated.set()
 
     def wait_terminated(self, timeout_s: float) -> bool:
         """Block until the termination reached this sink, so every progress report before it has too."""

@@ -46,7 +46,7 @@ from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
-from sinks.registry_watcher import RegistryWatcher
+from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
 from sinks.storage import cli as storage_cli
 from sinks.storage.log_manager import close_logs
 from sinks.time_arguments import protect_relative_times
@@ -57,6 +57,7 @@ from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
 from streaming.query import sink_config, start_gateway, stop_gracefully, topic_specs
+from streaming.registry_sync import open_registry_store
 from streaming.session import QUICK_START_DRIVER_JVM, build_spark_session, is_local, stop_session
 from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.standby import KeepWarm, rehearse, warm_up
@@ -66,7 +67,7 @@ from streaming.submit import add_arguments as add_submit_arguments
 from streaming.submit import run_submit
 from streaming.supervisor import Backoff, QuerySupervisor
 from streaming.version import gateway_version
-from validators.topic_config import TopicRegistry
+from validators.topic_config import ConfigError, TopicRegistry
 
 log = logging.getLogger("gateway")
 
@@ -131,9 +132,9 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
         return spark_start.result(), broker, config
 
 
-def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDoor | None:
+def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics, registry: RegistryStore) -> FrontDoor | None:
     """The Kafka front door beside the query (a node whose port is taken gets a free one, with a warning)."""
-    door = start_front_door(config, FrontDoorMetrics(metrics.registry))
+    door = start_front_door(config, FrontDoorMetrics(metrics.registry), registry)
     if door is None:
         return None
     assert door.address is not None and door.context is not None
@@ -147,9 +148,10 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics) -> FrontDo
     return door
 
 
-def _open_front_door(config: GatewayConfig, metrics: GatewayMetrics, lock: DriverLock) -> FrontDoor | None:
+def _open_front_door(config: GatewayConfig, metrics: GatewayMetrics, lock: DriverLock,
+                     registry: RegistryStore) -> FrontDoor | None:
     """`_start_front_door`, then its address recorded beside the driver lock (`gateway status` shows it)."""
-    door = _start_front_door(config, metrics)
+    door = _start_front_door(config, metrics, registry)
     address = door.address if door is not None else None
     try:
         lock.record(f"{address.host}:{address.port}" if address is not None else "")
@@ -167,7 +169,7 @@ def _in_jvm(what: str, call: Callable[[], object]) -> None:
         log.warning("%s: Spark's JVM is gone (%s)", what, type(e).__name__)
 
 
-def _close_logs(config: GatewayConfig, registry: RegistryWatcher) -> None:
+def _close_logs(config: GatewayConfig, registry: RegistryStore) -> None:
     """Close the partition logs as a cleanly stopped Kafka broker does (final time-index entries)."""
     try:
         closed = close_logs(config.path(config.segments_root), registry.current())
@@ -247,15 +249,25 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s", e)
         return 2
     health = Health()
-    # Its own watcher of the registry file: new topics get their own metric labels after a reload.
-    registry = RegistryWatcher(config.path(config.topics_file))
+    # The topic registry on the cluster, seeded from topics_file (new topics get their own metric labels)
+    try:
+        registry = open_registry_store(config)
+        seed_from_file(registry, str(config.path(config.topics_file)))
+    except (RegistryError, ConfigError) as e:
+        log.error("%s", e)
+        with contextlib.suppress(NameError):
+            registry.close()
+        _in_jvm("stopping Spark", lambda: stop_session(spark))
+        if broker is not None:
+            broker.stop()
+        return 2
     metrics, metrics_server, listener = _start_observability(spark, config, registry.current(), health)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # Kubernetes: stop between micro-batches
     supervisor = QuerySupervisor(
         lambda: start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)],
-                              metrics=metrics)[0],
+                              metrics=metrics, registry_store=registry)[0],
         stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
     )
     background: list[Any] = []
@@ -269,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         # The door and the query start side by side: neither needs the other, and each takes seconds.
         door_start = ThreadPoolExecutor(1, thread_name_prefix="front-door-start")
-        opening = door_start.submit(_open_front_door, config, metrics, lock)
+        opening = door_start.submit(_open_front_door, config, metrics, lock, registry)
         opening.add_done_callback(lambda done: done.exception() is not None and stop.set())
         door_start.shutdown(wait=False)
         log.info("query '%s'; checkpoint %s; segments %s; responses on '%s', dead letters on '%s'. Ctrl-C stops.",
@@ -304,6 +316,7 @@ def run(args: argparse.Namespace) -> int:
         if lock.held:  # a standby that never took over leaves the active driver's logs alone
             _close_logs(config, registry)
             lock.release()  # a standby may start the query now: this one has stopped and closed its logs
+        registry.close()
         _in_jvm("removing the listener", lambda: spark.streams.removeListener(listener))
         metrics_server.stop()
         _in_jvm("stopping Spark", lambda: stop_session(spark))

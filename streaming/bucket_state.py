@@ -4,7 +4,9 @@ The stage groups the ingress by a fixed number of buckets of target partitions (
 partition: Spark's cost per group of `applyInPandasWithState` (a Python call, a state-store row, a frame) is
 then bounded by the bucket count however many partitions a micro-batch touches. A bucket's state is one
 state-store value: a JSON list of `[topic, partition, log_start_offset, log_end_offset, last_append_time_ms,
-producers]` entries (producers as `producer_state.producers_to_state`), sorted by (topic, partition).
+producers, topic_id]` entries (producers as `producer_state.producers_to_state`), sorted by (topic, partition).
+The topic id tells the incarnations of a name apart: a deleted and re-created topic starts from a fresh state
+(an entry without one, from an earlier version, belongs to the topic's seed id).
 Only partitions that appended have an entry: hostile topic names never grow the state. Entries of the
 partitions a micro-batch does not touch are carried over as they are, not decoded.
 """
@@ -16,6 +18,7 @@ from typing import Any
 
 from validators.append_result import PartitionState
 from validators.producer_state import producers_from_state, producers_to_state
+from validators.topic_config import seed_topic_id
 
 # The target partitions' buckets. Fixed: the state of a checkpoint is keyed by it (docs/deployment.md sizing).
 STAGE_BUCKETS = 16
@@ -37,7 +40,7 @@ class BucketState:
             return BucketState()
         entries: dict[Target, list[Any]] = {}
         for entry in json.loads(text):
-            if not isinstance(entry, list) or len(entry) != 6:
+            if not isinstance(entry, list) or len(entry) not in (6, 7):
                 raise ValueError(f"not a partition state entry: {entry!r}")
             entries[(str(entry[0]), int(entry[1]))] = entry
         return BucketState(entries)
@@ -48,15 +51,21 @@ class BucketState:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, topic: str | None, partition: int | None) -> PartitionState:
+    def get(self, topic: str | None, partition: int | None, topic_id: str | None = None) -> PartitionState:
+        """The partition's state; a fresh one when it has none, or when `topic_id` (given) is not its topic's."""
         entry = None if topic is None or partition is None else self._entries.get((topic, partition))
-        if entry is None:
+        if entry is None or (topic_id is not None and _entry_id(entry) != topic_id):
             return PartitionState()
-        _t, _p, log_start, log_end, last_append, producers = entry
+        log_start, log_end, last_append, producers = entry[2:6]
         return PartitionState(log_start_offset=int(log_start), log_end_offset=int(log_end),
                               last_append_time_ms=int(last_append), producers=producers_from_state(producers))
 
-    def put(self, topic: str, partition: int, state: PartitionState) -> None:
-        self._entries[(topic, partition)] = [topic, partition, state.log_start_offset, state.log_end_offset,
-                                             state.last_append_time_ms, producers_to_state(state.producers)]
+    def put(self, topic: str, partition: int, state: PartitionState, topic_id: str | None = None) -> None:
+        entry = [topic, partition, state.log_start_offset, state.log_end_offset, state.last_append_time_ms,
+                 producers_to_state(state.producers)]
+        self._entries[(topic, partition)] = [*entry, topic_id] if topic_id is not None else entry
         self.changed = True
+
+
+def _entry_id(entry: list[Any]) -> str:
+    return str(entry[6]) if len(entry) > 6 else str(seed_topic_id(str(entry[0])))

@@ -18,6 +18,9 @@ from contract.topics import (
     DEFAULT_RESPONSE_TOPIC,
     DEFAULT_SECURITY_TOPIC,
 )
+from contract.topics import (
+    registry_topic as default_registry_topic,
+)
 from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_access import RequiredAcl, gateway_acls
@@ -69,6 +72,10 @@ class GatewayConfig:
     # Where several front doors register and find each other (a compacted topic; docs/deployment.md); null:
     # each door is a cluster of its own, as one door needs
     doors_topic: str | None = None
+    # The topic registry's compacted topic on that cluster (null: `<ingress_topic>.topics`), seeded from
+    # `topics_file` at first start; a later change of the file is applied to it as the same change through
+    # the admin APIs would be (docs/configuration.md: the topic registry)
+    registry_topic: str | None = None
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
@@ -144,6 +151,10 @@ class GatewayConfig:
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:  # bool is an int to Python
             raise ValueError(f"startup_timeout_ms must be a positive whole number of milliseconds, got {timeout!r}")
 
+    @property
+    def registry_topic_name(self) -> str:
+        return self.registry_topic or default_registry_topic(self.ingress_topic)
+
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
         the largest max.message.bytes of the registry (read from `topics_file` when not given)."""
@@ -216,7 +227,7 @@ class GatewayConfig:
         return gateway_acls(self.ingress_topic, self.response_topic, self.dlq_topic,
                             self.groups_topic if self.front_door_address else None, self.consumer_group_prefix,
                             self.security_topic if self.front_door_address else None,
-                            self.doors_topic if self.front_door_address else None)
+                            self.doors_topic if self.front_door_address else None, self.registry_topic_name)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

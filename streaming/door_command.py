@@ -26,9 +26,10 @@ from sinks.kafka_access import KafkaAccessError
 from sinks.kafka_admin import create_topics
 from sinks.metrics.health import Health
 from sinks.metrics.server import parse_address, serve_metrics
-from sinks.registry_watcher import RegistryWatcher
+from sinks.registry_store import RegistryStore
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
 from streaming.query import topic_specs
+from streaming.registry_sync import open_registry_store
 
 log = logging.getLogger("gateway.door")
 READINESS_CHECK_S = 5.0  # how often /readyz asks whether the gateway's Kafka cluster answers
@@ -50,13 +51,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                       help="the door's Prometheus exporter and /healthz, /readyz; default: metrics_address")
 
 
-def start_front_door(config: GatewayConfig, metrics: FrontDoorMetrics) -> FrontDoor | None:
-    """The front door of `config` started (None when `front_door_address` is null)."""
+def start_front_door(config: GatewayConfig, metrics: FrontDoorMetrics,
+                     registry: RegistryStore | None = None) -> FrontDoor | None:
+    """The front door of `config` started (None when `front_door_address` is null), serving the topic registry
+    `registry` (a store of its own when not given, seeded from topics_file if it never was, closed with it)."""
     if not config.front_door_address:
         return None
-    watcher = RegistryWatcher(config.path(config.topics_file))  # its own: the door's loop thread reads it
-    door = FrontDoor(config.front_door_settings(), watcher.current, metrics)
-    door.start()
+    store = registry if registry is not None else open_registry_store(config, seed_if_new=True)
+    door = FrontDoor(config.front_door_settings(), store.current, metrics, topic_store=store)
+    if registry is None:
+        door.on_stop(store.close)
+    try:
+        door.start()
+    except BaseException:
+        if registry is None:
+            store.close()
+        raise
     return door
 
 

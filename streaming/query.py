@@ -21,9 +21,11 @@ from contract.topics import (
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.micro_batch import GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
+from sinks.registry_store import RegistryStore
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
+from streaming.registry_sync import EXECUTOR_REGISTRY_FILE, RegistrySync, open_registry_store
 from streaming.retention_schedule import RetentionSchedule
 from streaming.sink_listener import SinkListener
 from streaming.stage import apply_stage, prepare_worker
@@ -46,20 +48,29 @@ def sink_config(config: GatewayConfig, limits: IngressLimits | None = None) -> S
 
 def start_gateway(
     spark: SparkSession, config: GatewayConfig, available_now: bool = False, observers: Sequence[MicroBatchObserver] = (),
-    metrics: GatewayMetrics | None = None,
+    metrics: GatewayMetrics | None = None, registry_store: RegistryStore | None = None,
 ) -> tuple[StreamingQuery, GatewaySink]:
     """Start the gateway query. `available_now` processes what the ingress topic holds and stops
     (tests, backfills); otherwise it runs with the configured processing-time trigger. Retention of the
     segment storage runs beside it on the driver (`sink.retention`, a `RetentionSchedule`) and stops
     when the query terminates; it counts its deletions into `metrics` when given."""
     config.checkpoint_location.mkdir(parents=True, exist_ok=True)
-    registry = RegistryWatcher(  # a bad file fails the start; a bad reload keeps the last good one
-        config.path(config.topics_file), last_good_path=config.checkpoint_location / "topic-registry.last-good.json"
-    )
-    limits = config.ingress_limits(registry.current())
-    sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_worker)
+    # The registry on the cluster (a store of the caller's, or one of the query's own, closed with it); a bad
+    # seed file fails the start, a bad change of it later keeps the registry as it is
+    store = registry_store if registry_store is not None else open_registry_store(config)
+    try:
+        sync = RegistrySync(store, config.path(config.topics_file), config.checkpoint_location / EXECUTOR_REGISTRY_FILE,
+                            config.path(config.segments_root), owns_store=registry_store is None).start()
+    except BaseException:
+        if registry_store is None:
+            store.close()
+        raise
+    registry = RegistryWatcher(sync.executor_file)  # what the tasks decide and append with (`RegistrySync`)
+    limits = config.ingress_limits(store.current())
+    sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_worker,
+                       before_write=sync.before_micro_batch, on_close=sync.close)
     # Kafka's scheduled retention (`UnifiedLog.deleteRetentionMsBreachedSegments`): started with the query, stopped when it terminates
-    retention = RetentionSchedule(sink.config.segments_root, registry.current, config.retention_check_interval_ms,
+    retention = RetentionSchedule(sink.config.segments_root, store.current, config.retention_check_interval_ms,
                                   metrics=metrics)
     decisions = apply_stage(read_ingress(spark, config, limits), registry)
     writer = (
@@ -73,6 +84,7 @@ def start_gateway(
         query = writer.start()
     except BaseException:
         listener.remove()
+        sync.close()
         raise
     listener.bind(str(query.id))
     sink.retention = retention.start(query, spark)  # its listener stops it when the query terminates

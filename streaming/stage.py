@@ -226,12 +226,14 @@ def stage_function(
         topics = registry.current()
         rows: list[DecisionRow] = []
         for topic, partition in sorted(by_target, key=_target_order):
-            old_state = bucket.get(topic, partition)
+            config = topics.get(topic)
+            topic_id = str(config.id) if config is not None else None  # a re-created topic: another incarnation
+            old_state = bucket.get(topic, partition, topic_id)
             decided, new_state = decide_group(topic, partition, by_target[(topic, partition)], topics, old_state, now_ms)
             rows.extend(decided)
             # Only partitions that appended get a state entry: hostile topic names must not grow the state.
             if new_state != old_state and topic is not None and partition is not None:
-                bucket.put(topic, partition, new_state)
+                bucket.put(topic, partition, new_state, topic_id)
         if bucket.changed:  # (Spark reads the state once the function's frames are exhausted)
             state.update((bucket.to_json(),))
         yield decision_frame(rows)

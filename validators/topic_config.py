@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -98,6 +99,14 @@ class TopicConfig:
     # the topic configs the registry sets for this topic (the rest come from its defaults or Kafka's):
     # what DescribeConfigs reports as TOPIC_CONFIG
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
+    # KIP-516's topic id: a new one for every creation, so a deleted and re-created topic is another topic
+    # (its stage state and segments are not the old one's); the seed's topics take `seed_topic_id(name)`
+    topic_id: str = ""
+    passive: tuple[tuple[str, str], ...] = ()  # the `PASSIVE_TOPIC_CONFIGS` it was given, as given
+
+    @property
+    def id(self) -> uuid.UUID:
+        return uuid.UUID(self.topic_id) if self.topic_id else seed_topic_id(self.name)
 
     @property
     def compacted(self) -> bool:
@@ -241,17 +250,48 @@ _WINDOW_KEYS = {
     "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
 }
 
-TOPIC_CONFIG_KEYS = frozenset(_SETTINGS) | {DEPRECATED_DIFFERENCE_TOPIC_KEY}
+# Kafka's other topic configs (`LogConfig`, `TopicConfig`): replication, flushing, compaction tuning and tiered
+# storage, which the gateway's storage has no use for. A topic takes them, keeps them and shows them in
+# DescribeConfigs (frameworks create their topics with some: Kafka Streams sets min.compaction.lag.ms, Connect
+# min.insync.replicas), and they change nothing; docs/kafka-compatibility.md lists them.
+PASSIVE_TOPIC_CONFIGS = frozenset({
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "delete.retention.ms",
+    "file.delete.delay.ms", "flush.messages", "flush.ms", "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+    "message.downconversion.enable", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas",
+    "preallocate", "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable",
+    "unclean.leader.election.enable",
+})
+TOPIC_CONFIG_KEYS = frozenset(_SETTINGS) | {DEPRECATED_DIFFERENCE_TOPIC_KEY} | PASSIVE_TOPIC_CONFIGS
 # topic config -> (its TopicConfig attribute, its gateway-wide synonyms, most specific first)
 TOPIC_CONFIG_SETTINGS: dict[str, tuple[str, tuple[str, ...]]] = {
     k: (s.attr, tuple(b for b, _ in s.broker_keys)) for k, s in _SETTINGS.items()}
+AUTO_CREATE_KEY = "auto.create.topics.enable"  # Kafka's broker configs of topic creation, registry defaults too
+NUM_PARTITIONS_KEY = "num.partitions"
 GATEWAY_DEFAULT_KEYS = frozenset(k for s in _SETTINGS.values() for k, _ in s.broker_keys) | {
-    DEPRECATED_DIFFERENCE_BROKER_KEY
+    DEPRECATED_DIFFERENCE_BROKER_KEY, AUTO_CREATE_KEY, NUM_PARTITIONS_KEY
 }
+
+
+def auto_create_topics(defaults: Mapping[str, Any]) -> bool:
+    """`auto.create.topics.enable` of the registry's defaults (the gateway's default: false)."""
+    return str(defaults.get(AUTO_CREATE_KEY, "false")).strip().lower() == "true"
+
+
+def num_partitions(defaults: Mapping[str, Any]) -> int:
+    """`num.partitions` of the registry's defaults (Kafka's default: 1)."""
+    return _long(NUM_PARTITIONS_KEY, defaults.get(NUM_PARTITIONS_KEY, 1), 1)
 
 # The registry file's own keys: its sections, and the fields of each topic (docs/configuration.md)
 REGISTRY_SECTIONS = ("defaults", "topics")
-TOPIC_FIELDS = ("partitions", "configs")
+TOPIC_FIELDS = ("partitions", "configs", "id")  # "id": the topic id, where the registry topic gave one
+_SEED_ID_NAMESPACE = uuid.UUID("5f6d1a3e-8c2b-4e7a-9b1d-2c4e6a8b0d1f")
+
+
+def seed_topic_id(name: str) -> uuid.UUID:
+    """The id of a topic the registry was seeded with (derived from its name, UUID v5: the same on every door and
+    across restarts, and the same as before the registry lived on Kafka); topics created later get random ids."""
+    return uuid.uuid5(_SEED_ID_NAMESPACE, name)
 
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -302,7 +342,8 @@ def _resolve_window(topic_key: str, name: str, configs: Mapping[str, Any], defau
 
 
 def topic_config(
-    name: str, partitions: Any, configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None
+    name: str, partitions: Any, configs: Mapping[str, Any], defaults: Mapping[str, Any] | None = None,
+    topic_id: str = "",
 ) -> TopicConfig:
     """Build a TopicConfig from Kafka-named topic configs over gateway-wide broker-named defaults."""
     defaults = defaults or {}
@@ -336,7 +377,9 @@ def topic_config(
             if broker_key in defaults:
                 kwargs[setting.attr] = parse(broker_key, defaults[broker_key])
                 break
-    config = TopicConfig(name=name, partitions=n_partitions, explicit=frozenset(configs), **kwargs)
+    passive = tuple(sorted((k, str(v)) for k, v in configs.items() if k in PASSIVE_TOPIC_CONFIGS))
+    config = TopicConfig(name=name, partitions=n_partitions, explicit=frozenset(configs), topic_id=topic_id,
+                         passive=passive, **kwargs)
     if config.compression_type != "producer":
         log.info(
             "Topic %s: compression.type=%s; batches with another codec are rejected with "
@@ -350,8 +393,12 @@ def check_gateway_defaults(defaults: Mapping[str, Any]) -> None:
     """Validate every gateway-wide default once (even ones no topic inherits). Unknown keys are
     logged and ignored, as a Kafka broker does with an unknown config."""
     for key, value in defaults.items():
-        if key == DEPRECATED_DIFFERENCE_BROKER_KEY:
-            _long(key, value, 0)
+        if key in (DEPRECATED_DIFFERENCE_BROKER_KEY, NUM_PARTITIONS_KEY):
+            _long(key, value, 0 if key == DEPRECATED_DIFFERENCE_BROKER_KEY else 1)
+            continue
+        if key == AUTO_CREATE_KEY:
+            if str(value).strip().lower() not in ("true", "false"):
+                raise _invalid(key, value, "Expected value to be either true or false")
             continue
         parser = next((p for s in _SETTINGS.values() for k, p in s.broker_keys if k == key), None)
         if parser is None:
@@ -415,7 +462,13 @@ class TopicRegistry:
             configs = spec.get("configs") or {}
             if not isinstance(configs, dict):
                 raise ConfigError(f"Topic {name}: 'configs' must be an object of Kafka topic configs")
-            topics[name] = topic_config(name, spec.get("partitions", 1), configs, defaults)
+            topic_id = spec.get("id", "")
+            if topic_id:
+                try:
+                    topic_id = str(uuid.UUID(str(topic_id)))
+                except ValueError:
+                    raise ConfigError(f"Topic {name}: id {topic_id!r} is not a UUID") from None
+            topics[name] = topic_config(name, spec.get("partitions", 1), configs, defaults, topic_id)
         return TopicRegistry(topics, defaults)
 
     @staticmethod

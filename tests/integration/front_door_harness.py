@@ -15,9 +15,10 @@ from pyspark.sql import SparkSession
 from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor, FrontDoorSettings
-from sinks.registry_watcher import RegistryWatcher
+from sinks.registry_store import RegistryStore
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully
+from streaming.registry_sync import open_registry_store
 from tests.integration.gateway_io import create_gateway_topics
 
 HOUR_MS = 3_600_000
@@ -53,7 +54,7 @@ class RunningDoor:
     config: GatewayConfig
     door: FrontDoor
     settings: FrontDoorSettings
-    registry: RegistryWatcher
+    registry: RegistryStore  # the topic registry the door serves and changes
 
     @property
     def bootstrap(self) -> str:
@@ -82,7 +83,7 @@ class RunningDoor:
         ports = tuple(b.port for b in self.door.bound)
         self.door.stop()
         self.settings = replace(self.settings, ports=ports)
-        self.door = FrontDoor(self.settings, self.registry.current, FrontDoorMetrics())
+        self.door = FrontDoor(self.settings, self.registry.current, FrontDoorMetrics(), topic_store=self.registry)
         self.door.start()
 
 
@@ -97,10 +98,10 @@ def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
     config = gateway_config.with_overrides(trigger_interval="200 milliseconds", front_door_nodes=nodes,
                                            group_initial_rebalance_delay_ms=0)
     create_gateway_topics(config)
-    query, _ = start_gateway(spark, config)
-    registry = RegistryWatcher(config.path(config.topics_file))
+    query, _ = start_gateway(spark, config)  # seeds the registry from the topics file
+    registry = open_registry_store(config)
     settings = config.front_door_settings(listen="127.0.0.1:0")
-    door = FrontDoor(settings, registry.current, FrontDoorMetrics())
+    door = FrontDoor(settings, registry.current, FrontDoorMetrics(), topic_store=registry)
     running = RunningDoor(config, door, settings, registry)
     try:
         door.start()
@@ -108,3 +109,4 @@ def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
     finally:
         running.door.stop()
         stop_gracefully(query)
+        registry.close()

@@ -21,7 +21,10 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from front_door import (
+    create_partitions,
+    create_topics,
     delete_groups,
+    delete_topics,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -39,7 +42,6 @@ from front_door import (
     offset_for_leader_epoch,
     produce,
     sync_group,
-    topic_admin,
 )
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
@@ -403,7 +405,7 @@ def test_topic_admin_apis_answer_authorization_before_their_refusal(tmp_path: Pa
     door = Door(tmp_path, acl("new", "User:alice", Op.CREATE), acl("orders", "User:alice", Op.ALTER),
                 acl("clicks", "User:alice", Op.DELETE))
     ct = req(19, 7)
-    created = door.answer(topic_admin.create_topics, 19, 7, ct.CreateTopicsRequest(topics=tuple(ct.CreatableTopic(
+    created = door.answer(create_topics.create_topics, 19, 7, ct.CreateTopicsRequest(topics=tuple(ct.CreatableTopic(
         name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()) for n in ("new", "other")),
         timeout=datetime.timedelta(seconds=5), validate_only=False))
     assert [(t.name, t.error_code, t.topic_config_error_code) for t in created.topics] == [
@@ -411,14 +413,14 @@ def test_topic_admin_apis_answer_authorization_before_their_refusal(tmp_path: Pa
         ("other", ErrorCode.topic_authorization_failed, 0)]
     assert created.topics[1].error_message == "Authorization failed."
     dt = req(20, 6)
-    deleted = door.answer(topic_admin.delete_topics, 20, 6, dt.DeleteTopicsRequest(topics=(
+    deleted = door.answer(delete_topics.delete_topics, 20, 6, dt.DeleteTopicsRequest(topics=(
         dt.DeleteTopicState(name="clicks", topic_id=uuid.UUID(int=0)), dt.DeleteTopicState(name="orders", topic_id=uuid.UUID(int=0)),
         dt.DeleteTopicState(name=None, topic_id=topic_id("orders"))), timeout=datetime.timedelta(seconds=5)))
     assert [(t.name, t.error_code) for t in deleted.responses] == [
         ("clicks", ErrorCode.topic_deletion_disabled), ("orders", ErrorCode.topic_authorization_failed),
         ("orders", ErrorCode.topic_authorization_failed)]  # ALTER implies DESCRIBE: the id's name may be shown
     cp = req(37, 3)
-    altered = door.answer(topic_admin.create_partitions, 37, 3, cp.CreatePartitionsRequest(topics=tuple(
+    altered = door.answer(create_partitions.create_partitions, 37, 3, cp.CreatePartitionsRequest(topics=tuple(
         cp.CreatePartitionsTopic(name=n, count=5, assignments=None) for n in ("orders", "clicks")),
         timeout=datetime.timedelta(seconds=5), validate_only=False))
     assert [(r.name, r.error_code) for r in altered.results] == [

@@ -14,7 +14,15 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from front_door import describe_cluster, describe_configs, list_offsets, offset_for_leader_epoch, topic_admin
+from front_door import (
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    list_offsets,
+    offset_for_leader_epoch,
+)
 from front_door.api_keys import ApiKey
 from front_door.api_versions import ADVERTISED, api_versions_body
 from front_door.context import Context
@@ -52,7 +60,7 @@ def test_describe_configs_gives_kafkas_sources_and_synonyms(tmp_path: Path) -> N
     orders, nope, one = answer.results
     configs = {c.name: c for c in orders.configs}
     own = configs["message.timestamp.type"]
-    assert (own.value, own.config_source, own.read_only) == ("LogAppendTime", ConfigSource.TOPIC_CONFIG, True)
+    assert (own.value, own.config_source, own.read_only) == ("LogAppendTime", ConfigSource.TOPIC_CONFIG, False)
     assert [(s.name, s.value, s.source) for s in own.synonyms] == [
         ("message.timestamp.type", "LogAppendTime", ConfigSource.TOPIC_CONFIG),
         ("log.message.timestamp.type", "CreateTime", ConfigSource.DEFAULT_CONFIG)]
@@ -128,23 +136,23 @@ def test_topic_admin_is_refused_naming_the_registry_file(tmp_path: Path, api: st
     ctx = _ctx(tmp_path)
     if api == "create":
         m = req(19, 7)
-        answer = _answer(ctx, topic_admin.create_topics, 19, 7, m.CreateTopicsRequest(topics=(m.CreatableTopic(
+        answer = _answer(ctx, create_topics.create_topics, 19, 7, m.CreateTopicsRequest(topics=(m.CreatableTopic(
             name="new", num_partitions=1, replication_factor=1, assignments=(), configs=()),),
             timeout=datetime.timedelta(seconds=5), validate_only=True))
         results = [(t.error_code, t.error_message) for t in answer.topics]
         assert results[0][0] == ErrorCode.policy_violation
     elif api == "delete":
         m = req(20, 6)
-        answer = _answer(ctx, topic_admin.delete_topics, 20, 6, m.DeleteTopicsRequest(
+        answer = _answer(ctx, delete_topics.delete_topics, 20, 6, m.DeleteTopicsRequest(
             topics=(m.DeleteTopicState(name="orders", topic_id=None),), timeout=datetime.timedelta(seconds=5)))
         results = [(r.error_code, r.error_message) for r in answer.responses]
         assert results[0][0] == ErrorCode.topic_deletion_disabled
-        old = _answer(ctx, topic_admin.delete_topics, 20, 1, req(20, 1).DeleteTopicsRequest(
+        old = _answer(ctx, delete_topics.delete_topics, 20, 1, req(20, 1).DeleteTopicsRequest(
             topic_names=("orders",), timeout=datetime.timedelta(seconds=5)))
         assert old.responses[0].error_code == ErrorCode.topic_deletion_disabled
     else:
         m = req(37, 3)
-        answer = _answer(ctx, topic_admin.create_partitions, 37, 3, m.CreatePartitionsRequest(topics=(
+        answer = _answer(ctx, create_partitions.create_partitions, 37, 3, m.CreatePartitionsRequest(topics=(
             m.CreatePartitionsTopic(name="orders", count=9, assignments=None),), timeout=datetime.timedelta(seconds=5),
             validate_only=False))
         results = [(r.error_code, r.error_message) for r in answer.results]

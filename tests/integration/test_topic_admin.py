@@ -1,0 +1,174 @@
+"""Topics created, altered, grown and deleted through the front door, on a running gateway: with the admin
+client (librdkafka) and Kafka's own `kafka-topics` and `kafka-configs` (TopicCommand, ConfigCommand 4.2.1),
+with Kafka's errors for what Kafka refuses; a created topic is served and decided with its configs, a grown
+one's new partitions take batches, a re-created one starts empty under a new topic id; and two stores creating
+one name at once agree on one winner."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from embedded.local_kafka import run_kafka_tool
+from sinks.registry_store import RegistryStore, TopicExists
+from tests.integration.front_door_harness import RunningDoor, running_front_door
+from tests.integration.test_front_door_groups import kafka_tool
+
+pytestmark = pytest.mark.integration
+
+TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
+CONFIG_COMMAND = "kafka.admin.ConfigCommand"
+
+
+@pytest.fixture
+def door(spark, gateway_config) -> Iterator[RunningDoor]:
+    with running_front_door(spark, gateway_config) as running:
+        yield running
+
+
+def _produce(door: RunningDoor, topic: str, records: list[tuple[int, bytes]]) -> None:
+    """Each (partition, value) produced with acks=all and acknowledged without an error."""
+    producer = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": 120000})
+    errors: list[str] = []
+    for partition, value in records:
+        producer.produce(topic, value=value, partition=partition,
+                         on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
+    assert producer.flush(150) == 0
+    assert errors == []
+
+
+def _read(door: RunningDoor, topic: str, partition: int, count: int) -> list[tuple[int, bytes, int]]:
+    """(offset, value, timestamp type) of the first `count` records of a partition."""
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    got: list[tuple[int, bytes, int]] = []
+    try:
+        for _ in range(600):
+            if len(got) >= count:
+                break
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append((msg.offset(), msg.value(), msg.timestamp()[0]))
+    finally:
+        consumer.close()
+    return got
+
+
+def _error(future: object) -> str:
+    with pytest.raises(Exception) as e:  # noqa: PT011 - the admin client's KafkaException; its text is asserted
+        future.result(timeout=60)  # type: ignore[attr-defined]
+    return str(e.value)
+
+
+def test_a_topic_created_altered_grown_deleted_and_re_created_through_the_door(door: RunningDoor) -> None:
+    admin = AdminClient({"bootstrap.servers": door.bootstrap})
+    name = "made"
+    created = admin.create_topics([NewTopic(name, 3, 1, config={"message.timestamp.type": "LogAppendTime",
+                                                                 "min.insync.replicas": "1"})])
+    assert created[name].result(timeout=60) is None
+    # Kafka's refusals, each with its error
+    assert "TOPIC_ALREADY_EXISTS" in _error(admin.create_topics([NewTopic(name, 1, 1)])[name])
+    assert "code=TOPIC_EXCEPTION" in _error(admin.create_topics([NewTopic("bad name!", 1, 1)])["bad name!"])
+    assert "INVALID_CONFIG" in _error(admin.create_topics([NewTopic("cfg", 1, 1, config={"retention.ms": "x"})])["cfg"])
+    assert "INVALID_REPLICATION_FACTOR" in _error(admin.create_topics([NewTopic("rf", 1, 9)])["rf"])
+    assert admin.create_topics([NewTopic("dry", 2, 1)], validate_only=True)["dry"].result(timeout=60) is None
+    listed = admin.list_topics(timeout=30).topics
+    assert "dry" not in listed and len(listed[name].partitions) == 3
+    first_id = admin.describe_topics(TopicCollection([name]))[name].result(timeout=60).topic_id
+
+    # served and decided with its configs: LogAppendTime stamps
+    _produce(door, name, [(p, f"v{p}".encode()) for p in range(3)])
+    assert [(o, v, t) for o, v, t in _read(door, name, 1, 1)] == [(0, b"v1", TIMESTAMP_LOG_APPEND_TIME)]
+
+    # configs altered, shown with their source; a value Kafka refuses is INVALID_CONFIG
+    alter = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry("retention.ms", "86400000", incremental_operation=AlterConfigOpType.SET)])
+    assert next(iter(admin.incremental_alter_configs([alter]).values())).result(timeout=60) is None
+    described = next(iter(admin.describe_configs([ConfigResource("topic", name)]).values())).result(timeout=60)
+    assert (described["retention.ms"].value, described["retention.ms"].source) == \
+        ("86400000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    assert described["message.timestamp.type"].value == "LogAppendTime"  # kept by the incremental change
+    bad = ConfigResource("topic", name, incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    assert "INVALID_CONFIG" in _error(next(iter(admin.incremental_alter_configs([bad]).values())))
+
+    # grown: the new partitions take batches
+    assert admin.create_partitions([NewPartitions(name, 5)])[name].result(timeout=60) is None
+    assert "INVALID_PARTITIONS" in _error(admin.create_partitions([NewPartitions(name, 4)])[name])
+    _produce(door, name, [(4, b"grown")])
+    assert [v for _, v, _ in _read(door, name, 4, 1)] == [b"grown"]
+
+    # deleted, then re-created: a new id, and nothing of the old topic in it
+    assert admin.delete_topics([name])[name].result(timeout=60) is None
+    assert name not in admin.list_topics(timeout=30).topics
+    assert "UNKNOWN_TOPIC_OR_PART" in _error(admin.delete_topics([name])[name])
+    assert admin.create_topics([NewTopic(name, 2, 1)])[name].result(timeout=60) is None
+    assert admin.describe_topics(TopicCollection([name]))[name].result(timeout=60).topic_id != first_id
+    _produce(door, name, [(1, b"fresh")])
+    assert [(o, v) for o, v, _ in _read(door, name, 1, 1)] == [(0, b"fresh")]
+    assert not any(p.name.startswith(f"{name}-") and "delete" in p.name for p in door.segments_root.iterdir())
+
+
+def test_kafka_topics_and_kafka_configs_manage_topics_at_the_door(door: RunningDoor) -> None:
+    server = ("--bootstrap-server", door.bootstrap)
+    name = "cli"
+    made = kafka_tool(TOPIC_COMMAND, *server, "--create", "--topic", name, "--partitions", "2",
+                      "--replication-factor", "1", "--config", "retention.ms=3600000")
+    assert made.returncode == 0 and f"Created topic {name}." in made.stdout, made.stdout + made.stderr[-2000:]
+    grown = kafka_tool(TOPIC_COMMAND, *server, "--alter", "--topic", name, "--partitions", "4")
+    assert grown.returncode == 0, grown.stderr[-2000:]
+    window = run_kafka_tool(CONFIG_COMMAND, [*server, "--alter", "--entity-type", "topics", "--entity-name", name,
+                                             "--add-config", "message.timestamp.after.max.ms=5000"])
+    assert window.returncode == 0, window.stderr[-2000:]
+    shown = kafka_tool(TOPIC_COMMAND, *server, "--describe", "--topic", name)
+    assert "PartitionCount: 4" in shown.stdout and "message.timestamp.after.max.ms=5000" in shown.stdout, shown.stdout
+    assert door.registry.current().topics[name].message_timestamp_after_max_ms == 5000
+    gone = kafka_tool(TOPIC_COMMAND, *server, "--delete", "--topic", name)
+    assert gone.returncode == 0, gone.stderr[-2000:]
+    assert name not in door.registry.current()
+
+
+def test_two_stores_creating_one_topic_at_once_agree_on_one(door: RunningDoor) -> None:
+    config = door.config
+    stores = [RegistryStore(config.cluster, config.registry_topic_name) for _ in range(2)]
+    outcomes: list[object] = [None, None]
+    try:
+        for store in stores:
+            store.load()
+            store.start()
+        start = threading.Barrier(2)
+
+        def create(i: int) -> None:
+            start.wait()
+            try:
+                outcomes[i] = stores[i].create("raced", 1, {})
+            except TopicExists as e:
+                outcomes[i] = e
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert sorted(type(o).__name__ for o in outcomes) == ["TopicExists", "TopicSpec"]
+        winner = next(o for o in outcomes if not isinstance(o, TopicExists))
+        ids = {str(s.current().topics["raced"].id) for s in stores}
+        assert ids == {winner.topic_id}  # type: ignore[attr-defined]
+    finally:
+        for store in stores:
+            store.close()
