@@ -8,6 +8,10 @@ PY := $(VENV)/bin/python
 MVN := mvn -q -B -s conf/jvm/settings.xml
 KAFKA_JARS := .jvm/kafka
 KAFKA_TOOLS_JARS := .jvm/kafka-tools
+# Kafka Connect (distributed, with the file connectors) and Kafka Streams, each a classpath of its own: the
+# tests run Kafka's frameworks unchanged through the front door (tests/integration/test_kafka_{connect,streams}.py).
+KAFKA_CONNECT_JARS := .jvm/kafka-connect
+KAFKA_STREAMS_JARS := .jvm/kafka-streams
 SPARK_JARS := .jvm/spark
 # The gateway's own JVM classes (jvm/), compiled against the Spark and Hadoop jars that pyspark ships.
 GATEWAY_JAR := .jvm/gateway/gateway-checkpoint.jar
@@ -32,7 +36,7 @@ GO_CLIENTS_SOURCES := $(GO_CLIENTS_DIR)/go.mod $(GO_CLIENTS_DIR)/go.sum $(wildca
 GO_STEADY_PRODUCER := tests/integration/go/bin/steady_producer
 GO_GROUP_CONSUMER := tests/integration/go/bin/group_consumer
 
-.PHONY: prerequisites prerequisites-test setup venv jars tools node go run test test-unit bench lint clean pack submit soak compat
+.PHONY: prerequisites prerequisites-test setup venv jars frameworks tools node go run test test-unit bench lint clean pack submit soak compat
 
 # One line per tool the machine must have (JDK 17+ with javac, Maven, Python 3.11), before anything is installed.
 prerequisites:
@@ -41,7 +45,7 @@ prerequisites-test:
 	@python3 embedded/prerequisites.py --python $(PYTHON) --for test
 
 # Everything the tests and benchmarks use: the running gateway's venv and jars, and the tests' own clients.
-setup: prerequisites-test venv jars tools node go
+setup: prerequisites-test venv jars frameworks tools node go
 
 # kcat: the tests' third Kafka client and the docs' front-door examples (Debian's package).
 tools:
@@ -94,6 +98,18 @@ $(KAFKA_TOOLS_JARS)/.resolved: conf/jvm/kafka-tools.pom.xml conf/jvm/settings.xm
 	rm -rf $(KAFKA_TOOLS_JARS)
 	$(MVN) -f conf/jvm/kafka-tools.pom.xml dependency:copy-dependencies \
 	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_TOOLS_JARS)
+	touch $@
+# The tests' Kafka frameworks; not in `jars`: `make run` needs neither.
+frameworks: $(KAFKA_CONNECT_JARS)/.resolved $(KAFKA_STREAMS_JARS)/.resolved
+$(KAFKA_CONNECT_JARS)/.resolved: conf/jvm/kafka-connect.pom.xml conf/jvm/settings.xml
+	rm -rf $(KAFKA_CONNECT_JARS)
+	$(MVN) -f conf/jvm/kafka-connect.pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_CONNECT_JARS)
+	touch $@
+$(KAFKA_STREAMS_JARS)/.resolved: conf/jvm/kafka-streams.pom.xml conf/jvm/settings.xml
+	rm -rf $(KAFKA_STREAMS_JARS)
+	$(MVN) -f conf/jvm/kafka-streams.pom.xml dependency:copy-dependencies \
+	  -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(KAFKA_STREAMS_JARS)
 	touch $@
 $(SPARK_JARS)/.resolved: conf/jvm/spark-connectors.pom.xml conf/jvm/settings.xml
 	rm -rf $(SPARK_JARS)
