@@ -26,7 +26,8 @@ from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
-from validators.topic_config import TopicRegistry
+from sinks.storage.topic_incarnations import IncarnationView
+from validators.topic_config import TopicConfig, TopicRegistry
 
 if TYPE_CHECKING:
     from front_door.door_cluster import DoorCluster
@@ -84,6 +85,7 @@ class Context:
     cluster: DoorCluster | None = None
     listener: str = ""
     _own_ids: tuple[int, ...] = field(init=False, default=())
+    _incarnations: IncarnationView | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self._own_ids = tuple(n.node_id for n in self.nodes)
@@ -135,6 +137,15 @@ class Context:
             return self.cluster.nodes(self.listener).get(node_id)
         index = node_id - self.nodes[0].node_id if self.nodes else -1
         return self.nodes[index] if 0 <= index < len(self.nodes) else None
+
+    def stored(self, config: TopicConfig) -> bool:
+        """Whether the segment storage's partitions of the topic are this incarnation's: a topic deleted and
+        re-created reads as empty until the query's next micro-batch has removed the old one's partitions
+        (`storage/topic_incarnations.py`)."""
+        view = self._incarnations
+        if view is None:
+            view = self._incarnations = IncarnationView(self.segments_root)
+        return view.holds(config.name, str(config.id))
 
     def topic_ids(self) -> dict[uuid.UUID, str]:
         """Topic id -> name for the registry as it is now (reloads included)."""

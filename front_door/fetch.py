@@ -101,6 +101,10 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: s
             if (fenced := epoch_error(getattr(fp, "current_leader_epoch", NO_EPOCH))) is not None:
                 parts.append((fp.partition, PartitionData(fenced)))
                 continue
+            if not ctx.stored(config):  # a re-created topic whose old partitions are not removed yet: empty
+                parts.append((fp.partition, PartitionData(ErrorCode.none, 0, 0) if fp.fetch_offset == 0
+                              else PartitionData(ErrorCode.offset_out_of_range, 0, 0)))
+                continue
             data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
                                            max(0, min(fp.partition_max_bytes, remaining)), total == 0)
             remaining -= len(data.records)

@@ -36,13 +36,18 @@ class Found:
     leader_epoch: int = -1
 
 
+def _empty(target: int) -> Found:
+    """An empty log's answer: earliest = latest = 0, no offset for a time."""
+    empty = target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
+    return Found(ErrorCode.none, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
+
+
 def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
     """Runs on a worker thread (file I/O)."""
     try:
         reader = PartitionReader(root, topic, partition, append_times=False)
-    except FileNotFoundError:  # nothing appended yet: earliest = latest = 0
-        empty = target in (LATEST_TIMESTAMP, EARLIEST_TIMESTAMP)
-        return Found(ErrorCode.none, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
+    except FileNotFoundError:  # nothing appended yet
+        return _empty(target)
     with reader:
         try:
             found = reader.offsets_for_times(target)
@@ -73,6 +78,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                 found = Found(ErrorCode.not_leader_or_follower)
             elif (fenced := epoch_error(getattr(lp, "current_leader_epoch", NO_EPOCH))) is not None:
                 found = Found(fenced)
+            elif not ctx.stored(config):  # a re-created topic whose old partitions are not removed yet
+                found = _empty(lp.timestamp)
             else:
                 found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,

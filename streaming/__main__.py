@@ -132,7 +132,8 @@ def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalK
         return spark_start.result(), broker, config
 
 
-def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics, registry: RegistryStore) -> FrontDoor | None:
+def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics,
+                      registry: RegistryStore | None = None) -> FrontDoor | None:
     """The Kafka front door beside the query (a node whose port is taken gets a free one, with a warning)."""
     door = start_front_door(config, FrontDoorMetrics(metrics.registry), registry)
     if door is None:

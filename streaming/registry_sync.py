@@ -4,7 +4,9 @@ The registry lives on the gateway's Kafka cluster (`sinks/registry_store.py`), f
 start of every micro-batch (`before_micro_batch`, from the foreachBatch sink, when no task of the query runs)
 the driver:
 
-1. applies a change of the seed file (`topics_file`), as the same change through the admin APIs would;
+1. applies a change of the seed file (`topics_file`), as the same change through the admin APIs would (a
+   thread also looks at the file every `SEED_CHECK_S`, so the doors serve a change without waiting for a
+   micro-batch);
 2. removes from the segment storage the partitions of topics deleted or re-created since
    (`storage.topic_incarnations`);
 3. writes the registry to the checkpoint (`topic-registry.json`), the file the stage's and the sink's tasks
@@ -19,9 +21,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
-from sinks.registry_store import RegistryStore, seed_from_file
+from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
 from sinks.storage import topic_incarnations
 from streaming.config import GatewayConfig
 from validators.topic_config import ConfigError
@@ -29,6 +32,7 @@ from validators.topic_config import ConfigError
 log = logging.getLogger("gateway.registry")
 
 EXECUTOR_REGISTRY_FILE = "topic-registry.json"
+SEED_CHECK_S = 1.0
 
 
 class RegistrySync:
@@ -42,12 +46,26 @@ class RegistrySync:
         self._seed_stamp: tuple[int, int, int] | None = None
         self._synced = -1
         self.last_error: str | None = None
+        self._seeding = threading.Lock()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def start(self) -> RegistrySync:
-        """The seed file applied (ConfigError when it is invalid or unreadable) and the executors' file written."""
+        """The seed file applied (ConfigError when it is invalid or unreadable), the executors' file written, and
+        the seed file watched."""
         self._apply_seed(strict=True)
         self.before_micro_batch()
+        self._watcher = threading.Thread(target=self._watch, name="gateway-registry-seed", daemon=True)
+        self._watcher.start()
         return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(SEED_CHECK_S):
+            try:
+                self._apply_seed(strict=False)
+            except RegistryError as e:  # the cluster did not take it: the next look tries again
+                self._seed_stamp = None
+                log.warning("Topic registry %s not applied: %s", self.seed_file, e)
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
@@ -57,6 +75,10 @@ class RegistrySync:
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _apply_seed(self, strict: bool) -> None:
+        with self._seeding:
+            self._apply_seed_once(strict)
+
+    def _apply_seed_once(self, strict: bool) -> None:
         stamp = self._stamp()
         if stamp == self._seed_stamp and not strict:
             return
@@ -87,6 +109,9 @@ class RegistrySync:
         os.replace(tmp, self.executor_file)  # atomic: a task reads the old registry or the new one
 
     def close(self) -> None:
+        self._stop.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join(timeout=30)
         if self._owns_store:
             self.store.close()
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol as TypingProtocol
 
@@ -34,6 +34,7 @@ log = logging.getLogger("gateway.front_door.groups")
 TopicPartition = tuple[str, int]
 NO_GENERATION = -1  # OffsetCommit from a consumer outside group management (assign())
 UNKNOWN_MEMBER_ID = ""
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the Java consumer's (ConsumerProtocol.PROTOCOL_TYPE): members with subscriptions
 
 
 class GroupStore(TypingProtocol):
@@ -722,6 +723,37 @@ class GroupCoordinator:
             self._runtime.pop(group_id, None)
             self.offsets.pop(group_id, None)
         return ErrorCode.none
+
+    async def delete_committed_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition], subscribed: Callable[[bytes], set[str]],
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """`GroupMetadataManager.deleteOffsets` (OffsetDelete): the group's error, or each partition's. A group
+        with members keeps the offsets of the topics a member subscribes to (`subscribed` reads a member's
+        subscription), and only a `consumer` group may lose offsets while it has members."""
+        group = self.groups.get(group_id)
+        committed = self.offsets.get(group_id, {})
+        if (group is None and not committed) or (group is not None and group.in_state(GroupState.DEAD)):
+            return ErrorCode.group_id_not_found, {}
+        topics: set[str] = set()
+        if group is not None and not group.in_state(GroupState.EMPTY):
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                return ErrorCode.non_empty_group, {}
+            for member in group.members.values():
+                for protocol in member.protocols:
+                    topics |= subscribed(protocol.metadata)
+        results = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions if tp[0] in topics}
+        going = [tp for tp in partitions if tp[0] not in topics]
+        stored = [tp for tp in going if tp in committed]
+        if stored:
+            try:
+                await self._spawn(self.store.delete_offsets(group_id, stored), group_id)
+            except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
+                log.warning("group %s: offsets not deleted: %s", group_id, e)
+                return ErrorCode.coordinator_not_available, {}
+            for tp in stored:
+                committed.pop(tp, None)
+        results.update(dict.fromkeys(going, ErrorCode.none))
+        return ErrorCode.none, results
 
     # ------------------------------------------------------------------ helpers
 

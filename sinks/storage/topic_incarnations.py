@@ -66,8 +66,8 @@ def sync(root: Path, current: Mapping[str, str]) -> dict[str, int]:
     root = Path(root)
     stored = read_incarnations(root)
     if stored is None:
-        if root.is_dir():
-            _write(root, current)
+        root.mkdir(parents=True, exist_ok=True)
+        _write(root, current)
         return {}
     removed: dict[str, int] = {}
     for name, topic_id in stored.items():
@@ -75,7 +75,6 @@ def sync(root: Path, current: Mapping[str, str]) -> dict[str, int]:
             removed[name] = delete_topic_partitions(root, name, topic_id)
             log.info("topic %s (id %s) deleted: %d partition directories removed", name, topic_id, removed[name])
     if stored != current:
-        root.mkdir(parents=True, exist_ok=True)
         _write(root, current)
     return removed
 
@@ -84,3 +83,26 @@ def stored_id(root: Path, topic: str) -> str | None:
     """The id of the incarnation of `topic` the storage holds (None: unknown, or not stored)."""
     ids = read_incarnations(root)
     return None if ids is None else ids.get(topic)
+
+
+class IncarnationView:
+    """`stored_id` for the front doors' reads, the map re-read only when its file changed (one stat a call)."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / INCARNATIONS_FILE
+        self._stamp: tuple[int, int, int] | None = None
+        self._ids: dict[str, str] | None = None
+
+    def holds(self, topic: str, topic_id: str) -> bool:
+        """Whether the storage's partitions of `topic` (if any) are of incarnation `topic_id`: False while a
+        re-created topic's old partitions wait for the query's next micro-batch to remove them."""
+        try:
+            st = os.stat(self.path)
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            self._stamp = stamp
+            self._ids = read_incarnations(self.path.parent) if stamp is not None else None
+        held = None if self._ids is None else self._ids.get(topic)
+        return held is None or held == topic_id

@@ -6,12 +6,20 @@ one name at once agree on one winner."""
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicCollection, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -51,11 +59,11 @@ def _produce(door: RunningDoor, topic: str, records: list[tuple[int, bytes]]) ->
     assert errors == []
 
 
-def _read(door: RunningDoor, topic: str, partition: int, count: int) -> list[tuple[int, bytes, int]]:
-    """(offset, value, timestamp type) of the first `count` records of a partition."""
+def _read(door: RunningDoor, topic: str, partition: int, count: int, offset: int = 0) -> list[tuple[int, bytes, int]]:
+    """(offset, value, timestamp type) of the first `count` records of a partition from `offset`."""
     consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, partition, 0)])
+    consumer.assign([TopicPartition(topic, partition, offset)])
     got: list[tuple[int, bytes, int]] = []
     try:
         for _ in range(600):
@@ -172,3 +180,36 @@ def test_two_stores_creating_one_topic_at_once_agree_on_one(door: RunningDoor) -
     finally:
         for store in stores:
             store.close()
+
+
+DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand"
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+
+def test_delete_records_and_offset_delete_as_kafkas_tools_ask(door: RunningDoor, tmp_path) -> None:
+    admin = AdminClient({"bootstrap.servers": door.bootstrap})
+    name = "purged"
+    assert admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=60) is None
+    _produce(door, name, [(0, b"r%d" % i) for i in range(6)])
+    # kafka-delete-records.sh: the log start offset moves to 4, reads below it are out of range
+    offsets = tmp_path / "delete.json"
+    offsets.write_text(json.dumps({"version": 1, "partitions": [{"topic": name, "partition": 0, "offset": 4}]}))
+    done = kafka_tool(DELETE_RECORDS, "--bootstrap-server", door.bootstrap, "--offset-json-file", str(offsets))
+    assert done.returncode == 0 and "low_watermark: 4" in done.stdout, done.stdout + done.stderr[-2000:]
+    low, high = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "wm"}).get_watermark_offsets(
+        TopicPartition(name, 0), timeout=30)
+    assert (low, high) == (4, 6)
+    assert [v for _, v, _ in _read(door, name, 0, 2, offset=4)] == [b"r4", b"r5"]  # from the log start on
+    too_far = admin.delete_records([TopicPartition(name, 0, 99)])
+    assert "OFFSET_OUT_OF_RANGE" in _error(next(iter(too_far.values())))
+
+    # kafka-consumer-groups.sh --delete-offsets: an empty group's offsets of the topic go
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(name, 0, 5)], asynchronous=False)
+    consumer.close()
+    deleted = kafka_tool(CONSUMER_GROUPS, "--bootstrap-server", door.bootstrap, "--delete-offsets", "--group", group,
+                         "--topic", name)
+    assert deleted.returncode == 0 and "Successful" in deleted.stdout, deleted.stdout + deleted.stderr[-2000:]
+    listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(name, 0)])])
+    assert next(iter(listed.values())).result(timeout=30).topic_partitions[0].offset < 0
