@@ -51,6 +51,13 @@ def _sink_lines(path: Path) -> list[str]:
     return text.split("\n")[:-1]
 
 
+def _healthy(worker: ConnectWorker) -> bool:
+    """Both connectors' status looked at, so a FAILED task fails the wait at once with its trace."""
+    worker.running("source")
+    worker.running("sink")
+    return True
+
+
 def test_connect_distributed_carries_a_file_through_the_door_across_a_restart(door: RunningDoor,
                                                                                tmp_path: Path) -> None:
     run = uuid.uuid4().hex[:8]
@@ -75,7 +82,7 @@ def test_connect_distributed_carries_a_file_through_the_door_across_a_restart(do
         worker.put_connector("sink", {"connector.class": FILE_SINK, "tasks.max": "1", "file": str(sink_file),
                                       "topics": data_topic})
         worker.wait_running("sink")
-        until(lambda: len(_sink_lines(sink_file)) >= FIRST_LINES, f"{FIRST_LINES} lines in the sink file",
+        until(lambda: _healthy(worker) and len(_sink_lines(sink_file)) >= FIRST_LINES, f"{FIRST_LINES} lines in the sink file",
               timeout_s=180, detail=lambda: f"{len(_sink_lines(sink_file))} lines\n{worker.log_tail()}")
         assert _sink_lines(sink_file) == written
 
@@ -103,7 +110,7 @@ def test_connect_distributed_carries_a_file_through_the_door_across_a_restart(do
         worker.wait_running("sink")
         # a replayed line would come before the appended ones (one partition, in order): the last line's arrival
         # means every copy is in the file
-        until(lambda: written[-1] in _sink_lines(sink_file), "the appended lines in the sink file", timeout_s=180,
+        until(lambda: _healthy(worker) and written[-1] in _sink_lines(sink_file), "the appended lines in the sink file", timeout_s=180,
               detail=lambda: f"{len(_sink_lines(sink_file))} lines\n{worker.log_tail()}")
         assert _sink_lines(sink_file) == written  # every line exactly once, in order
         assert worker.stop() in (0, 143)

@@ -2,7 +2,7 @@
 `processing.guarantee=at_least_once` joins its group through the door, creates its repartition and changelog
 topics itself (CreateTopics) and writes the right counts. Closed gracefully and started again on an empty
 state directory, it restores its store from the changelog through the door and the counts carry on from
-there, none counted twice."""
+there, none counted twice. Its purges of the repartition topic (DeleteRecords) move the topic's log start."""
 
 from __future__ import annotations
 
@@ -28,9 +28,10 @@ TOPICS = {**FRONT_DOOR_TOPICS, "topics": {**FRONT_DOOR_TOPICS["topics"], INPUT: 
 WORDS = ("kafka", "spark", "door", "gateway", "stream", "count", "topic", "record")
 # at_least_once is Streams' default; commits every 500 ms (default 30 s) and no record cache, so every count
 # reaches the output topic soon after its line. replication.factor -1 (Streams' default): the broker's (the
-# door's) default, one copy.
+# door's) default, one copy. Streams purges the repartition topic's consumed records (DeleteRecords) every 30 s by
+# default; every 500 ms here, so the test sees it.
 SETTINGS = ("processing.guarantee=at_least_once", "replication.factor=-1", "commit.interval.ms=500",
-            "statestore.cache.max.bytes=0")
+            "statestore.cache.max.bytes=0", "repartition.purge.interval.ms=500")
 # StoreChangelogReader, INFO, when a store's changelog has been read back into it
 RESTORED = re.compile(r"Finished restoring changelog (\S+) to store counts with a total number of (\d+) records")
 
@@ -83,6 +84,10 @@ class CountsReader:
             self.latest[msg.key().decode()] = count
         return self.latest
 
+    def low_watermarks(self, topic: str) -> list[int]:
+        """Each partition's log start offset (ListOffsets, earliest) through the door."""
+        return [self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0] for p in range(PARTITIONS)]
+
     def close(self) -> None:
         self.consumer.close()
 
@@ -108,6 +113,9 @@ def test_a_streams_word_count_through_the_door_restores_its_changelog(door: Runn
         assert repartition_spec.partitions == changelog_spec.partitions == PARTITIONS
         assert changelog_spec.configs.get("cleanup.policy") == "compact", changelog_spec
         assert repartition_spec.configs.get("cleanup.policy") == "delete", repartition_spec
+        # the records Streams has consumed from its repartition topic purged (DeleteRecords through the door)
+        until(lambda: all(low > 0 for low in reader.low_watermarks(repartition)), "the repartition topic purged",
+              timeout_s=120, detail=lambda: f"log start offsets {reader.low_watermarks(repartition)}\n{app.log_tail()}")
         app.stop()
 
         more = _sentences(120, 80)
