@@ -88,5 +88,5 @@ class RegistryWatcher:
         self._record_last_good(text)
         self.last_error = None
         self.generation += 1
-        log.info("Topic registry %s reloaded (%d topics)", self.path, len(registry))
+        log.debug("Topic registry %s reloaded (%d topics)", self.path, len(registry))  # at every topic change
         return registry

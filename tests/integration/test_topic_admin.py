@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 
 from embedded.local_kafka import run_kafka_tool
 from sinks.registry_store import RegistryStore, TopicExists
-from tests.integration.front_door_harness import RunningDoor, running_front_door
+from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.test_front_door_groups import kafka_tool
 
 pytestmark = pytest.mark.integration
@@ -213,3 +213,20 @@ def test_delete_records_and_offset_delete_as_kafkas_tools_ask(door: RunningDoor,
     assert deleted.returncode == 0 and "Successful" in deleted.stdout, deleted.stdout + deleted.stderr[-2000:]
     listed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group, [TopicPartition(name, 0)])])
     assert next(iter(listed.values())).result(timeout=30).topic_partitions[0].offset < 0
+
+
+def test_auto_create_topics_enable_creates_a_produced_topic_with_num_partitions(spark, gateway_config) -> None:
+    topics = {**FRONT_DOOR_TOPICS, "defaults": {**FRONT_DOOR_TOPICS["defaults"], "auto.create.topics.enable": "true",
+                                                "num.partitions": "3"}}
+    with running_front_door(spark, gateway_config, topics=topics) as door:
+        _produce(door, "auto-made", [(0, b"first")])  # librdkafka's Metadata allows auto-creation
+        config = door.registry.current().topics["auto-made"]
+        assert config.partitions == 3
+        assert [v for _, v, _ in _read(door, "auto-made", 0, 1)] == [b"first"]
+        consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "meta",
+                             "allow.auto.create.topics": False})
+        try:  # a client that does not allow it creates nothing
+            assert consumer.list_topics("never-made", timeout=30).topics["never-made"].error is not None
+        finally:
+            consumer.close()
+        assert "never-made" not in door.registry.current()
