@@ -4,11 +4,17 @@ Kept apart from the driver (tests/compat/franz_go.py) so the unit tests read it 
 The stream is test2json's (`go doc cmd/test2json`): one JSON object per line with Action (start, run, pause,
 cont, pass, fail, skip, output, bench), Package, Test and Output. Lines that are not JSON (a build failure,
 the go command's own messages) are kept as the package's output.
+
+The driver runs each top-level test in a test binary of its own (`go tool test2json ./kgo.test -test.run
+'^Name$' -test.timeout N`), one after the other, and feeds every process's stream to one ReportBuilder, telling
+it when a process ended (`process_ended`): a test whose binary's -test.timeout fired failed "timed out after
+N s", with where its goroutine was waiting, and the others are not affected.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +29,28 @@ _ERROR_MARKS = ("_test.go:", "panic:", "--- FAIL")
 TIMED_OUT = "panic: test timed out after"
 # the line the report adds to a test that never ended, saying why
 HARNESS_NOTE = "compat: "
+# a frame of a goroutine dump in a test file: "\t/path/pkg/kgo/consumer_test.go:123 +0x1a5"
+_TEST_FRAME = re.compile(r"^\s+\S*/([A-Za-z0-9_]+_test\.go:\d+)(?: \+0x[0-9a-f]+)?\s*$")
+# how many of the timed-out test's own frames the report names (innermost first)
+STUCK_FRAMES = 3
+
+
+def stuck_at(dump: Iterable[str], test: str) -> list[str]:
+    """Where `test` was when its binary's -test.timeout fired: the test-file frames (`file_test.go:line`,
+    innermost first) of the goroutine that runs the test function itself, from the panic's goroutine dump;
+    [] when the dump does not show it. That frame says what the test was waiting for (a WaitGroup, a poll)."""
+    blocks: list[list[str]] = [[]]
+    for text in dump:
+        for line in text.splitlines():
+            if line.startswith("goroutine ") or not line.strip():
+                blocks.append([])
+            blocks[-1].append(line)
+    own = f".{test}("  # the function itself: kgo.TestX(0x...), not kgo.TestX.func2 (a goroutine it started)
+    for block in blocks:
+        if any(own in line for line in block):
+            frames = [m.group(1) for line in block if (m := _TEST_FRAME.match(line))]
+            return frames[:STUCK_FRAMES]
+    return []
 
 
 @dataclass
@@ -33,6 +61,10 @@ class TestOutcome:
     outcome: str = NOT_RUN
     elapsed_s: float | None = None
     output: list[str] = field(default_factory=list)
+    timed_out_after_s: float | None = None  # its binary's -test.timeout fired while it ran
+    stuck_at: list[str] = field(default_factory=list)  # then, its test-file frames (innermost first)
+    # what the driver saw of it at the door: requests answered by API and error ("Produce/NONE": 12)
+    door_requests: dict[str, int] = field(default_factory=dict)
 
     def reason(self) -> str:
         """The first error line of a failing test's output (what t.Errorf, t.Fatalf or a panic wrote) or a skipped
@@ -52,6 +84,8 @@ class TestOutcome:
     def as_json(self) -> dict[str, Any]:
         tail = self.output[-OUTPUT_TAIL_LINES:] if self.outcome == FAIL else []  # a passing test's log says nothing
         return {"name": self.name, "outcome": self.outcome, "elapsed_s": self.elapsed_s, "reason": self.reason(),
+                "timed_out_after_s": self.timed_out_after_s, "stuck_at": self.stuck_at,
+                "door_requests": dict(sorted(self.door_requests.items())),
                 "output_tail": [line.rstrip("\n") for line in tail]}
 
 
@@ -63,7 +97,10 @@ class Report:
     tests: dict[str, TestOutcome] = field(default_factory=dict)
     package_outcome: str | None = None  # the package's own pass/fail; None when the stream ended without it
     package_output: list[str] = field(default_factory=list)
-    timed_out: bool = False
+    timed_out: bool = False  # a -test.timeout fired (in one test binary of many, or in the only one)
+
+    def timed_out_tests(self) -> list[str]:
+        return sorted(t.name for t in self.tests.values() if t.timed_out_after_s is not None)
 
     def count(self, outcome: str) -> int:
         return sum(1 for t in self.tests.values() if t.outcome == outcome)
@@ -103,6 +140,8 @@ class ReportBuilder:
         # `listed`: the package's tests from `go test -list`, so those a timeout kept from starting are reported
         self.report = Report(version, {name: TestOutcome(name) for name in listed})
         self._running: set[str] = set()
+        # the current test binary's stream since its -test.timeout fired (the goroutine dump), else None
+        self._dump: list[str] | None = None
 
     def feed(self, line: str) -> TestOutcome | None:
         """One line of the stream; the top-level test it ended, if it ended one."""
@@ -114,11 +153,15 @@ class ReportBuilder:
             self.report.package_output.append(line)
             return None
         action, test, text = event.get("Action"), event.get("Test"), event.get("Output")
+        if isinstance(text, str):
+            if self._dump is not None:
+                self._dump.append(text)
+            elif text.startswith(TIMED_OUT):  # test2json may give it to the package or to the running test
+                self.report.timed_out = True
+                self._dump = [text]
         if not test:  # the package's own events
             if isinstance(text, str):
                 self.report.package_output.append(text)
-                if text.startswith(TIMED_OUT):
-                    self.report.timed_out = True
             if action in ("pass", "fail", "skip"):
                 self.report.package_outcome = action
             return None
@@ -135,6 +178,33 @@ class ReportBuilder:
             self._running.discard(top)
             return outcome
         return None
+
+    def process_ended(self, name: str, *, bound_s: float, wall_s: float, exit_code: int | None) -> TestOutcome:
+        """The test binary run for the top-level test `name` alone ended (exit code `exit_code`, None when the
+        driver killed it) after `wall_s` seconds, its -test.timeout `bound_s`: `name` failed if it never ended
+        in it (timed out, or the binary died under it) or never started (the binary died first); the next
+        binary's stream starts afresh. Returns `name`'s outcome."""
+        dump, self._dump = self._dump, None
+        test = self.report.tests.setdefault(name, TestOutcome(name))
+        for running in sorted(self._running | ({name} if test.outcome == NOT_RUN else set())):
+            cut = self.report.tests.setdefault(running, TestOutcome(running))
+            cut.outcome = FAIL
+            if cut.elapsed_s is None:
+                cut.elapsed_s = round(wall_s, 2)
+            if dump is not None or exit_code is None:
+                cut.timed_out_after_s = bound_s
+                cut.stuck_at = stuck_at(dump or [], running)
+                where = f" at {', '.join(cut.stuck_at)}" if cut.stuck_at else ""
+                cut.output.append(f"{HARNESS_NOTE}timed out after {bound_s:.0f} s{where}\n")
+            elif running in self._running:
+                cut.output.append(f"{HARNESS_NOTE}it never ended: the test binary exited (code {exit_code}) under "
+                                  "it\n")
+            else:
+                last = next((line.strip() for line in reversed(self.report.package_output) if line.strip()), "")
+                cut.output.append(f"{HARNESS_NOTE}the test binary exited (code {exit_code}) before it started: "
+                                  f"{last}\n")
+        self._running.clear()
+        return test
 
     def finish(self) -> Report:
         """The report; a test that started and never ended (the package timed out or crashed under it) failed,
