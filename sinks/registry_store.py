@@ -65,12 +65,25 @@ class RegistryStore:
             "fetch.wait.max.ms": FOLLOW_FETCH_WAIT_MS}))
 
     def ensure_topic(self) -> None:
-        """Create the registry topic if it does not exist (compacted, one partition)."""
+        """Create the registry topic if it does not exist (compacted, one partition); the gateway's commands
+        create it with its other topics, so this only asks the cluster's metadata."""
+        consumer = self._consumer("registry-check")
+        try:
+            described = consumer.list_topics(self.topic_name, timeout=self._timeout_ms / 1000).topics.get(self.topic_name)
+            if described is not None and described.error is None and described.partitions:
+                return
+        except KafkaException:
+            pass  # creating it says what is wrong
+        finally:
+            consumer.close()
         try:
             create_topics(self.cluster, [(self.topic_name, REGISTRY_TOPIC_PARTITIONS, REGISTRY_TOPIC_CONFIGS)],
                           timeout=self._timeout_ms / 1000)
         except KafkaException as e:
             raise RegistryError(f"topic registry {self.topic_name}: {e.args[0].str() if e.args else e}") from None
+        except TimeoutError:
+            raise RegistryError(f"topic registry {self.topic_name}: the cluster did not create it within "
+                                f"{self._timeout_ms} ms") from None
 
     def load(self) -> None:
         """Every record the topic holds now, applied in order; RegistryError when it cannot be read."""

@@ -14,6 +14,8 @@ from contract.topics import (
     DOORS_TOPIC_PARTITIONS,
     GROUPS_TOPIC_CONFIGS,
     GROUPS_TOPIC_PARTITIONS,
+    REGISTRY_TOPIC_CONFIGS,
+    REGISTRY_TOPIC_PARTITIONS,
     REHEARSAL_TOPIC_CONFIGS,
     SECURITY_TOPIC_PARTITIONS,
     rehearsal_topic,
@@ -96,7 +98,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
     """The gateway's own Kafka topics, each as large as it must be (`contract.limits`): ingress carries
     the largest batch that can pass the front door; dead letters that batch and their headers; responses
     as many record errors as dead letters; a standby's rehearsal topic one batch; the front door's groups and
-    security topics are compacted. `create_topics` raises a smaller max.message.bytes of a topic that already
+    security topics and the topic registry are compacted. `create_topics` raises a smaller max.message.bytes of a topic that already
     exists."""
     limits = limits or config.ingress_limits()
     letters = {"max.message.bytes": str(limits.dead_letter_message_bytes)}
@@ -108,6 +110,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
                                                      "max.message.bytes": str(limits.ingress_message_bytes)}),
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
         security_topic_spec(config),
+        (config.registry_topic_name, REGISTRY_TOPIC_PARTITIONS, REGISTRY_TOPIC_CONFIGS),
         *([(config.doors_topic, DOORS_TOPIC_PARTITIONS, DOORS_TOPIC_CONFIGS)] if config.doors_topic else []),
     ]
 

@@ -230,3 +230,34 @@ def test_auto_create_topics_enable_creates_a_produced_topic_with_num_partitions(
         finally:
             consumer.close()
         assert "never-made" not in door.registry.current()
+
+
+def test_a_topic_deleted_under_load_stops_nothing_else(door: RunningDoor) -> None:
+    admin = AdminClient({"bootstrap.servers": door.bootstrap})
+    assert admin.create_topics([NewTopic("doomed", 2, 1)])["doomed"].result(timeout=60) is None
+    producer = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 30000})
+    outcomes: dict[str, list[str | None]] = {"ct": [], "doomed-before": [], "doomed-after": []}
+
+    def send(topic: str, what: str, count: int) -> None:
+        for i in range(count):
+            producer.produce(topic, value=b"%d" % i, partition=i % 2, on_delivery=lambda err, _m, what=what:
+                             outcomes[what].append(None if err is None else err.name()))
+
+    send("ct", "ct", 40)
+    send("doomed", "doomed-before", 40)
+    assert producer.flush(120) == 0
+    assert admin.delete_topics(["doomed"])["doomed"].result(timeout=60) is None
+    send("ct", "ct", 40)
+    send("doomed", "doomed-after", 10)
+    assert producer.flush(120) == 0
+    # what was acknowledged before the delete was acknowledged; the other topic's load goes on untouched; a batch
+    # for the deleted topic gets an error, none is left unanswered
+    assert outcomes["ct"] == [None] * 80 and outcomes["doomed-before"] == [None] * 40
+    assert len(outcomes["doomed-after"]) == 10 and all(e is not None for e in outcomes["doomed-after"])
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": "wm"})
+    try:
+        ends = [consumer.get_watermark_offsets(TopicPartition("ct", p), timeout=30)[1] for p in (0, 1)]
+    finally:
+        consumer.close()
+    assert sum(ends) == 80

@@ -30,7 +30,7 @@ from contract.limits import (
     IngressLimits,
     batch_bytes_through,
 )
-from contract.topics import GROUPS_TOPIC_CONFIGS, REHEARSAL_TOPIC_CONFIGS, rehearsal_topic
+from contract.topics import GROUPS_TOPIC_CONFIGS, REGISTRY_TOPIC_CONFIGS, REHEARSAL_TOPIC_CONFIGS, rehearsal_topic
 from embedded.local_kafka import LocalKafka
 from front_door import produce
 from front_door.context import Context
@@ -129,6 +129,7 @@ def test_the_registry_and_the_front_door_setting_define_every_hop(tmp_path: Path
                                              "max.message.bytes": str(limits.ingress_message_bytes)},
         big.groups_topic: GROUPS_TOPIC_CONFIGS,  # offsets and groups: small records, Kafka's compacted layout
         big.security_topic: GROUPS_TOPIC_CONFIGS,  # users and ACLs: small records, compacted
+        big.registry_topic_name: REGISTRY_TOPIC_CONFIGS,  # the topic registry: compacted
     }
     assert sink_config(big).max_message_bytes == limits.dead_letter_message_bytes
     assert big.front_door_settings().ingress_max_message_bytes == limits.ingress_message_bytes
