@@ -30,7 +30,12 @@ from contract.limits import (
     IngressLimits,
     batch_bytes_through,
 )
-from contract.topics import GROUPS_TOPIC_CONFIGS, REGISTRY_TOPIC_CONFIGS, REHEARSAL_TOPIC_CONFIGS, rehearsal_topic
+from contract.topics import (
+    GROUPS_TOPIC_CONFIGS,
+    REGISTRY_TOPIC_CONFIGS,
+    REHEARSAL_TOPIC_CONFIGS,
+    rehearsal_topic,
+)
 from embedded.local_kafka import LocalKafka
 from front_door import produce
 from front_door.context import Context
