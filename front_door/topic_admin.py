@@ -23,7 +23,7 @@ Problem = tuple[ErrorCode, str]
 
 
 def refusal(ctx: Context, what: str) -> str:
-    return f"The gateway's topics are read-only on this door ({ctx.registry_file}): {what} through the gateway's own door."
+    return f"This door serves the topic registry ({ctx.registry_file}) read-only: it does not {what}."
 
 
 async def in_store(call: Callable[[], T]) -> T | Problem:

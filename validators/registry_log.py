@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from validators.topic_config import ConfigError, TopicConfig, TopicRegistry, topic_config
@@ -158,6 +158,3 @@ class RegistryLog:
         return {"defaults": dict(self.defaults),
                 "topics": {name: spec.file_entry() for name, spec in sorted(self.topics().items())}}
 
-
-def with_created(spec: TopicSpec, created: int) -> TopicSpec:
-    return replace(spec, created=created)
