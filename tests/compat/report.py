@@ -185,13 +185,17 @@ class ReportBuilder:
         in it (timed out, or the binary died under it) or never started (the binary died first); the next
         binary's stream starts afresh. Returns `name`'s outcome."""
         dump, self._dump = self._dump, None
+        timed_out = dump is not None or exit_code is None
         test = self.report.tests.setdefault(name, TestOutcome(name))
-        for running in sorted(self._running | ({name} if test.outcome == NOT_RUN else set())):
+        # test2json (-test.v=test2json) gives the test that was running when -test.timeout fired a "fail" of its
+        # own, the panic as its output: it timed out all the same
+        cut_short = self._running | ({name} if test.outcome == NOT_RUN or timed_out else set())
+        for running in sorted(cut_short):
             cut = self.report.tests.setdefault(running, TestOutcome(running))
             cut.outcome = FAIL
             if cut.elapsed_s is None:
                 cut.elapsed_s = round(wall_s, 2)
-            if dump is not None or exit_code is None:
+            if timed_out:
                 cut.timed_out_after_s = bound_s
                 cut.stuck_at = stuck_at(dump or [], running)
                 where = f" at {', '.join(cut.stuck_at)}" if cut.stuck_at else ""

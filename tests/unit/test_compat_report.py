@@ -111,7 +111,8 @@ def test_each_binary_of_its_own_a_timeout_fails_only_its_test_with_where_it_wait
     builder = ReportBuilder("v1.22.3", ["TestClient_Produce", "TestPing", "TestGroupSimple", "TestTxnEtl"])
     for line in [event("start"), event("run", "TestClient_Produce"),
                  event("output", "TestClient_Produce", "=== RUN   TestClient_Produce\n"),
-                 *(event("output", None, text) for text in TIMEOUT_DUMP), event("fail", None, elapsed=180.2)]:
+                 *(event("output", "TestClient_Produce", text) for text in TIMEOUT_DUMP),
+                 event("fail", "TestClient_Produce", elapsed=180.0), event("fail", None, elapsed=180.2)]:
         builder.feed(line)
     produce = builder.process_ended("TestClient_Produce", bound_s=180, wall_s=180.4, exit_code=2)
     assert produce.outcome == FAIL and produce.timed_out_after_s == 180
@@ -134,6 +135,17 @@ def test_each_binary_of_its_own_a_timeout_fails_only_its_test_with_where_it_wait
     assert report.timed_out_tests() == ["TestClient_Produce"]
     assert report.summary() == "franz-go pkg/kgo v1.22.3: 1 passed, 2 failed, 0 skipped, 1 not run"
     assert report.as_json()["tests"][0]["stuck_at"] == ["produce_request_test.go:69"]
+
+
+def test_a_timeout_the_dump_gives_to_the_package_is_the_running_tests() -> None:
+    """test2json may write the panic as the package's output and give the test no action of its own."""
+    builder = ReportBuilder("v1.22.3", ["TestClient_Produce"])
+    for line in [event("run", "TestClient_Produce"), *(event("output", None, text) for text in TIMEOUT_DUMP),
+                 event("fail", None, elapsed=180.2)]:
+        builder.feed(line)
+    produce = builder.process_ended("TestClient_Produce", bound_s=180, wall_s=180.4, exit_code=2)
+    assert produce.reason() == "compat: timed out after 180 s at produce_request_test.go:69"
+    assert produce.elapsed_s == 180.4
 
 
 def test_a_binary_killed_past_its_bound_is_a_timeout_and_a_dump_without_the_test_names_no_line() -> None:
