@@ -34,10 +34,9 @@ from front_door.topic_admin import (
     replication_problem,
     validated,
 )
+from front_door.topic_ids import ZERO_TOPIC_ID
 from front_door.wire import Request
 from validators.topic_config import TopicConfig, num_partitions
-
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 def _plan(ctx: Context, topic: Any) -> tuple[int, int, dict[str, Any]] | Problem:
@@ -86,7 +85,7 @@ async def create_topics(ctx: Context, request: Request) -> Any:
             code, message = outcome  # type: ignore[misc]
             config_code = ErrorCode.topic_authorization_failed \
                 if name not in configs_visible and code != ErrorCode.topic_authorization_failed else ErrorCode.none
-            results.append(build(module.CreatableTopicResult, name=name, topic_id=_ZERO_UUID, error_code=code,
+            results.append(build(module.CreatableTopicResult, name=name, topic_id=ZERO_TOPIC_ID, error_code=code,
                                  error_message=message, topic_config_error_code=config_code, num_partitions=-1,
                                  replication_factor=NO_REPLICATION_FACTOR, configs=None))
             continue
@@ -115,7 +114,7 @@ async def _create(ctx: Context, topic: Any, validate_only: bool) -> Problem | tu
     if ctx.registry().get(topic.name) is not None:
         return ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists."
     if validate_only:
-        return checked, factor, _ZERO_UUID
+        return checked, factor, ZERO_TOPIC_ID
     created = await in_store(lambda: store.create(topic.name, partitions, {k: str(v) for k, v in configs.items()}))
     if isinstance(created, tuple):
         return created

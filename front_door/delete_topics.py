@@ -11,7 +11,6 @@ answers TOPIC_DELETION_DISABLED, as `delete.topic.enable=false`.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,15 +21,14 @@ from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.topic_admin import in_store, refusal
+from front_door.topic_ids import ZERO_TOPIC_ID
 from front_door.wire import Request
-
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def delete_topics(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.DELETE_TOPICS, request.api_version)
     if request.api_version >= 6:
-        asked = [(t.name, t.topic_id if t.topic_id != _ZERO_UUID else None) for t in request.body.topics]
+        asked = [(t.name, t.topic_id if t.topic_id != ZERO_TOPIC_ID else None) for t in request.body.topics]
     else:
         asked = [(name, None) for name in request.body.topic_names]
     ids = ctx.topic_ids()
@@ -58,6 +56,6 @@ async def delete_topics(ctx: Context, request: Request) -> Any:
             if isinstance(done, tuple):
                 code, message = done
         responses.append(build(module.DeletableTopicResult, name=name if name is not None else topic,
-                               topic_id=tid if tid is not None else (config.id if config is not None else _ZERO_UUID),
+                               topic_id=tid if tid is not None else (config.id if config is not None else ZERO_TOPIC_ID),
                                error_code=code, error_message=message))
     return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))

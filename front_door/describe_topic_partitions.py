@@ -11,7 +11,6 @@ leader, replica and in-sync replica; no eligible leader replicas (the gateway's 
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -22,11 +21,11 @@ from front_door.context import Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from front_door.security.acls import AclOperation, ResourceType
+from front_door.topic_ids import ZERO_TOPIC_ID
 from front_door.wire import Request
 from validators.append_result import GATEWAY_LEADER_EPOCH
 
 MAX_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle(ctx: Context, request: Request) -> Any:
@@ -49,7 +48,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         if name not in describable or config is None:
             code = ErrorCode.topic_authorization_failed if name not in describable else ErrorCode.unknown_topic_or_partition
             topics.append(build(module.DescribeTopicPartitionsResponseTopic, error_code=code, name=name,
-                                topic_id=_ZERO_UUID, is_internal=False, partitions=(),
+                                topic_id=ZERO_TOPIC_ID, is_internal=False, partitions=(),
                                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0

@@ -41,7 +41,7 @@ from front_door.security.acls import ResourceType as AclResourceType
 from front_door.security.store import SecurityStoreError
 from front_door.wire import Request
 
-Problem = tuple[ErrorCode, str]
+Problem = topic_admin.Problem
 NOT_PER_BROKER = ("the front door takes broker configs for the cluster default only (--entity-default): its "
                   "nodes share one set of connection caps")
 ONLY_CONNECTION_CAPS = ("the front door changes these broker configs dynamically: "

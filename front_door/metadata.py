@@ -24,6 +24,7 @@ from front_door.api_keys import ApiKey
 from front_door.context import CLUSTER_ID, Context
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from front_door.topic_ids import ZERO_TOPIC_ID
 from front_door.wire import Request
 from sinks.registry_store import RegistryError
 from validators.append_result import GATEWAY_LEADER_EPOCH
@@ -37,7 +38,6 @@ from validators.topic_config import (
 
 # Kafka's "authorized operations not requested" (Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-_ZERO_UUID = uuid.UUID(int=0)
 # From this many partitions in an answer, it is built (and encoded, `server`) off the door's event loop.
 OFF_LOOP_PARTITIONS = 1000
 
@@ -62,7 +62,7 @@ def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None,
         name = ctx.topic_ids().get(tid) if tid is not None else None
         if name is None:
             return build(module.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None,
-                         topic_id=tid or _ZERO_UUID, is_internal=False, partitions=(),
+                         topic_id=tid or ZERO_TOPIC_ID, is_internal=False, partitions=(),
                          topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
     config = registry.get(name)
     if config is not None:
@@ -76,7 +76,7 @@ def _topic(module: Any, ctx: Context, registry: TopicRegistry, name: str | None,
         for p, leader in enumerate(leaders)
     )
     return build(module.MetadataResponseTopic, error_code=code, name=name,
-                 topic_id=config.id if config is not None else _ZERO_UUID, is_internal=False,
+                 topic_id=config.id if config is not None else ZERO_TOPIC_ID, is_internal=False,
                  partitions=partitions, topic_authorized_operations=operations)
 
 
@@ -84,7 +84,7 @@ def _unauthorized(module: Any, name: str | None, tid: uuid.UUID | None) -> Any:
     """A topic the principal may not DESCRIBE: no partitions, and neither its id (asked by name) nor its
     name (asked by id) given away."""
     return build(module.MetadataResponseTopic, error_code=ErrorCode.topic_authorization_failed, name=name,
-                 topic_id=tid if name is None and tid is not None else _ZERO_UUID, is_internal=False, partitions=(),
+                 topic_id=tid if name is None and tid is not None else ZERO_TOPIC_ID, is_internal=False, partitions=(),
                  topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 

@@ -9,6 +9,10 @@ what places a topic's partitions on the doors (`leadership.py`), which must not 
 
 from __future__ import annotations
 
+import uuid
+
 from validators.topic_config import seed_topic_id as topic_id
 
-__all__ = ["topic_id"]
+ZERO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's `Uuid.ZERO_UUID`: no topic id (asked by name, or unknown)
+
+__all__ = ["ZERO_TOPIC_ID", "topic_id"]
