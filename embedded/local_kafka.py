@@ -382,6 +382,9 @@ class LocalKafka:
             "offsets.topic.num.partitions": "1",
             "transaction.state.log.num.partitions": "1",
             "group.initial.rebalance.delay.ms": "0",
+            # One node is its own controller: fencing itself takes every leader away and helps nobody. On a
+            # machine starved of CPU or disk its heartbeats arrive late, so it waits far past Kafka's 9 s.
+            "broker.session.timeout.ms": "60000",
             "auto.create.topics.enable": "false",
             "num.partitions": "1",
             # an ingress message or dead letter as large as the largest batch the gateway may get

@@ -39,7 +39,7 @@ from contract.ingress import ingress_headers, ingress_key
 from contract.limits import PRODUCE_REQUEST_OVERHEAD_BYTES, batch_bytes_through
 from contract.responses import decode_response
 from front_door.metrics import ProducePhases
-from sinks.kafka_admin import HopLimits, describe_hop_limits
+from sinks.kafka_admin import HopLimits, describe_hop_limits, watermarks
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
@@ -128,7 +128,7 @@ class IngressBridge:
             raise ValueError(f"response topic {self.response_topic} does not exist")
         ends = []
         for p in sorted(topic.partitions):
-            _low, high = self._consumer.get_watermark_offsets(TopicPartition(self.response_topic, p), timeout=30)
+            _low, high = watermarks(self._consumer, self.response_topic, p, 30)
             ends.append(TopicPartition(self.response_topic, p, high))
         return ends
 

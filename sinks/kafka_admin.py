@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -42,8 +42,30 @@ _RETRIABLE_METADATA_ERRORS = frozenset(
         KafkaError.FENCED_LEADER_EPOCH,
         KafkaError._TIMED_OUT,
         KafkaError._TRANSPORT,
+        KafkaError._UNKNOWN_PARTITION,  # the client's metadata does not hold a just-created partition yet
     }
 )
+
+
+def transient(error: object) -> bool:
+    """Whether a KafkaException's error passes by itself: a leader moving or briefly fenced, a partition just
+    created, a request timed out (Kafka's clients retry these, `RetriableException`)."""
+    return isinstance(error, KafkaError) and (error.code() in _RETRIABLE_METADATA_ERRORS or error.retriable())
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
+    """A partition's (low, high) watermarks, a transient error retried until `timeout_s` has passed: a
+    one-node cluster starved of CPU fences its own broker for a few seconds, and a start-up must ride that out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                       timeout=max(0.5, remaining_s(deadline)))
+            return low, high
+        except KafkaException as e:
+            if not transient(e.args[0]) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.1)  # a retry's backoff (Kafka's retry.backoff.ms), bounded by the deadline
 
 
 def create_topics(cluster: KafkaCluster, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
@@ -206,8 +228,7 @@ def _topics_with_all_offsets(
         try:
             future.result(timeout=max(0.5, remaining_s(deadline)))
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() not in _RETRIABLE_METADATA_ERRORS and not error.retriable():
+            if not transient(exc.args[0]):
                 raise
             failed.add(tp.topic)
     return {tp.topic for tp in partitions} - failed

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from contract.topics import REGISTRY_TOPIC_CONFIGS, REGISTRY_TOPIC_PARTITIONS
-from sinks.kafka_admin import create_topics
+from sinks.kafka_admin import create_topics, watermarks
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 from validators.registry_log import DEFAULTS_KEY, SEED_KEY, RegistryLog, TopicSpec
@@ -95,7 +95,7 @@ class RegistryStore:
             if described is None or described.error is not None or not described.partitions:
                 raise RegistryError(f"topic registry {self.topic_name} does not exist"
                                     + (f" ({described.error})" if described is not None and described.error else ""))
-            end = consumer.get_watermark_offsets(TopicPartition(self.topic_name, 0), timeout=timeout_s)[1]
+            end = watermarks(consumer, self.topic_name, 0, timeout_s)[1]
             if end > 0:
                 consumer.assign([TopicPartition(self.topic_name, 0, OFFSET_BEGINNING)])
                 while self._log.position < end:

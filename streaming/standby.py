@@ -33,12 +33,13 @@ from dataclasses import dataclass
 from functools import partial
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer
 from pyspark.sql import DataFrame, SparkSession
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
 from sinks.decisions import arrow_decisions
+from sinks.kafka_admin import watermarks
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG, connect
 from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.partition_task import SinkConfig
@@ -125,7 +126,7 @@ def _last_messages(config: GatewayConfig) -> str | None:
         starting: dict[str, int] = {}
         held = False
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(config.ingress_topic, p), timeout=10)
+            low, high = watermarks(consumer, config.ingress_topic, p, 10)
             starting[str(p)] = max(low, high - 1)
             held = held or high > low
         return json.dumps({config.ingress_topic: starting}) if held else None

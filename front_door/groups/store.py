@@ -39,6 +39,7 @@ from contract.group_records import (
 )
 from contract.topics import GROUPS_TOPIC_PARTITIONS
 from front_door.groups.placement import partition_for
+from sinks.kafka_admin import watermarks
 from sinks.kafka_publisher import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
@@ -95,7 +96,7 @@ class KafkaGroupStore:
                                   + (f" ({topic.error})" if topic is not None and topic.error else ""))
         ends = {}
         for p in sorted(topic.partitions):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=self._timeout_ms / 1000)
+            _low, high = watermarks(consumer, self.topic, p, self._timeout_ms / 1000)
             ends[p] = high
         return ends
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from sinks.dlq.format import DeadLetter, DlqMessage, parse_dead_letter
 from sinks.dlq.report import Filter
+from sinks.kafka_admin import watermarks
 from sinks.kafka_security import KafkaCluster
 
 
@@ -57,9 +58,7 @@ class DlqReader:
         self.watermarks = {p: self._watermarks(p) for p in self.partitions}
 
     def _watermarks(self, partition: int) -> tuple[int, int]:
-        from confluent_kafka import TopicPartition
-
-        return self.consumer.get_watermark_offsets(TopicPartition(self.topic, partition), timeout=self.timeout_s)
+        return watermarks(self.consumer, self.topic, partition, self.timeout_s)
 
     @property
     def is_empty(self) -> bool:

@@ -141,6 +141,16 @@ class GatewayDriver:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def logged(self, text: str) -> bool:
+        """Whether the driver's log holds `text`; a driver that exited without logging it fails the wait at
+        once, with the end of its log."""
+        if text in self.log():
+            return True
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"{self.log_path.name}: exited {self.proc.returncode} before logging {text!r}:\n"
+                                 f"{self.log()[-3000:]}")
+        return False
+
     def kill(self) -> None:
         """kill -9 the driver and its Spark JVM (its process group), as a crashed host would."""
         assert self.proc is not None

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contract.limits import IngressLimits
 from contract.responses import decode_response
-from sinks.kafka_admin import create_topics
+from sinks.kafka_admin import create_topics, watermarks
 from streaming.config import GatewayConfig
 from streaming.query import topic_specs
 
@@ -54,7 +54,7 @@ def read_all(config: GatewayConfig, topic: str, timeout_s: float = 60.0) -> list
                                         "auto.offset.reset": "earliest"}))
     meta = c.list_topics(topic, timeout=10)
     partitions = list(meta.topics[topic].partitions)
-    ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    ends = {p: watermarks(c, topic, p, 30)[1] for p in partitions}
     c.assign([TopicPartition(topic, p, 0) for p in partitions if ends[p] > 0])
     out = []
     remaining = {p: e for p, e in ends.items() if e > 0}

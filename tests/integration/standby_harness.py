@@ -67,7 +67,7 @@ def standby_failover(config: GatewayConfig, standby_config: GatewayConfig, work_
     producer: SteadyProducer | None = None
     try:
         # ready before any traffic, as on a fresh deployment: its rehearsal runs on its scratch topic
-        _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", start_timeout_s)
+        _wait_for(lambda: standby.logged("standby: ready"), "the standby to be ready", start_timeout_s)
         first = send_wave(config, 200, 0)
         watch.wait_all(first, start_timeout_s)
         third_driver = _third_driver(GatewayDriver(standby_config, work_dir, "third").config_path)

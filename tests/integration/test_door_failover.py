@@ -113,9 +113,9 @@ def test_killed_doors_and_drivers_lose_and_double_nothing(gateway_config: Gatewa
         active.start()
         standby.start()
         for door in doors:
-            _wait_for(lambda door=door: f"{DOORS} live door(s)" in door.log(), f"{door.log_path.name} to see all "
+            _wait_for(lambda door=door: door.logged(f"{DOORS} live door(s)"), f"{door.log_path.name} to see all "
                       "doors", 120)
-        _wait_for(lambda: "standby: ready" in standby.log(), "the standby to be ready", 300)
+        _wait_for(lambda: standby.logged("standby: ready"), "the standby to be ready", 300)
         bootstrap = ",".join(addresses)
         producers += [
             librdkafka_producer(bootstrap, DOOR_TOPIC, "librdkafka", DOOR_PARTITIONS, tmp_path / "librdkafka.log",

@@ -134,7 +134,7 @@ def test_driver_killed_at_several_points_and_restarted(broker: LocalKafka, clust
     try:
         # 1. during start-up: the query has started, no micro-batch has completed
         first = send_wave(config, 300, 0)
-        _wait_for(lambda: "query_started" in driver.log(), "the query to start", 240)
+        _wait_for(lambda: driver.logged("query_started"), "the query to start", 240)
         driver.kill()
         driver = GatewayDriver(config, tmp_path).start()
         recoveries["after_startup_kill_s"] = watch.first_since(time.monotonic())
