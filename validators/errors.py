@@ -1,4 +1,5 @@
-"""Kafka's error codes for the produce path (clients/.../protocol/Errors.java), Kafka's `Errors`.
+"""Kafka's error codes for the produce path and the transaction coordinator (clients/.../protocol/Errors.java),
+Kafka's `Errors`.
 
 Codes, names and default texts are Kafka's own. `exception_name` is the Java exception class a
 broker raises for the code (what Kafka logs and what `Errors.forException` maps back from).
@@ -49,6 +50,12 @@ class Errors(Enum):
         21, "Produce request specified an invalid value for required acks.", "InvalidRequiredAcksException")
     INVALID_TIMESTAMP = (
         32, "The timestamp of the message is out of acceptable range.", "InvalidTimestampException")
+    INVALID_REQUEST = (
+        42,
+        "This most likely occurs because of a request being malformed by the client library or the message was "
+        "sent to an incompatible broker. See the broker logs for more details.",
+        "InvalidRequestException",
+    )
     UNSUPPORTED_FOR_MESSAGE_FORMAT = (
         43,
         "The message format version on the broker does not support the request.",
@@ -65,6 +72,23 @@ class Errors(Enum):
         "The producer attempted a transactional operation in an invalid state.",
         "InvalidTxnStateException",
     )
+    INVALID_PRODUCER_ID_MAPPING = (
+        49,
+        "The producer attempted to use a producer id which is not currently assigned to its transactional id.",
+        "InvalidPidMappingException",
+    )
+    INVALID_TRANSACTION_TIMEOUT = (
+        50,
+        "The transaction timeout is larger than the maximum value allowed by the broker (as configured by "
+        "transaction.max.timeout.ms).",
+        "InvalidTxnTimeoutException",
+    )
+    CONCURRENT_TRANSACTIONS = (
+        51,
+        "The producer attempted to update a transaction while another concurrent operation on the same "
+        "transaction was ongoing.",
+        "ConcurrentTransactionsException",
+    )
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (
         53, "Transactional Id authorization failed.", "TransactionalIdAuthorizationException")
     KAFKA_STORAGE_ERROR = (
@@ -79,7 +103,13 @@ class Errors(Enum):
         "This record has failed the validation on broker and hence will be rejected.",
         "InvalidRecordException",
     )
+    PRODUCER_FENCED = (
+        90,
+        "There is a newer producer with the same transactionalId which fences the current one.",
+        "ProducerFencedException",
+    )
     UNKNOWN_TOPIC_ID = (100, "This server does not host this topic ID.", "UnknownTopicIdException")
+    TRANSACTIONAL_ID_NOT_FOUND = (105, "The transactionalId could not be found.", "TransactionalIdNotFoundException")
 
     @property
     def code(self) -> int:

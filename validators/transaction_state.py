@@ -1,0 +1,266 @@
+"""A transactional id's state at its coordinator: Kafka's `TransactionMetadata` and the rules of
+`TransactionCoordinator` (classic protocol, transaction version 0/1), as pure functions of the current
+metadata, the request and the clock.
+
+The states and their legal predecessors (`TransactionState.validPreviousStates`):
+
+    Empty              <- Empty, CompleteCommit, CompleteAbort
+    Ongoing            <- Ongoing, Empty, CompleteCommit, CompleteAbort
+    PrepareCommit      <- Ongoing
+    PrepareAbort       <- Ongoing, PrepareEpochFence
+    CompleteCommit     <- PrepareCommit
+    CompleteAbort      <- PrepareAbort
+    Dead               <- Empty, CompleteCommit, CompleteAbort
+    PrepareEpochFence  <- Ongoing
+
+A request's answer is a `Transition`: an error, or the metadata to write to the transaction log (the
+coordinator answers once the write is durable, then applies it), or neither (answered as is, nothing
+written). A coordinator with a write in flight for the id passes `pending=True`: Kafka's
+`pendingTransitionInProgress`, answered CONCURRENT_TRANSACTIONS so the client backs off and retries.
+
+PrepareEpochFence is never written: an InitProducerId that finds a transaction Ongoing, and the expiry of a
+transaction past its timeout, bump the epoch (fencing the old producer) and abort with it, in one written
+PrepareAbort (`fence_and_abort`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from enum import IntEnum
+from typing import NamedTuple
+
+from validators.errors import Errors
+
+NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
+NO_PRODUCER_EPOCH = -1  # RecordBatch.NO_PRODUCER_EPOCH
+SHORT_MAX = 32767
+# Kafka's defaults (TransactionStateManagerConfig)
+DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms: 15 min
+DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS = 604_800_000  # transactional.id.expiration.ms: 7 days
+DEFAULT_ABORT_TIMED_OUT_INTERVAL_MS = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+
+TopicPartition = tuple[str, int]
+
+
+class TransactionState(IntEnum):
+    """Kafka's `TransactionState`, with the ids the transaction log stores."""
+
+    EMPTY = 0
+    ONGOING = 1
+    PREPARE_COMMIT = 2
+    PREPARE_ABORT = 3
+    COMPLETE_COMMIT = 4
+    COMPLETE_ABORT = 5
+    DEAD = 6
+    PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka's DescribeTransactions and ListTransactions give (`TransactionState.name`)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+_S = TransactionState
+VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
+    _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
+    _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
+    _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
+    _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
+    _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
+    _S.PREPARE_EPOCH_FENCE: frozenset({_S.ONGOING}),
+}
+
+
+class TransactionStateError(RuntimeError):
+    """A transition Kafka's coordinator treats as impossible (`IllegalStateException`): a bug or a damaged log."""
+
+
+@dataclass(frozen=True)
+class TransactionMetadata:
+    """Kafka's `TransactionMetadata` (without its runtime-only pending state)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TransactionState
+    partitions: frozenset[TopicPartition] = frozenset()
+    start_ms: int = -1  # txnStartTimestamp: when the first partition joined the transaction
+    last_update_ms: int = -1
+    last_producer_id: int = NO_PRODUCER_ID  # the id before a rotation (an exhausted epoch)
+    last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump, for a retried InitProducerId
+
+    def transition(self, state: TransactionState, now_ms: int, **changes: object) -> TransactionMetadata:
+        """`prepareTransitionTo`: the new metadata, refusing an illegal move."""
+        if self.state not in VALID_PREVIOUS_STATES[state]:
+            raise TransactionStateError(f"transactional id {self.transactional_id}: illegal transition from "
+                                        f"{self.state.kafka_name} to {state.kafka_name}")
+        return replace(self, state=state, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+
+    @property
+    def epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.producer_epoch)
+
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open or being completed: its partitions must get markers."""
+        return self.state in (_S.ONGOING, _S.PREPARE_COMMIT, _S.PREPARE_ABORT, _S.PREPARE_EPOCH_FENCE)
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """`TransactionMetadata.isEpochExhausted`: one epoch is kept for fencing the last producer."""
+    return epoch >= SHORT_MAX - 1
+
+
+class Transition(NamedTuple):
+    """A request's outcome: `error`, else `write` to append to the transaction log (None: answer at once)."""
+
+    error: Errors = Errors.NONE
+    write: TransactionMetadata | None = None
+
+    @classmethod
+    def fail(cls, error: Errors) -> Transition:
+        return cls(error, None)
+
+
+def init_producer_id(
+    current: TransactionMetadata | None, transactional_id: str, timeout_ms: int, now_ms: int,
+    new_producer_id: Callable[[], int], *, max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+    expected: tuple[int, int] | None = None, pending: bool = False,
+) -> Transition:
+    """`TransactionCoordinator.handleInitProducerId` for a transactional id. `expected`: the (producer id,
+    epoch) a v3+ client sends to keep its id. The written metadata's state tells the coordinator what
+    follows: Empty is the answer (its id and epoch); PrepareAbort means a transaction was Ongoing, its
+    producer is fenced and it is being aborted, and the client gets CONCURRENT_TRANSACTIONS and retries."""
+    if not transactional_id:
+        return Transition.fail(Errors.INVALID_REQUEST)
+    if timeout_ms <= 0 or timeout_ms > max_timeout_ms:
+        return Transition.fail(Errors.INVALID_TRANSACTION_TIMEOUT)
+    if current is None:
+        current = TransactionMetadata(transactional_id, new_producer_id(), NO_PRODUCER_EPOCH, timeout_ms,
+                                      _S.EMPTY, last_update_ms=now_ms)
+    if pending:
+        return Transition.fail(Errors.CONCURRENT_TRANSACTIONS)
+    if expected is not None and not _valid_expected(current, *expected):
+        return Transition.fail(Errors.PRODUCER_FENCED)
+    state = current.state
+    if state in (_S.PREPARE_ABORT, _S.PREPARE_COMMIT):
+        return Transition.fail(Errors.CONCURRENT_TRANSACTIONS)
+    if state in (_S.COMPLETE_ABORT, _S.COMPLETE_COMMIT, _S.EMPTY):
+        if current.epoch_exhausted and (expected is None or expected[1] == current.producer_epoch):
+            # prepareProducerIdRotation: a new id at epoch 0, the old one remembered for a retried request
+            return Transition(write=current.transition(
+                _S.EMPTY, now_ms, producer_id=new_producer_id(), producer_epoch=0, timeout_ms=timeout_ms,
+                partitions=frozenset(), start_ms=-1, last_producer_id=current.producer_id,
+                last_producer_epoch=current.producer_epoch if expected is not None else NO_PRODUCER_EPOCH))
+        return _increment_epoch(current, timeout_ms, None if expected is None else expected[1], now_ms)
+    if state is _S.ONGOING:
+        return Transition(write=fence_and_abort(current, now_ms))
+    raise TransactionStateError(f"transactional id {transactional_id} found in state {state.kafka_name}")
+
+
+def _valid_expected(current: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+    """`isValidProducerId`: a fresh id, the current id, or the previous one retried after its rotation."""
+    return (current.producer_epoch == NO_PRODUCER_EPOCH or producer_id == current.producer_id
+            or (producer_id == current.last_producer_id and is_epoch_exhausted(epoch)))
+
+
+def _increment_epoch(current: TransactionMetadata, timeout_ms: int, expected_epoch: int | None,
+                     now_ms: int) -> Transition:
+    """`prepareIncrementProducerEpoch`: the next epoch, or the current one again for a retried request."""
+    bumped = current.producer_epoch + 1
+    if expected_epoch is None:
+        epoch, last = bumped, NO_PRODUCER_EPOCH
+    elif current.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == current.producer_epoch:
+        epoch, last = bumped, current.producer_epoch
+    elif expected_epoch == current.last_producer_epoch:
+        epoch, last = current.producer_epoch, current.last_producer_epoch
+    else:
+        return Transition.fail(Errors.PRODUCER_FENCED)
+    return Transition(write=current.transition(_S.EMPTY, now_ms, producer_epoch=epoch, last_producer_epoch=last,
+                                               timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1))
+
+
+def fence_and_abort(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
+    """`prepareFenceProducerEpoch` then `prepareAbortOrCommit(PrepareAbort)`, as one write: the epoch bumped
+    so the markers fence the producer of the open transaction, and the transaction aborted."""
+    if current.producer_epoch >= SHORT_MAX:
+        raise TransactionStateError(f"transactional id {current.transactional_id}: cannot fence epoch {SHORT_MAX}")
+    fenced = current.transition(_S.PREPARE_EPOCH_FENCE, now_ms, producer_epoch=current.producer_epoch + 1,
+                                last_producer_epoch=NO_PRODUCER_EPOCH)
+    return fenced.transition(_S.PREPARE_ABORT, now_ms)
+
+
+def _producer_check(current: TransactionMetadata | None, producer_id: int, epoch: int,
+                    pending: bool) -> Errors | None:
+    """The checks AddPartitionsToTxn, AddOffsetsToTxn and EndTxn share, in Kafka's order."""
+    if current is None or current.producer_id != producer_id:
+        return Errors.INVALID_PRODUCER_ID_MAPPING
+    if current.producer_epoch != epoch:
+        return Errors.PRODUCER_FENCED
+    if pending:
+        return Errors.CONCURRENT_TRANSACTIONS
+    return None
+
+
+def add_partitions(current: TransactionMetadata | None, producer_id: int, epoch: int,
+                   partitions: Iterable[TopicPartition], now_ms: int, *, pending: bool = False) -> Transition:
+    """`handleAddPartitionsToTransaction` (AddOffsetsToTxn adds the group's offsets partition the same way)."""
+    error = _producer_check(current, producer_id, epoch, pending)
+    if error is not None:
+        return Transition.fail(error)
+    assert current is not None
+    added = frozenset(partitions)
+    if current.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        return Transition.fail(Errors.CONCURRENT_TRANSACTIONS)
+    if current.state is _S.ONGOING and added <= current.partitions:
+        return Transition()  # already in: answered without a write
+    starts = current.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+    return Transition(write=current.transition(_S.ONGOING, now_ms, partitions=current.partitions | added,
+                                               start_ms=now_ms if starts else current.start_ms))
+
+
+def end_transaction(current: TransactionMetadata | None, producer_id: int, epoch: int, commit: bool,
+                    now_ms: int, *, pending: bool = False) -> Transition:
+    """`handleEndTransaction` from a client: PrepareCommit/PrepareAbort written, then the markers; a retry
+    of a completed one answered NONE, a contradicting one INVALID_TXN_STATE."""
+    error = _producer_check(current, producer_id, epoch, pending)
+    if error is not None:
+        return Transition.fail(error)
+    assert current is not None
+    state = current.state
+    if state is _S.ONGOING:
+        return Transition(write=current.transition(_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT, now_ms))
+    if state in (_S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
+        return Transition() if (state is _S.COMPLETE_COMMIT) == commit else Transition.fail(Errors.INVALID_TXN_STATE)
+    if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        same = (state is _S.PREPARE_COMMIT) == commit
+        return Transition.fail(Errors.CONCURRENT_TRANSACTIONS if same else Errors.INVALID_TXN_STATE)
+    if state is _S.EMPTY:
+        return Transition.fail(Errors.INVALID_TXN_STATE)
+    raise TransactionStateError(f"transactional id {current.transactional_id} found in state {state.kafka_name}")
+
+
+def complete(current: TransactionMetadata, now_ms: int) -> TransactionMetadata:
+    """`prepareComplete`: every partition has its marker; the transaction is over and its partitions cleared."""
+    if current.state is _S.PREPARE_COMMIT:
+        return current.transition(_S.COMPLETE_COMMIT, now_ms, partitions=frozenset())
+    if current.state is _S.PREPARE_ABORT:
+        return current.transition(_S.COMPLETE_ABORT, now_ms, partitions=frozenset())
+    raise TransactionStateError(f"transactional id {current.transactional_id}: nothing to complete in state "
+                                f"{current.state.kafka_name}")
+
+
+def timed_out(current: TransactionMetadata, now_ms: int) -> bool:
+    """`TransactionStateManager.timedOutTransactions`: an open transaction past its timeout is aborted."""
+    return current.state in (_S.ONGOING, _S.PREPARE_EPOCH_FENCE) and current.start_ms + current.timeout_ms < now_ms
+
+
+def expired(current: TransactionMetadata, now_ms: int,
+            expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS) -> bool:
+    """`transactional.id.expiration.ms`: an id idle that long, with no transaction open, is forgotten."""
+    return (current.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+            and current.last_update_ms + expiration_ms <= now_ms)
