@@ -38,3 +38,9 @@ class DecisionRow(NamedTuple):
     batch_time_ms: int  # the micro-batch clock (`now`)
     batch: bytes  # stored bytes if accepted (b"" for an idempotent duplicate), original bytes if rejected
     principal: str | None = None  # gw.principal: who produced it through the front door
+    # transactions (docs/design.md): the partition's first open transaction's offset after this decision (-1:
+    # none), which caps what read_committed consumers read; and for an abort marker that ended a transaction
+    # with records here, that transaction's first offset and the last stable offset its `.txnindex` entry records
+    first_unstable_offset: int = -1
+    aborted_txn_first_offset: int = -1
+    aborted_txn_last_stable_offset: int = -1

@@ -6,6 +6,10 @@
 - `gw.replay.of` (set by `gateway dlq replay`): the dead letter it re-submits, `<dlq>:<p>:<o>`;
 - `gw.principal` (set by the front door): who produced it, Kafka's `User:<name>` (`User:ANONYMOUS` on a
   listener without authentication); kept on the batch's dead letter.
+- `gw.transactional.id` (set by the front door): the produce's transactional id, once the door has
+  authorized it; only then may the batch be transactional.
+- `gw.origin` (set by the front door's transaction coordinator): `coordinator` for a transaction marker, an
+  end-transaction control batch (Kafka's `AppendOrigin.COORDINATOR`); absent for a client's batch.
 
 The message key is `<topic>/<partition>`, so one target partition's batches stay in order within one
 ingress partition.
@@ -20,6 +24,9 @@ HEADER_CLIENT_ID = "gw.client.id"
 HEADER_ACKS = "gw.acks"
 HEADER_REPLAY_OF = "gw.replay.of"
 HEADER_PRINCIPAL = "gw.principal"
+HEADER_TRANSACTIONAL_ID = "gw.transactional.id"
+HEADER_ORIGIN = "gw.origin"
+ORIGIN_COORDINATOR = "coordinator"
 
 
 def ingress_key(topic: str, partition: int | None) -> bytes:
@@ -28,7 +35,8 @@ def ingress_key(topic: str, partition: int | None) -> bytes:
 
 def ingress_headers(
     topic: str, partition: int | None, request_id: str, *, client_id: str | None = None, acks: int | None = None,
-    replay_of: str | None = None, principal: str | None = None,
+    replay_of: str | None = None, principal: str | None = None, transactional_id: str | None = None,
+    origin: str | None = None,
 ) -> list[tuple[str, bytes]]:
     """The headers of one ingress message, in the order producers write them."""
     headers = [
@@ -44,4 +52,8 @@ def ingress_headers(
         headers.append((HEADER_REPLAY_OF, replay_of.encode()))
     if principal is not None:
         headers.append((HEADER_PRINCIPAL, principal.encode()))
+    if transactional_id is not None:
+        headers.append((HEADER_TRANSACTIONAL_ID, transactional_id.encode()))
+    if origin is not None:
+        headers.append((HEADER_ORIGIN, origin.encode()))
     return headers

@@ -1,8 +1,10 @@
 """Fetch (key 1, v4-v17) from segment storage, for consumers that `assign()` partitions (Kafka's `UnifiedLog`, `LogSegment`):
 each partition's bytes are a slice of its `.log` found through the offset index (`LogSegment.read`), so
 a consumer gets the stored batches as Kafka serves them — a LogAppendTime batch carries the gateway's
-stamp in its header and every record reports it (KIP-32). High watermark = last stable offset = log end
-offset (one replica, no transactions). `max_bytes` and `partition_max_bytes` are honoured, except that
+stamp in its header and every record reports it (KIP-32). High watermark = log end offset (one replica); the
+last stable offset is the first open transaction's first offset, where a READ_COMMITTED fetch stops, and such a
+fetch names the aborted transactions of its range from the `.txnindex` files (`PartitionReader.read_committed`).
+`max_bytes` and `partition_max_bytes` are honoured, except that
 the first partition with data returns at least one whole batch (KIP-74).
 
 No fetch sessions (KIP-227): the answer's session id is 0, so clients send full fetches. A fetch that
@@ -31,13 +33,13 @@ from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_epoch import NO_EPOCH, epoch_error
 from front_door.leader_hints import current_leader, node_endpoints
-from front_door.messages import NO_THROTTLE, build, error_code, millis, response_module
+from front_door.messages import NO_THROTTLE, READ_COMMITTED, build, error_code, millis, response_module
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
 from sinks.storage.log_reader import OffsetOutOfRangeError, PartitionReader
+from sinks.storage.transaction_index import AbortedTxn
 
-READ_COMMITTED = 1
 # a long poll re-reads storage at least this often (appends answered with acks=0 publish no response)
 RECHECK_S = 0.2
 
@@ -49,18 +51,26 @@ class PartitionData:
     log_start_offset: int = -1
     records: bytes = b""
     leader: int | None = None  # NOT_LEADER_OR_FOLLOWER: the node that leads the partition
+    last_stable_offset: int | None = None  # None: the high watermark (no transaction open)
+    aborted: tuple[AbortedTxn, ...] = ()  # READ_COMMITTED: the aborted transactions in the fetched range
 
 
-def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool) -> PartitionData:
-    """One partition's slice, with its offsets; runs on a worker thread (file I/O)."""
+def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool,
+                   committed: bool = False) -> PartitionData:
+    """One partition's slice, with its offsets; runs on a worker thread (file I/O). `committed`: a
+    READ_COMMITTED fetch, which stops at the last stable offset and names the aborted transactions."""
     try:
         reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet: an empty log
         return PartitionData(ErrorCode.none, 0, 0) if offset == 0 else PartitionData(ErrorCode.offset_out_of_range, 0, 0)
     with reader:
-        hw, start = reader.log_end_offset, reader.log_start_offset
+        hw, start, stable = reader.log_end_offset, reader.log_start_offset, reader.last_stable_offset
         try:
-            return PartitionData(ErrorCode.none, hw, start, reader.read_log(offset, max_bytes, min_one))
+            if committed:
+                data, aborted = reader.read_committed(offset, max_bytes, min_one)
+                return PartitionData(ErrorCode.none, hw, start, data, last_stable_offset=stable, aborted=aborted)
+            return PartitionData(ErrorCode.none, hw, start, reader.read_log(offset, max_bytes, min_one),
+                                 last_stable_offset=stable)
         except OffsetOutOfRangeError:
             return PartitionData(ErrorCode.offset_out_of_range, hw, start)
         except FileNotFoundError:  # retention deleted the segment after the commit record was read
@@ -80,6 +90,7 @@ def _names(ctx: Context, body: Any, version: int) -> list[str | None]:
 
 async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: set[str]) -> tuple[Topics, int]:
     registry = ctx.registry()
+    committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
     remaining = body.max_bytes
     total = 0
     out = []
@@ -106,7 +117,7 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: s
                               else PartitionData(ErrorCode.offset_out_of_range, 0, 0)))
                 continue
             data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
-                                           max(0, min(fp.partition_max_bytes, remaining)), total == 0)
+                                           max(0, min(fp.partition_max_bytes, remaining)), total == 0, committed)
             remaining -= len(data.records)
             total += len(data.records)
             parts.append((fp.partition, data))
@@ -121,8 +132,12 @@ def _response(ctx: Context, version: int, body: Any, topics: Topics) -> Any:
         build(module.FetchableTopicResponse, topic=key if version < 13 else None,
               topic_id=key if version >= 13 else uuid.UUID(int=0), partitions=tuple(
                   build(module.PartitionData, partition_index=p, error_code=error_code(d.error),
-                        high_watermark=d.high_watermark, last_stable_offset=d.high_watermark,
-                        log_start_offset=d.log_start_offset, aborted_transactions=() if committed else None,
+                        high_watermark=d.high_watermark,
+                        last_stable_offset=d.high_watermark if d.last_stable_offset is None else d.last_stable_offset,
+                        log_start_offset=d.log_start_offset,
+                        aborted_transactions=tuple(
+                            build(module.AbortedTransaction, producer_id=t.producer_id, first_offset=t.first_offset)
+                            for t in d.aborted) if committed else None,
                         preferred_read_replica=-1, records=d.records,
                         **current_leader(module, d.leader))
                   for p, d in parts))

@@ -20,7 +20,7 @@ from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
 from front_door.leader_epoch import NO_EPOCH, epoch_error
-from front_door.messages import NO_THROTTLE, build, error_code, response_module
+from front_door.messages import NO_THROTTLE, READ_COMMITTED, build, error_code, response_module
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 from sinks.storage.errors import KafkaStorageError
@@ -42,8 +42,9 @@ def _empty(target: int) -> Found:
     return Found(ErrorCode.none, -1, 0 if empty else -1, GATEWAY_LEADER_EPOCH if empty else -1)
 
 
-def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
-    """Runs on a worker thread (file I/O)."""
+def look_up(root: Path, topic: str, partition: int, target: int, committed: bool = False) -> Found:
+    """Runs on a worker thread (file I/O). `committed` (READ_COMMITTED): nothing at or past the last stable
+    offset, which is also the latest offset (`ReplicaManager.fetchOffsetForTimestamp`'s lastFetchableOffset)."""
     try:
         reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet
@@ -56,6 +57,10 @@ def look_up(root: Path, topic: str, partition: int, target: int) -> Found:
         except (KafkaStorageError, OSError):
             return Found(ErrorCode.kafka_storage_error)
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
+        if committed and target == LATEST_TIMESTAMP:
+            return Found(ErrorCode.none, found.timestamp, reader.last_stable_offset, epoch)
+        if committed and found.offset >= reader.last_stable_offset:
+            return Found(ErrorCode.none)
         return Found(ErrorCode.none, found.timestamp, found.offset, epoch)
 
 
@@ -65,6 +70,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     # KafkaApis.handleListOffsetRequest: DESCRIBE on each topic
     describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           (lt.name for lt in request.body.topics))
+    committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for lt in request.body.topics:
         config = registry.get(lt.name)
@@ -81,7 +87,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             elif not ctx.stored(config):  # a re-created topic whose old partitions are not removed yet
                 found = _empty(lp.timestamp)
             else:
-                found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp)
+                found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp,
+                                                committed)
             partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,
                                     error_code=error_code(found.error), timestamp=found.timestamp,
                                     offset=found.offset, leader_epoch=found.leader_epoch))

@@ -43,6 +43,7 @@ def error_code(code: int) -> ErrorCode:
 
 
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level: read_committed (0 is read_uncommitted)
 
 
 def timestamp(ms: int) -> datetime.datetime | None:

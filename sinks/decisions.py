@@ -33,7 +33,8 @@ _COLUMNS: dict[str, tuple[DataType, bool]] = {
     "max_timestamp": (_LONG, False), "producer_max_timestamp": (_LONG, False), "log_start_offset": (_LONG, False),
     "record_count": (_INT, False), "clock_held": (_BOOL, False), "duplicate": (_BOOL, False),
     "future_timestamps": (_INT, False), "window": (_TEXT, True), "batch_time_ms": (_LONG, False),
-    "batch": (BinaryType(), False), "principal": (_TEXT, True),
+    "batch": (BinaryType(), False), "principal": (_TEXT, True), "first_unstable_offset": (_LONG, False),
+    "aborted_txn_first_offset": (_LONG, False), "aborted_txn_last_stable_offset": (_LONG, False),
 }
 if tuple(_COLUMNS) != DecisionRow._fields:  # one definition of the row: its columns follow it
     raise ImportError(f"decision columns {tuple(_COLUMNS)} are not DecisionRow's fields {DecisionRow._fields}")

@@ -33,6 +33,8 @@ from sinks.storage.commit_record import read_commit_head
 from sinks.storage.file_names import partition_dir
 from sinks.storage.group_commit import group_commit, group_commit_available
 from sinks.storage.partition_log import AppendOutcome, BatchAppender
+from sinks.storage.transaction_index import AbortedTxn
+from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicRegistry
 
 # From this many rows (or more than one partition) the commits run on the committer's threads while the responses
@@ -99,16 +101,22 @@ class PartitionAppend:
         self.seconds = 0.0
 
     def add(self, rows: Sequence[DecisionRow]) -> None:
-        stored = [(r.base_offset, r.last_offset, r.batch, r.append_time_ms) for r in rows
-                  if r.error_code == 0 and not r.duplicate]
-        if not stored:
+        accepted = [r for r in rows if r.error_code == 0 and not r.duplicate]
+        if not accepted:
             return
         started = self.clock()
         if self.appender is None:
             topic, partition = str(rows[0].topic), int(rows[0].partition)  # type: ignore[arg-type]
             # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
             self.appender = BatchAppender(self.root, topic, partition, self.batch_id, self.registry.get(topic))
-        self.appender.add(stored)
+        done = 0
+        # an abort marker's `.txnindex` entry goes to the segment the marker lands in, right after it
+        for i in (i for i, r in enumerate(accepted) if r.aborted_txn_first_offset >= 0):
+            self.appender.add([_stored(r) for r in accepted[done:i + 1]])
+            self.appender.add_aborted(aborted_txn(accepted[i]))
+            done = i + 1
+        self.appender.add([_stored(r) for r in accepted[done:]])
+        self.appender.set_first_unstable_offset(_first_unstable(rows[-1]))
         self.seconds += self.clock() - started
 
     @property
@@ -136,6 +144,21 @@ class PartitionAppend:
     def close(self) -> None:
         if self.appender is not None:
             self.appender.close()
+
+
+def _stored(row: DecisionRow) -> tuple[int, int, bytes, int]:
+    return row.base_offset, row.last_offset, row.batch, row.append_time_ms
+
+
+def _first_unstable(row: DecisionRow) -> int | None:
+    return None if row.first_unstable_offset < 0 else row.first_unstable_offset
+
+
+def aborted_txn(row: DecisionRow) -> AbortedTxn:
+    """The `.txnindex` entry of an abort marker's row: its producer (the marker's header), the transaction's
+    first offset, the marker's offset and the last stable offset the stage gave."""
+    return AbortedTxn(parse_header(row.batch).producer_id, row.aborted_txn_first_offset, row.base_offset,
+                      row.aborted_txn_last_stable_offset)
 
 
 def append_partition(

@@ -8,11 +8,13 @@ from pyspark.sql import functions as F
 from contract.ingress import (
     HEADER_ACKS,
     HEADER_CLIENT_ID,
+    HEADER_ORIGIN,
     HEADER_PARTITION,
     HEADER_PRINCIPAL,
     HEADER_REPLAY_OF,
     HEADER_REQUEST_ID,
     HEADER_TOPIC,
+    HEADER_TRANSACTIONAL_ID,
 )
 from contract.limits import IngressLimits
 from streaming.config import GatewayConfig
@@ -76,5 +78,7 @@ def decode_ingress(raw: DataFrame) -> DataFrame:
         F.coalesce(_header_int(HEADER_ACKS), F.lit(-1)).alias("acks"),
         _header(HEADER_REPLAY_OF).alias("replay_of"),
         _header(HEADER_PRINCIPAL).alias("principal"),
+        _header(HEADER_TRANSACTIONAL_ID).alias("transactional_id"),
+        _header(HEADER_ORIGIN).alias("origin"),
     )
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from validators.codec.record_batch import NO_TIMESTAMP
 from validators.errors import Errors
-from validators.producer_state import NO_PRODUCERS, ProducerTable
+from validators.producer_state import NO_PRODUCERS, CompletedTxn, ProducerTable
 
 
 class PartitionState(NamedTuple):
@@ -53,6 +53,7 @@ class Accepted(NamedTuple):
     producer_max_timestamp: int = NO_TIMESTAMP  # header maxTimestamp as the producer sent it (unverified for LAT)
     input_magic: int = 2  # 0/1: a legacy message set, up-converted
     rebuilt: bool = False  # Path C: records re-encoded (legacy up-conversion, or recompression to the topic codec)
+    completed_txn: CompletedTxn | None = None  # a transaction marker that ended a transaction with records here
 
     @property
     def log_start_offset(self) -> int:

@@ -89,6 +89,12 @@ class Errors(Enum):
         "transaction was ongoing.",
         "ConcurrentTransactionsException",
     )
+    TRANSACTION_COORDINATOR_FENCED = (
+        52,
+        "Indicates that the transaction coordinator sending a WriteTxnMarker is no longer the current coordinator "
+        "for a given producer.",
+        "TransactionCoordinatorFencedException",
+    )
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED = (
         53, "Transactional Id authorization failed.", "TransactionalIdAuthorizationException")
     KAFKA_STORAGE_ERROR = (

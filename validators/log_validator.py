@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from enum import Enum
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -89,6 +90,7 @@ from validators.append_result import (
 )
 from validators.codec import native_walk
 from validators.codec import record_batch as rb
+from validators.codec.control_batch import ControlRecordType, parse_end_txn_marker
 from validators.codec.record_batch import (
     BATCH_HEADER,
     NO_TIMESTAMP,
@@ -119,6 +121,16 @@ log = logging.getLogger(__name__)
 
 _ATTR_TXN = 0x10
 _ATTR_CONTROL = 0x20
+_ATTRIBUTES_LOW_BYTE = 22  # a v2 batch's attributes are the int16 at 21
+
+
+class AppendOrigin(Enum):
+    """Who appends (Kafka's `AppendOrigin`): a client's produce, one with an authorized transactional id, or the
+    transaction coordinator's marker."""
+
+    CLIENT = "client"
+    CLIENT_TRANSACTIONAL = "client-transactional"
+    COORDINATOR = "coordinator"
 
 
 def _tp(topic: str, partition: int) -> str:
@@ -135,24 +147,30 @@ def validate_and_assign(
     config: TopicConfig | None,
     state: PartitionState,
     now_ms: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
 ) -> AppendResult:
     """Decide one produce batch for `topic`-`partition` at the micro-batch clock `now_ms`.
 
     Accepted: the bytes to store (offsets from `state.log_end_offset`), the new state, and what the
-    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged."""
+    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged.
+    `origin`: CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized,
+    COORDINATOR for a transaction marker from the front door's transaction coordinator."""
     data = batch if type(batch) is bytes else bytes(batch)
     try:
-        return _decide(data, topic, partition, config, state, now_ms)
+        if origin is AppendOrigin.COORDINATOR:
+            return _decide_marker(data, topic, partition, config, state, now_ms)
+        return _decide(data, topic, partition, config, state, now_ms, origin is AppendOrigin.CLIENT_TRANSACTIONAL)
     except RejectedBatch as r:
         return r.result
 
 
 def _decide(
-    data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int
+    data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int,
+    transactional_id: bool = False,
 ) -> AppendResult:
     framed = frame_batch(data)  # (batch_size, magic) or a framing error, reported in Kafka's order below
-    # §1.1 step 1 (KafkaApis): transactional records need an authorized transactional.id; ingress has none
-    if isinstance(framed, tuple) and framed[1] == 2 and data[22] & _ATTR_TXN:
+    # §1.1 step 1 (KafkaApis): transactional records need an authorized transactional.id
+    if isinstance(framed, tuple) and framed[1] == 2 and data[22] & _ATTR_TXN and not transactional_id:
         return Rejected(
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.default_message or "",
@@ -173,10 +191,47 @@ def _decide(
     return _decide_v2(data, batch_size, tp, config, state, now_ms)
 
 
+def _decide_marker(
+    data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int
+) -> AppendResult:
+    """A transaction marker from the coordinator (`ReplicaManager.appendRecords` with origin COORDINATOR, as
+    for WriteTxnMarkers): one end-transaction control batch, given offsets and stamped like any batch, that
+    ends the producer's open transaction here (`producer_state.append_end_txn_marker`). The coordinator
+    built it with its own clock, so the KIP-937 windows are not applied to it."""
+    if config is None or partition is None or not 0 <= partition < config.partitions:
+        return Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_OR_PARTITION.default_message or "")
+    tp = _tp(topic, partition)
+    framed = frame_batch(data)
+    if isinstance(framed, Rejected):
+        return framed
+    batch_size = framed[0]
+    try:
+        marker = parse_end_txn_marker(data[:batch_size])
+    except ValueError as e:
+        return invalid_record(f"Invalid transaction marker for {tp}: {e}", state.log_start_offset)
+    (_, _, _, _, _, _, _, _, max_timestamp, producer_id, producer_epoch, _, _) = BATCH_HEADER.unpack_from(data, 0)
+    lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+    append_time = append_clock(state, now_ms)
+    max_ts = append_time if lat_topic else max_timestamp
+    stored = rb.assign_offsets_and_timestamp(data[:batch_size], state.log_end_offset, config.message_timestamp_type,
+                                             max_ts, GATEWAY_LEADER_EPOCH)
+    producers = producer_state.expire(state.producers, now_ms, config.producer_id_expiration_ms)
+    try:
+        producers, completed = producer_state.append_end_txn_marker(
+            producers, producers.get(producer_id), producer_id, producer_epoch,
+            marker.control_type is ControlRecordType.ABORT, marker.coordinator_epoch, state.log_end_offset,
+            append_time, tp)
+    except ProducerStateError as e:
+        return Rejected(e.error, e.message, log_start_offset=state.log_start_offset)
+    accepted = appended(stored, 1, max_ts, lat_topic, append_time, now_ms, state, producers, future_count=0,
+                        producer_max_timestamp=max_timestamp, rebuilt=False)
+    return accepted._replace(completed_txn=completed)
+
+
 def partition_decider(
     topic: str, partition: int | None, config: TopicConfig | None
-) -> Callable[[bytes, PartitionState, int], AppendResult]:
-    """`validate_and_assign` for one target partition: (batch, state, now_ms) -> the same result.
+) -> Callable[..., AppendResult]:
+    """`validate_and_assign` for one target partition: (batch, state, now_ms[, origin]) -> the same result.
 
     What depends only on the partition — the topic name (§6.3), internal topics (step 8), the registry and
     the partition's range (step 4), whether the native path applies — is settled once; a clean
@@ -185,14 +240,17 @@ def partition_decider(
     native = native_walk.NATIVE_WALK
     if (native is None or config is None or partition is None or not 0 <= partition < config.partitions
             or _topic_name_error(topic) is not None or topic in INTERNAL_TOPICS or not _native_applies(config)):
-        return lambda data, state, now_ms: validate_and_assign(data, topic, partition, config, state, now_ms)
+        return lambda data, state, now_ms, origin=AppendOrigin.CLIENT: validate_and_assign(
+            data, topic, partition, config, state, now_ms, origin)
     tp = _tp(topic, partition)
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     decide_in_place = native.decide_in_place
     max_message_bytes, segment_bytes, compacted = config.max_message_bytes, config.segment_bytes, config.compacted
     before_max_ms, after_max_ms = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
 
-    def decide(data: bytes, state: PartitionState, now_ms: int) -> AppendResult:
+    def decide(data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
+        if origin is not AppendOrigin.CLIENT:
+            return validate_and_assign(data, topic, partition, config, state, now_ms, origin)
         if type(data) is not bytes:
             data = bytes(data)
         last = state.last_append_time_ms
@@ -259,13 +317,16 @@ def _producer_step(
                 producer_max_timestamp=max_timestamp,
             )
         first_offset = state.log_end_offset
+        transactional = bool(v2.stored[_ATTRIBUTES_LOW_BYTE] & _ATTR_TXN)
         try:
-            producer_state.check_append(entry, producer_id, producer_epoch, base_sequence, first_offset, tp)
+            producer_state.check_append(entry, producer_id, producer_epoch, base_sequence, first_offset, tp,
+                                        transactional)
         except ProducerStateError as e:
             return Rejected(e.error, e.message, log_start_offset=state.log_start_offset)
         producers = producer_state.append_batch(
             producers, entry, producer_id, producer_epoch,
             BatchMetadata(base_sequence, last_seq, first_offset, first_offset + count - 1, max_ts), append_time,
+            transactional,
         )
     return appended(v2.stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
                     future_count=v2.future_count, producer_max_timestamp=max_timestamp, rebuilt=v2.rebuilt)

@@ -42,6 +42,8 @@ from validators.errors import Errors
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
+NO_OFFSET = -1
+NO_COORDINATOR_EPOCH = -1  # RecordBatch.NO_PARTITION_LEADER_EPOCH, Kafka's value before any marker
 INT_MAX = 2147483647
 
 
@@ -61,6 +63,8 @@ class ProducerStateEntry(NamedTuple):
     producer_epoch: int
     batches: tuple[BatchMetadata, ...] = ()
     last_timestamp: int = -1  # gateway append time of the producer's last batch (expiry clock)
+    current_txn_first_offset: int = NO_OFFSET  # the open transaction's first offset here (`currentTxnFirstOffset`)
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH  # of the last transaction marker (`coordinatorEpoch`)
 
     @property
     def last_seq(self) -> int:
@@ -87,15 +91,24 @@ class ProducerStateError(Exception):
 
 # A producer's entry in the stage's state column (`producers_to_state`): fixed-size, big-endian — producer id,
 # epoch, last timestamp, number of cached batches, then 5 batch slots (first/last sequence, first/last offset,
-# timestamp), unused ones zero.
-_RECORD = struct.Struct(">qhqB" + "iiqqq" * NUM_BATCHES_TO_RETAIN)
+# timestamp), unused ones zero; then the open transaction's first offset and the coordinator epoch.
+_RECORD_V1 = struct.Struct(">qhqB" + "iiqqq" * NUM_BATCHES_TO_RETAIN)  # "P1:" checkpoints: no transactions
+_TXN_FIELDS = struct.Struct(">qi")
+_RECORD = struct.Struct(_RECORD_V1.format + "qi")
 _RECORD_IDS = struct.Struct(f">q{_RECORD.size - 8}x")
 _RECORD_LAST_TIMESTAMP = struct.Struct(">10xq")
-_STATE_PREFIX = "P1:"  # what tells this encoding from the JSON of earlier checkpoints
+_RECORD_TXN_FIRST_OFFSET = struct.Struct(f">{_RECORD_V1.size}xq4x")
+_V1_PREFIX = "P1:"
+_STATE_PREFIX = "P2:"  # what tells this encoding from the earlier ones
+_NO_TXN = _TXN_FIELDS.pack(NO_OFFSET, NO_COORDINATOR_EPOCH)
 
 
 def _last_timestamp(value: ProducerStateEntry | bytes) -> int:
     return _RECORD_LAST_TIMESTAMP.unpack_from(value)[0] if type(value) is bytes else value.last_timestamp
+
+
+def _txn_first_offset(value: ProducerStateEntry | bytes) -> int:
+    return _RECORD_TXN_FIRST_OFFSET.unpack_from(value)[0] if type(value) is bytes else value.current_txn_first_offset
 
 
 def _decoded(value: ProducerStateEntry | bytes) -> ProducerStateEntry:
@@ -106,7 +119,7 @@ def _decoded(value: ProducerStateEntry | bytes) -> ProducerStateEntry:
     if count > NUM_BATCHES_TO_RETAIN:
         raise ValueError(f"producer state: producer {fields[0]} has {count} cached batches, at most {NUM_BATCHES_TO_RETAIN}")
     batches = tuple(BatchMetadata(*fields[4 + 5 * i: 9 + 5 * i]) for i in range(count))
-    return ProducerStateEntry(fields[0], fields[1], batches, fields[2])
+    return ProducerStateEntry(fields[0], fields[1], batches, fields[2], fields[-2], fields[-1])
 
 
 def _encoded(value: ProducerStateEntry | bytes) -> bytes:
@@ -114,7 +127,8 @@ def _encoded(value: ProducerStateEntry | bytes) -> bytes:
         return value
     slots = list(chain.from_iterable(value.batches))
     slots += [0] * (5 * NUM_BATCHES_TO_RETAIN - len(slots))
-    return _RECORD.pack(value.producer_id, value.producer_epoch, value.last_timestamp, len(value.batches), *slots)
+    return _RECORD.pack(value.producer_id, value.producer_epoch, value.last_timestamp, len(value.batches), *slots,
+                        value.current_txn_first_offset, value.coordinator_epoch)
 
 
 class ProducerTable:
@@ -123,19 +137,25 @@ class ProducerTable:
     Read from the stage's state, an entry stays in its encoded form until it is looked up, and is written
     back as it was: a micro-batch pays for the producers it sees, not for every producer of the last day.
     Iterates in the order of the last append (then producer id). `oldest` is a lower bound of the entries'
-    `last_timestamp`, exact after an expiry pass, so that `expired` scans only when one can be due."""
+    `last_timestamp`, exact after an expiry pass, so that `expired` scans only when one can be due.
+    `open_transactions` maps the producers with a transaction open here to its first offset (Kafka's
+    `ongoingTxns`): the partition's first unstable offset is the least of them."""
 
-    __slots__ = ("_map", "_oldest")
+    __slots__ = ("_map", "_oldest", "_open")
 
     def __init__(self, entries: Iterable[ProducerStateEntry] = ()) -> None:
         self._map: immutables.Map[int, ProducerStateEntry | bytes] = immutables.Map(
             (e.producer_id, e) for e in entries)
         self._oldest = min((e.last_timestamp for e in self._map.values()), default=None)  # type: ignore[union-attr]
+        self._open: immutables.Map[int, int] = immutables.Map(
+            (e.producer_id, e.current_txn_first_offset) for e in self._map.values()  # type: ignore[union-attr]
+            if e.current_txn_first_offset >= 0)  # type: ignore[union-attr]
 
     @classmethod
-    def _of(cls, entries: immutables.Map[int, ProducerStateEntry | bytes], oldest: int | None) -> ProducerTable:
+    def _of(cls, entries: immutables.Map[int, ProducerStateEntry | bytes], oldest: int | None,
+            open_txns: immutables.Map[int, int]) -> ProducerTable:
         table = cls.__new__(cls)
-        table._map, table._oldest = entries, oldest
+        table._map, table._oldest, table._open = entries, oldest, open_txns
         return table
 
     def __len__(self) -> int:
@@ -158,6 +178,16 @@ class ProducerTable:
     def __repr__(self) -> str:
         return f"ProducerTable({list(self)!r})"
 
+    @property
+    def open_transactions(self) -> dict[int, int]:
+        return dict(self._open)
+
+    def first_unstable_offset(self, other_than: int | None = None) -> int | None:
+        """The first offset of the earliest open transaction (of a producer other than `other_than`), None when
+        none is open: Kafka's `firstUnstableOffset`, below which read_committed consumers may read."""
+        offsets = [o for p, o in self._open.items() if p != other_than]
+        return min(offsets) if offsets else None
+
     def get(self, producer_id: int) -> ProducerStateEntry | None:
         value = self._map.get(producer_id)
         return None if value is None else _decoded(value)
@@ -165,18 +195,25 @@ class ProducerTable:
     def with_entry(self, entry: ProducerStateEntry) -> ProducerTable:
         """The table with `entry` in place of its producer's (or added)."""
         oldest = entry.last_timestamp if self._oldest is None else min(self._oldest, entry.last_timestamp)
-        return ProducerTable._of(self._map.set(entry.producer_id, entry), oldest)
+        open_txns = self._open
+        if entry.current_txn_first_offset >= 0:
+            if open_txns.get(entry.producer_id) != entry.current_txn_first_offset:
+                open_txns = open_txns.set(entry.producer_id, entry.current_txn_first_offset)
+        elif entry.producer_id in open_txns:
+            open_txns = open_txns.delete(entry.producer_id)
+        return ProducerTable._of(self._map.set(entry.producer_id, entry), oldest, open_txns)
 
     def expired(self, now_ms: int, expiration_ms: int) -> ProducerTable:
-        """Without the expired entries (`removeExpiredProducers`); itself when none is."""
+        """Without the expired entries (`removeExpiredProducers`: never one with an open transaction); itself
+        when none is."""
         if self._oldest is None or now_ms - self._oldest < expiration_ms:
             return self
         with self._map.mutate() as kept:
             for producer_id, value in self._map.items():
-                if now_ms - _last_timestamp(value) >= expiration_ms:
+                if now_ms - _last_timestamp(value) >= expiration_ms and _txn_first_offset(value) < 0:
                     del kept[producer_id]
             entries = kept.finish()
-        return ProducerTable._of(entries, min(map(_last_timestamp, entries.values()), default=None))
+        return ProducerTable._of(entries, min(map(_last_timestamp, entries.values()), default=None), self._open)
 
     def to_state(self) -> str:
         """The stage's state column (`producers_to_state`)."""
@@ -184,19 +221,26 @@ class ProducerTable:
 
     @staticmethod
     def from_state(text: str) -> ProducerTable:
-        """Inverse of `to_state`: entries kept encoded, checked when decoded. Raises ValueError."""
+        """Inverse of `to_state` (and the "P1:" encoding without transactions): entries kept encoded, checked when
+        decoded. Raises ValueError."""
         try:
             data = base64.b64decode(text[len(_STATE_PREFIX):], validate=True)
         except ValueError as e:  # binascii.Error, or characters outside ASCII
             raise ValueError(f"producer state is not base64: {e}") from None
-        size = _RECORD.size
+        size = _RECORD_V1.size if text.startswith(_V1_PREFIX) else _RECORD.size
         if len(data) % size:
             raise ValueError(f"producer state: {len(data)} bytes is not a whole number of {size}-byte entries")
-        ids = [i for (i,) in _RECORD_IDS.iter_unpack(data)]
         records = [data[at: at + size] for at in range(0, len(data), size)]
+        if size != _RECORD.size:
+            records = [r + _NO_TXN for r in records]
+            data = b"".join(records)
+        size = _RECORD.size
+        ids = [i for (i,) in _RECORD_IDS.iter_unpack(data)]
         entries = immutables.Map(zip(ids, records, strict=True))
         oldest = min((t for (t,) in struct.iter_unpack(f">10xq{size - 18}x", data)), default=None)
-        return ProducerTable._of(entries, oldest)
+        open_txns = immutables.Map(
+            (i, o) for i, (o,) in zip(ids, _RECORD_TXN_FIRST_OFFSET.iter_unpack(data), strict=True) if o >= 0)
+        return ProducerTable._of(entries, oldest, open_txns)
 
 
 NO_PRODUCERS = ProducerTable()
@@ -214,8 +258,8 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 
 
 def is_expired(entry: ProducerStateEntry, now_ms: int, expiration_ms: int) -> bool:
-    """`ProducerStateManager.isProducerExpired` (no open transaction is possible at the gateway)."""
-    return now_ms - entry.last_timestamp >= expiration_ms
+    """`ProducerStateManager.isProducerExpired`: idle that long, and no transaction open."""
+    return entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
 
 
 def expire(producers: ProducerTable, now_ms: int, expiration_ms: int) -> ProducerTable:
@@ -229,6 +273,19 @@ def find(producers: ProducerTable, producer_id: int, now_ms: int, expiration_ms:
     return None if e is None or is_expired(e, now_ms, expiration_ms) else e
 
 
+def _check_epoch(entry: ProducerStateEntry | None, producer_id: int, producer_epoch: int, offset: int,
+                 topic_partition: str) -> int:
+    """`ProducerAppendInfo.checkProducerEpoch`: the current epoch, or INVALID_PRODUCER_EPOCH for an older one."""
+    current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+    if producer_epoch < current_epoch:
+        raise ProducerStateError(
+            Errors.INVALID_PRODUCER_EPOCH,
+            f"Epoch of producer {producer_id} at offset {offset} in {topic_partition} is {producer_epoch}, "
+            f"which is smaller than the last seen epoch {current_epoch}",
+        )
+    return current_epoch
+
+
 def check_append(
     entry: ProducerStateEntry | None,
     producer_id: int,
@@ -236,16 +293,11 @@ def check_append(
     first_seq: int,
     first_offset: int,
     topic_partition: str,
+    is_transactional: bool = False,
 ) -> None:
-    """`ProducerAppendInfo.maybeValidateDataBatch` for a CLIENT append; raises ProducerStateError."""
-    current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
-    # checkProducerEpoch (Kafka's produce path (`UnifiedLog.append`) step 17)
-    if producer_epoch < current_epoch:
-        raise ProducerStateError(
-            Errors.INVALID_PRODUCER_EPOCH,
-            f"Epoch of producer {producer_id} at offset {first_offset} in {topic_partition} is {producer_epoch}, "
-            f"which is smaller than the last seen epoch {current_epoch}",
-        )
+    """`ProducerAppendInfo.maybeValidateDataBatch` for a CLIENT append, and `updateCurrentTxnFirstOffset`'s
+    check; raises ProducerStateError."""
+    current_epoch = _check_epoch(entry, producer_id, producer_epoch, first_offset, topic_partition)
     # checkSequence
     if producer_epoch != current_epoch:
         if first_seq != 0 and current_epoch != NO_PRODUCER_EPOCH:
@@ -256,13 +308,19 @@ def check_append(
                 f"partition {topic_partition}: {producer_epoch} (request epoch), {first_seq} (seq. number), "
                 f"{current_epoch} (current producer epoch)",
             )
-        return
-    last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
-    if not (current_epoch == NO_PRODUCER_EPOCH or _in_sequence(last_seq, first_seq)):
+    else:
+        last_seq = entry.last_seq if entry is not None else NO_SEQUENCE
+        if not (current_epoch == NO_PRODUCER_EPOCH or _in_sequence(last_seq, first_seq)):
+            raise ProducerStateError(
+                Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for producer {producer_id} at offset {first_offset} in partition "
+                f"{topic_partition}: {first_seq} (incoming seq. number), {last_seq} (current end sequence number)",
+            )
+    if not is_transactional and entry is not None and entry.current_txn_first_offset >= 0:
         raise ProducerStateError(
-            Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
-            f"Out of order sequence number for producer {producer_id} at offset {first_offset} in partition "
-            f"{topic_partition}: {first_seq} (incoming seq. number), {last_seq} (current end sequence number)",
+            Errors.INVALID_TXN_STATE,
+            f"Expected transactional write from producer {producer_id} at offset {first_offset} in partition "
+            f"{topic_partition}",
         )
 
 
@@ -273,15 +331,66 @@ def append_batch(
     producer_epoch: int,
     batch: BatchMetadata,
     append_time_ms: int,
+    is_transactional: bool = False,
 ) -> ProducerTable:
-    """`ProducerStateEntry.addBatch`: a new epoch clears the cache; keep the last 5 batches.
+    """`ProducerStateEntry.addBatch`: a new epoch clears the cache; keep the last 5 batches. A transactional
+    batch opens the producer's transaction here if none is open (`updateCurrentTxnFirstOffset`).
     `producers` should already be expired (see `expire`)."""
     if entry is None or entry.producer_epoch != producer_epoch:
         cached: tuple[BatchMetadata, ...] = ()
     else:
         cached = entry.batches
     cached = (cached + (batch,))[-NUM_BATCHES_TO_RETAIN:]
-    return producers.with_entry(ProducerStateEntry(producer_id, producer_epoch, cached, append_time_ms))
+    txn_first = entry.current_txn_first_offset if entry is not None else NO_OFFSET
+    if is_transactional and txn_first < 0:
+        txn_first = batch.first_offset
+    coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
+    return producers.with_entry(ProducerStateEntry(producer_id, producer_epoch, cached, append_time_ms, txn_first,
+                                                   coordinator_epoch))
+
+
+class CompletedTxn(NamedTuple):
+    """Kafka's `CompletedTxn`, with the last stable offset its aborted-transaction index entry records
+    (`ProducerStateManager.lastStableOffset`)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    aborted: bool
+    last_stable_offset: int
+
+
+def append_end_txn_marker(
+    producers: ProducerTable,
+    entry: ProducerStateEntry | None,
+    producer_id: int,
+    producer_epoch: int,
+    aborted: bool,
+    coordinator_epoch: int,
+    offset: int,
+    append_time_ms: int,
+    topic_partition: str,
+) -> tuple[ProducerTable, CompletedTxn | None]:
+    """`ProducerAppendInfo.appendEndTxnMarker`: a commit or abort marker at `offset` ends the producer's open
+    transaction here. Only a transaction with records here completes (a marker may reach a partition the
+    producer never wrote to, and is appended all the same). Raises ProducerStateError."""
+    _check_epoch(entry, producer_id, producer_epoch, offset, topic_partition)
+    current_coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
+    if current_coordinator_epoch > coordinator_epoch:
+        raise ProducerStateError(
+            Errors.TRANSACTION_COORDINATOR_FENCED,
+            f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in partition "
+            f"{topic_partition}: {coordinator_epoch} (zombie), {current_coordinator_epoch} (current)",
+        )
+    completed = None
+    if entry is not None and entry.current_txn_first_offset >= 0:
+        others = producers.first_unstable_offset(other_than=producer_id)
+        completed = CompletedTxn(producer_id, entry.current_txn_first_offset, offset, aborted,
+                                 offset + 1 if others is None else others)
+    # maybeUpdateProducerEpoch: a new epoch forgets the cached batches
+    batches = entry.batches if entry is not None and entry.producer_epoch == producer_epoch else ()
+    updated = ProducerStateEntry(producer_id, producer_epoch, batches, append_time_ms, NO_OFFSET, coordinator_epoch)
+    return producers.with_entry(updated), completed
 
 
 # ------------------------------------------------------------------------------------------------
@@ -296,7 +405,7 @@ def producers_to_state(producers: ProducerTable) -> str:
 def producers_from_state(text: str | None) -> ProducerTable:
     """The stage's state column, in this encoding or the JSON of earlier checkpoints (`producers_to_json`).
     Raises ValueError on bad input."""
-    if text is not None and text.startswith(_STATE_PREFIX):
+    if text is not None and text.startswith((_STATE_PREFIX, _V1_PREFIX)):
         return ProducerTable.from_state(text)
     return producers_from_json(text)
 

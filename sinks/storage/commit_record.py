@@ -66,6 +66,7 @@ class CommitRecord:
     segments: tuple[SegmentState, ...] = ()  # every segment, oldest first; the last is the active one
     version: int = COMMIT_FORMAT_VERSION
     segment_list: int = 0  # the generation of `gateway-segments.<n>.json` holding segments[:-1] (0: none)
+    first_unstable_offset: int | None = None  # the first open transaction's first offset (None: none open)
 
     @property
     def log_size(self) -> int:
@@ -76,13 +77,15 @@ class CommitRecord:
         doc: dict[str, Any] = {name: getattr(self, name) for name in ("version", "batch_id", "log_end_offset",
                                                                       "log_start_offset", "segment_list")}
         doc["segments"] = [_segment_doc(s) for s in self.segments]
+        if self.first_unstable_offset is not None:
+            doc["first_unstable_offset"] = self.first_unstable_offset
         return json.dumps(doc, sort_keys=True)
 
     def head(self, segment_list: int | None = None) -> CommitHead:
         return CommitHead(self.batch_id, self.log_end_offset, self.log_start_offset,
                           self.segments[-1] if self.segments else None,
                           self.segment_list if segment_list is None else segment_list,
-                          max(len(self.segments) - 1, 0), self.segments[:-1])
+                          max(len(self.segments) - 1, 0), self.segments[:-1], self.first_unstable_offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,18 +100,29 @@ class CommitHead:
     segment_list: int = 0
     inactive_count: int = 0
     inactive: tuple[SegmentState, ...] | None = None
+    # the first open transaction's first offset (None: none open): read_committed reads stop below it. Kafka
+    # keeps it in memory, rebuilt from its producer snapshots; the gateway's stage keeps the transactions
+    first_unstable_offset: int | None = None
 
     @property
     def segment_count(self) -> int:
         return self.inactive_count + (self.active is not None)
 
     def to_json(self) -> str:
-        return json.dumps({
+        doc = {
             "version": COMMIT_FORMAT_VERSION, "batch_id": self.batch_id, "log_end_offset": self.log_end_offset,
             "log_start_offset": self.log_start_offset,
             "active": None if self.active is None else _segment_doc(self.active),
             "segment_list": self.segment_list, "inactive_count": self.inactive_count,
-        }, sort_keys=True)
+        }
+        if self.first_unstable_offset is not None:
+            doc["first_unstable_offset"] = self.first_unstable_offset
+        return json.dumps(doc, sort_keys=True)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to (Kafka's `lastStableOffset`)."""
+        return self.log_end_offset if self.first_unstable_offset is None else self.first_unstable_offset
 
     @staticmethod
     def from_json(text: str) -> CommitHead:
@@ -121,9 +135,11 @@ class CommitHead:
         if version != COMMIT_FORMAT_VERSION:
             raise ValueError(f"commit record format {version}, this gateway reads {COMMIT_FORMAT_VERSION}")
         active = doc["active"]
+        unstable = doc.get("first_unstable_offset")
         return CommitHead(int(doc["batch_id"]), int(doc["log_end_offset"]), int(doc["log_start_offset"]),
                           None if active is None else SegmentState(**active), int(doc["segment_list"]),
-                          int(doc["inactive_count"]), () if int(doc["inactive_count"]) == 0 else None)
+                          int(doc["inactive_count"]), () if int(doc["inactive_count"]) == 0 else None,
+                          None if unstable is None else int(unstable))
 
     def inactive_segments(self, directory: Path) -> tuple[SegmentState, ...]:
         if self.inactive is not None:
@@ -144,7 +160,7 @@ class CommitHead:
         inactive = self.inactive_segments(directory)
         segments = inactive if self.active is None else (*inactive, self.active)
         return CommitRecord(self.batch_id, self.log_end_offset, self.log_start_offset, segments,
-                            segment_list=self.segment_list)
+                            segment_list=self.segment_list, first_unstable_offset=self.first_unstable_offset)
 
 
 def segment_list_name(generation: int) -> str:

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sinks.storage.commit_record import CommitHead, CommitRecord, SegmentState, read_commit_head
-from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
+from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, partition_dir, segment_bases, segment_file_name
 from sinks.storage.file_records import BatchInfo, CorruptRecordError
 from sinks.storage.segment import LogSegment
 from sinks.storage.segment_reader import open_for_reading
+from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
 from validators.codec.compression import CorruptCompressedDataError
 from validators.codec.record_batch import TimestampType, decode_record_batch, is_valid
 from validators.codec.records import InvalidRecordError
@@ -274,6 +275,44 @@ class PartitionReader:
             limit = max(max_bytes, batch.size) if min_one_batch else max_bytes
             return segment.read_bytes(batch.position, max(0, min(segment.size - batch.position, limit)))
         return b""
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is complete (`CommitHead.last_stable_offset`; the log end without a record)."""
+        return self.head.last_stable_offset if self.head is not None else self.log_end_offset
+
+    def read_committed(self, offset: int, max_bytes: int, min_one_batch: bool) -> tuple[bytes, tuple[AbortedTxn, ...]]:
+        """A READ_COMMITTED fetch (`UnifiedLog.read` with `FetchIsolation.TXN_COMMITTED`): `read_log` capped at the
+        last stable offset, and the aborted transactions overlapping `[offset, last stable offset)`, from the
+        `.txnindex` of the segment holding `offset` onwards until one says no later entry can overlap
+        (`UnifiedLog.collectAbortedTransactions`). The consumer drops those transactions' records."""
+        stable = self.last_stable_offset
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            self.read_log(offset, max_bytes, min_one_batch)  # raises OffsetOutOfRangeError with its text
+        if offset >= stable:
+            return b"", ()
+        data = b""
+        for view in self._from(offset):
+            segment = view.segment
+            batch = segment.translate_offset(offset)
+            if batch is None:
+                continue
+            unstable = segment.translate_offset(stable, batch.position)  # in this segment: stop before it
+            end = unstable.position if unstable is not None else segment.size
+            limit = max(max_bytes, batch.size) if min_one_batch else max_bytes
+            data = segment.read_bytes(batch.position, max(0, min(end - batch.position, limit)))
+            break
+        aborted: list[AbortedTxn] = []
+        for view in self._from(offset):
+            path = self.directory / segment_file_name(view.base_offset, TXN_INDEX_FILE_SUFFIX)
+            if not path.exists():
+                continue
+            with TransactionIndex(path, view.base_offset) as index:
+                found = index.collect_aborted(offset, stable)
+            aborted.extend(found.aborted_transactions)
+            if found.is_complete:
+                break
+        return data, tuple(aborted)
 
     def _records(self, segment: LogSegment, batch: BatchInfo) -> Iterator[ConsumerRecord]:
         header = batch.header

@@ -41,14 +41,17 @@ from sinks.storage.commit_record import (
 )
 from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
+    TXN_INDEX_FILE_SUFFIX,
     delete_segment_files,
     partition_dir,
+    segment_file_name,
 )
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
 from sinks.storage.recovery import check_log_end_offset, recover_partition
 from sinks.storage.segment import LogSegment, RollParams
+from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicConfig
 
@@ -103,6 +106,8 @@ class PartitionLog:
     _inactive_changed: bool = field(default=False, repr=False)
     _marked: bool = field(default=False, repr=False)  # this log put the recovery marker down
     _obsolete_list: int = field(default=0, repr=False)  # a segment list to remove once the commit is durable
+    first_unstable_offset: int | None = None  # the stage's, recorded at the next commit (`CommitHead`)
+    _txn_indexes: list[TransactionIndex] = field(default_factory=list, repr=False)  # written since the commit
 
     @property
     def inactive(self) -> list[SegmentState]:
@@ -192,6 +197,7 @@ class PartitionLog:
                 log_end_offset=commit.log_end_offset, log_start_offset=commit.log_start_offset,
                 recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock, _active_state=commit.active,
                 _inactive=None if commit.inactive is None else list(commit.inactive),
+                first_unstable_offset=commit.first_unstable_offset,
             )
         except BaseException:
             lock.release()
@@ -297,6 +303,7 @@ class PartitionLog:
             self.active.write_pending()
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
+        self._flush_txn_indexes(sync=True)
         if self._new_files:  # segment files created since the last commit: make their names durable
             fsync_dir(self.directory)
             self._new_files = False
@@ -322,7 +329,29 @@ class PartitionLog:
                 write_segment_list(self.directory, generation, inactive, sync=sync)
         active = _state_of(self.active) if self.active is not None else self._active_state
         return CommitHead(batch_id, self.log_end_offset, self.log_start_offset, active, generation, count,
-                          None if self._inactive is None else tuple(self._inactive))
+                          None if self._inactive is None else tuple(self._inactive), self.first_unstable_offset)
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """An aborted transaction's entry in the `.txnindex` of the segment its marker was appended to (Kafka's
+        `LogSegment.updateTxnIndex`), after `append` of the marker. An entry left at or past it by an attempt
+        that did not commit is dropped first, so a replayed micro-batch writes the same index."""
+        segment = self._open_active()
+        assert segment is not None and segment.base_offset <= txn.last_offset < self.log_end_offset
+        path = self.directory / segment_file_name(segment.base_offset, TXN_INDEX_FILE_SUFFIX)
+        self._new_files = self._new_files or not path.exists()
+        index = TransactionIndex(path, segment.base_offset)
+        index.truncate_to(txn.last_offset)
+        index.append(txn)
+        self._txn_indexes.append(index)
+
+    def _flush_txn_indexes(self, sync: bool) -> None:
+        """The `.txnindex` files written since the last commit durable (`sync`; a group commit's syncfs does it)
+        and closed, before the record that covers them."""
+        for index in self._txn_indexes:
+            if sync:
+                index.flush()
+            index.close()
+        self._txn_indexes.clear()
 
     def _committed(self, commit: CommitHead) -> None:
         old = self.commit_record
@@ -347,6 +376,7 @@ class PartitionLog:
         if self.active is not None:
             self.active.trim_indexes()
             self.active.write_pending()
+        self._flush_txn_indexes(sync=False)
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
         write_commit_tmp(self.directory, commit, sync=False)
@@ -408,6 +438,7 @@ class PartitionLog:
         """Release the lock; the active segment is closed without committing (uncommitted appends stay on
         disk past the commit record and are truncated by the next open)."""
         try:
+            self._flush_txn_indexes(sync=False)
             if self.active is not None:
                 if self.log_end_offset == (self.commit_record.log_end_offset if self.commit_record else 0):
                     self.active.trim_indexes()  # nothing uncommitted: the files as the commit left them
@@ -500,6 +531,16 @@ class BatchAppender:
             self.written += info.size
             self.rolled += info.rolled is not None
         self.count += done
+
+    def add_aborted(self, txn: AbortedTxn) -> None:
+        """After `add` of its marker: an aborted transaction's `.txnindex` entry (`PartitionLog.append_aborted_txn`)."""
+        if not self._replay:
+            self.open().append_aborted_txn(txn)
+
+    def set_first_unstable_offset(self, offset: int | None) -> None:
+        """The stage's first unstable offset after this micro-batch, recorded by the commit."""
+        if not self._replay:
+            self.open().first_unstable_offset = offset
 
     def finish(self) -> AppendOutcome | None:
         """Commit what was added (nothing on a replay) and release the log; None when nothing was added."""

@@ -39,6 +39,7 @@ from sinks.storage.errors import KafkaStorageError
 from sinks.storage.file_names import (
     LOG_FILE_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
+    TXN_INDEX_FILE_SUFFIX,
     delete_segment_files,
     is_segment_file,
     segment_bases,
@@ -75,7 +76,7 @@ def _delete_orphan_indexes(directory: Path, names: list[str] | None = None) -> l
     names = sorted(os.listdir(directory)) if names is None else names
     present = set(names)
     removed = []
-    index_suffixes = frozenset(SEGMENT_FILE_SUFFIXES[1:])
+    index_suffixes = frozenset((*SEGMENT_FILE_SUFFIXES[1:], TXN_INDEX_FILE_SUFFIX))
     for name in names:
         if (name[20:] in index_suffixes and is_segment_file(name, name[20:])
                 and name[:20] + LOG_FILE_SUFFIX not in present):

@@ -207,12 +207,13 @@ def test_an_update_leaves_earlier_tables_as_they_were() -> None:
 def test_the_state_encoding_keeps_every_field_at_its_limits() -> None:
     edge = ProducerStateEntry(
         2**63 - 1, 32767, tuple(BatchMetadata(INT_MAX - 4 + i, -1, 2**63 - 5 + i, 2**63 - 1, -(2**63)) for i in range(5)),
-        -1,
+        -1, 2**63 - 1, 2**31 - 1,
     )
     table = ProducerTable((edge, entry(), ProducerStateEntry(0, -1, (), 0)))
     text = producers_to_state(table)
-    assert text.startswith("P1:") and text.isascii()
+    assert text.startswith("P2:") and text.isascii()
     assert producers_from_state(text) == table
+    assert producers_from_state(text).open_transactions == {2**63 - 1: 2**63 - 1}
     assert producers_from_state(producers_to_state(NO_PRODUCERS)) == NO_PRODUCERS
 
 
@@ -226,13 +227,22 @@ def test_a_state_with_too_many_cached_batches_is_a_value_error_when_read() -> No
     good = producers_to_state(ProducerTable((entry(),)))
     raw = bytearray(base64.b64decode(good[3:]))
     raw[18] = 6  # the number of cached batches
-    table = producers_from_state("P1:" + base64.b64encode(bytes(raw)).decode())
+    table = producers_from_state("P2:" + base64.b64encode(bytes(raw)).decode())
     with pytest.raises(ValueError, match="producer state: producer 1324 has 6 cached batches"):
         table.get(PID)
 
 
+def test_a_state_written_before_transactions_reads_with_none_open() -> None:
+    """A "P1:" checkpoint (entries without the transaction fields) is read as producers with no transaction."""
+    p2 = base64.b64decode(producers_to_state(ProducerTable((entry(),)))[3:])
+    table = producers_from_state("P1:" + base64.b64encode(p2[:-12]).decode())
+    assert table == ProducerTable((entry(),)) and table.open_transactions == {}
+    assert table.get(PID).current_txn_first_offset == -1  # type: ignore[union-attr]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.one_of(st.binary(max_size=600).map(lambda b: "P1:" + base64.b64encode(b).decode()),
+                 st.binary(max_size=600).map(lambda b: "P2:" + base64.b64encode(b).decode()),
                  st.text(max_size=60).map(lambda t: "P1:" + t),
                  st.text(max_size=60)))
 def test_hostile_state_text_is_a_value_error_or_a_table(text: str) -> None:

@@ -47,6 +47,7 @@ def _frame(offsets: list[int]) -> pd.DataFrame:
         # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
         "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
         "partition_header": ["0"] * n, "replay_of": [None] * n, "principal": [None] * n,
+        "transactional_id": [None] * n, "origin": [None] * n,
         "topic": ["orders"] * n, "partition": [0] * n,
     })
 
@@ -140,7 +141,8 @@ def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> 
         "base_offset": 40, "last_offset": 41, "log_append_time_ms": -1, "append_time_ms": NOW + 5,
         "max_timestamp": NOW - 10, "producer_max_timestamp": NOW - 10, "log_start_offset": 3, "record_count": 2,
         "clock_held": True, "duplicate": False, "future_timestamps": 0, "window": None, "batch_time_ms": NOW,
-        "batch": result.records,
+        "batch": result.records, "first_unstable_offset": -1, "aborted_txn_first_offset": -1,
+        "aborted_txn_last_stable_offset": -1,
     }
 
 
