@@ -39,3 +39,15 @@ REGISTRY_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
 
 def registry_topic(ingress_topic: str) -> str:
     return f"{ingress_topic}{REGISTRY_TOPIC_SUFFIX}"
+
+
+# The front doors' transaction coordinator state (`front_door/transactions/store.py`), as Kafka keeps
+# `__transaction_state`: compacted, Kafka's `transaction.state.log.segment.bytes`; one partition, one order of
+# changes that every door follows. Named after the ingress topic by default, as the registry is.
+TRANSACTION_STATE_TOPIC_SUFFIX = ".transaction_state"
+TRANSACTION_STATE_TOPIC_PARTITIONS = 1
+TRANSACTION_STATE_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}
+
+
+def transaction_state_topic(ingress_topic: str) -> str:
+    return f"{ingress_topic}{TRANSACTION_STATE_TOPIC_SUFFIX}"

@@ -26,11 +26,13 @@ from front_door.node import Node
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
+from front_door.transactions.placement import transaction_coordinator
 from sinks.storage.topic_incarnations import IncarnationView
 from validators.topic_config import TopicConfig, TopicRegistry
 
 if TYPE_CHECKING:
     from front_door.door_cluster import DoorCluster
+    from front_door.transactions.coordinator import TransactionCoordinator
     from sinks.registry_store import RegistryStore
 
 CLUSTER_ID = "ingest-gateway"
@@ -84,6 +86,9 @@ class Context:
     # door alone is the cluster
     cluster: DoorCluster | None = None
     listener: str = ""
+    # The transaction coordinator (`transactions/coordinator.py`); None: the transaction state topic is not
+    # readable, and transactional ids are refused
+    transactions: TransactionCoordinator | None = None
     _own_ids: tuple[int, ...] = field(init=False, default=())
     _incarnations: IncarnationView | None = field(init=False, default=None)
 
@@ -120,6 +125,10 @@ class Context:
             if partition in groups.moving:
                 return NO_NODE
         return coordinator(group_id, self.node_ids())
+
+    def transaction_coordinator(self, transactional_id: str) -> int:
+        """The node id coordinating a transactional id (`transactions/placement.py`)."""
+        return transaction_coordinator(transactional_id, self.node_ids())
 
     def coordinator_error(self, group_id: str, node_id: int) -> ErrorCode | None:
         """None when node `node_id` coordinates the group now; else Kafka's answer to a group request sent

@@ -1,7 +1,8 @@
 """FindCoordinator (key 10, v0-v6; batched keys from v4, KIP-699): a group's coordinator is the node
-`groups/placement.py` names — the same on every node, so a client asking any of them goes to one place.
-Transaction coordinators (key type 1) are refused: the front door has no transactions (docs/kafka-compatibility.md).
-Without its groups topic (unreadable at start) every group gets COORDINATOR_NOT_AVAILABLE, with the reason.
+`groups/placement.py` names — the same on every node, so a client asking any of them goes to one place; a
+transactional id's (key type 1) is the one `transactions/placement.py` names. Without its groups topic
+(unreadable at start) every group gets COORDINATOR_NOT_AVAILABLE, with the reason; without the transaction
+state topic every transactional id.
 A group the principal may not DESCRIBE gets GROUP_AUTHORIZATION_FAILED (a transactional id
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), before anything else.
 """
@@ -20,7 +21,7 @@ from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
 
-TRANSACTIONS_REFUSED = "The gateway's front door has no transactions: produce without a transactional.id."
+TRANSACTIONS_UNAVAILABLE = "The transaction state topic is not readable: see the front door's start-up warning."
 
 
 class KeyType(IntEnum):
@@ -40,14 +41,22 @@ def _find(ctx: Context, request: Request, key: str, key_type: int) -> tuple[Erro
         return (ErrorCode.transactional_id_authorization_failed, access.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 -1, "", -1)
     if key_type == KeyType.TRANSACTION:
-        return ErrorCode.unsupported_version, TRANSACTIONS_REFUSED, -1, "", -1
+        if not key:
+            return ErrorCode.invalid_request, "The transactional id must not be empty", -1, "", -1
+        if ctx.transactions is None:
+            return ErrorCode.coordinator_not_available, TRANSACTIONS_UNAVAILABLE, -1, "", -1
+        return _node(ctx, ctx.transaction_coordinator(key))
     if key_type != KeyType.GROUP:
         return ErrorCode.invalid_request, f"Unsupported coordinator type {key_type}", -1, "", -1
     if not key:  # KafkaApis: an empty group id is not a group
         return ErrorCode.invalid_request, "The group id must not be empty", -1, "", -1
     if ctx.groups.unavailable is not None:  # as Kafka answers while __consumer_offsets has no leader
         return ErrorCode.coordinator_not_available, ctx.groups.unavailable, -1, "", -1
-    node = ctx.node(ctx.coordinator(key))
+    return _node(ctx, ctx.coordinator(key))
+
+
+def _node(ctx: Context, node_id: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    node = ctx.node(node_id)
     if node is None:  # moving between doors, or led by a door without this listener: the client asks again
         return ErrorCode.coordinator_not_available, "The coordinator is not available.", -1, "", -1
     return ErrorCode.none, None, node.node_id, node.host, node.port

@@ -6,7 +6,9 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
   or dead-lettered with its error — never dropped at the door. The one exception is a batch larger than
   the ingress hop can carry (a cluster whose ingress topic or brokers take less than the gateway asked
   for, `contract.limits`): MESSAGE_TOO_LARGE here, logged, as it could never reach the leader.
-- The batch's bytes go on as kio parsed them out of the request (`bytes`, not copied again here).
+- The batch's bytes go on as kio parsed them out of the request (`bytes`, not copied again here). An
+  authorized transactional id goes with them (`gw.transactional.id`): only then does the stage take a
+  transactional batch (`validators.log_validator`).
 - acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response); a
   partition refused at the door closes the connection instead, as Kafka does.
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
@@ -15,8 +17,8 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
 - Refused at the door, as a broker refuses before any append: a topic the principal may not WRITE
   (TOPIC_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`; nothing of it reaches the ingress topic;
   an idempotent batch needs nothing more since KIP-679), acks outside {-1, 0, 1}
-  (INVALID_REQUIRED_ACKS), a transactional produce (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the front door
-  has no transaction coordinator), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
+  (INVALID_REQUIRED_ACKS), transactional records without WRITE on the request's transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
   partition this node does not lead (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
   room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
   there. A topic or partition the registry lacks still goes to the gateway, which answers
@@ -40,7 +42,13 @@ from front_door.messages import NO_THROTTLE, build, error_code, millis, response
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import CloseConnection, Request
 
-TRANSACTIONS_REFUSED = "The gateway's front door does not support transactions; produce without a transactional.id."
+_TRANSACTIONAL_BIT = 0x10  # a v2 batch's attributes: the int16 at 21, this bit in its low byte
+
+
+def _transactional_records(body: Any) -> bool:
+    """`RequestUtils.hasTransactionalRecords`: a partition's first batch is transactional."""
+    return any(pd.records is not None and len(pd.records) > 22 and pd.records[22] & _TRANSACTIONAL_BIT
+               for td in body.topic_data for pd in td.partition_data)
 
 
 def _refused(code: int, message: str | None = None, leader: int | None = None) -> dict[str, Any]:
@@ -64,10 +72,15 @@ async def handle(ctx: Context, request: Request) -> Any:
     body, version = request.body, request.api_version
     started = time.monotonic()
     refusal = None
-    if body.acks not in (-1, 0, 1):
+    transactional_id = body.transactional_id
+    if transactional_id is not None and not access.authorize(ctx, request, AclOperation.WRITE,
+                                                             ResourceType.TRANSACTIONAL_ID, transactional_id):
+        transactional_id = None  # transactional records are then refused (before any topic), plain ones go on
+        if _transactional_records(body):
+            refusal = _refused(ErrorCode.transactional_id_authorization_failed)
+    txn_refused = refusal is not None
+    if refusal is None and body.acks not in (-1, 0, 1):
         refusal = _refused(ErrorCode.invalid_required_acks)
-    elif body.transactional_id is not None:
-        refusal = _refused(ErrorCode.transactional_id_authorization_failed, TRANSACTIONS_REFUSED)
     # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
@@ -76,14 +89,13 @@ async def handle(ctx: Context, request: Request) -> Any:
     names = [topic_ids.get(td.topic_id) if version >= 13 else td.name for td in body.topic_data]
     # WRITE on each topic (KafkaApis.handleProduceRequest), after the transactional id and before the acks
     # (ReplicaManager.appendRecords checks them on the authorized partitions only)
-    transactional = body.transactional_id is not None
     writable = access.authorized_names(ctx, request, AclOperation.WRITE, ResourceType.TOPIC,
-                                       () if transactional else (n for n in names if n is not None))
+                                       () if txn_refused else (n for n in names if n is not None))
     for td, name in zip(body.topic_data, names, strict=True):
         key = td.topic_id if version >= 13 else td.name
         config = registry.get(name) if name is not None else None
         for pd in td.partition_data:
-            if name is not None and not transactional and name not in writable:
+            if name is not None and not txn_refused and name not in writable:
                 answers[(key, pd.index)] = _refused(ErrorCode.topic_authorization_failed)
                 continue
             if refusal is not None or name is None:
@@ -99,7 +111,7 @@ async def handle(ctx: Context, request: Request) -> Any:
                 answers[(key, pd.index)] = too_large
                 continue
             request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks,
-                                                 principal=str(request.principal))
+                                                 principal=str(request.principal), transactional_id=transactional_id)
             if waiter is not None:
                 pending[waiter] = (request_id, (key, pd.index))
     if body.acks == 0:

@@ -47,6 +47,7 @@ from kio.schema.index import api_key_map
 
 from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door import (
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
@@ -62,6 +63,7 @@ from front_door import (
     describe_groups,
     describe_topic_partitions,
     describe_user_scram_credentials,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -118,6 +120,8 @@ from front_door.security.scram_credentials import ScramCredentials
 from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
 from front_door.security.store import QUOTA_KIND, SecurityStoreError
 from front_door.stopping import StopBounds, async_step, blocking_step
+from front_door.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from front_door.transactions.startup import start_transactions
 from front_door.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
@@ -145,6 +149,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.METADATA: metadata.handle,
     ApiKey.API_VERSIONS: api_versions.handle,
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
+    ApiKey.END_TXN: end_txn.handle,
     ApiKey.FIND_COORDINATOR: find_coordinator.handle,
     ApiKey.JOIN_GROUP: join_group.handle,
     ApiKey.SYNC_GROUP: sync_group.handle,
@@ -234,6 +240,9 @@ class FrontDoorSettings:
     registry_file: str = "the topic registry"  # named in the refusal of topic admin requests
     security: FrontDoorSecurity = FrontDoorSecurity()  # listeners, TLS, SASL, ACLs (security/config.py)
     security_topic: str | None = DEFAULT_SECURITY_TOPIC  # where users and ACLs last; None: no users
+    # where the transaction coordinator's state lasts (`transactions/store.py`); None: no transactions
+    transaction_state_topic: str | None = None
+    transactions: TransactionSettings = TransactionSettings()
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= MAX_NODES_PER_DOOR:
@@ -298,6 +307,7 @@ class FrontDoor:
         self.context: Context | None = None
         self._bridge: IngressBridge | None = None
         self._group_store: KafkaGroupStore | None = None
+        self._transactions: TransactionCoordinator | None = None
         self._security_store: KafkaSecurityStore | None = None
         self._membership: DoorMembership | None = None
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
@@ -362,6 +372,7 @@ class FrontDoor:
                        groups, appended, max_request_bytes=s.max_request_bytes, registry_file=s.registry_file,
                        credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster,
                        broker_configs=broker_configs, topic_store=self._topic_store)
+        base.transactions = self._transactions = await start_transactions(s, base, bridge)
         for listener in listeners:
             self._contexts[listener.name] = dataclasses.replace(base, nodes=advertised[listener.name],
                                                                 listener=listener.name)
@@ -536,12 +547,16 @@ class FrontDoor:
             except Exception as e:  # noqa: BLE001 - the stop goes on
                 log.warning("front door: closing the group coordinator failed: %s: %s", type(e).__name__, e)
         self.metrics.groups.detach()
+        if self._transactions is not None:  # markers in flight stop; the next coordinator resumes them
+            await self._transactions.stop()
         # The Kafka clients side by side, each bounded: none waits for another's flush.
         steps: list[Awaitable[bool]] = []
         if self._membership is not None:
             steps.append(async_step("leaving the doors topic", self._membership.leave(), bounds.kafka_s))
         for what, client in (("the groups topic's clients", self._group_store),
-                             ("the security topic's clients", self._security_store)):
+                             ("the security topic's clients", self._security_store),
+                             ("the transaction state topic's clients",
+                              None if self._transactions is None else self._transactions.store)):
             if client is not None:
                 steps.append(blocking_step(f"closing {what}", client.close, bounds.kafka_s))
         if self._bridge is not None:

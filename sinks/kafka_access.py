@@ -79,7 +79,8 @@ class RequiredAcl:
 
 def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups_topic: str | None,
                  group_prefix: str, security_topic: str | None = None,
-                 doors_topic: str | None = None, registry: str | None = None) -> list[RequiredAcl]:
+                 doors_topic: str | None = None, registry: str | None = None,
+                 transaction_state_topic: str | None = None) -> list[RequiredAcl]:
     """The ACLs of a gateway with these topics (`groups_topic`, `security_topic`, `doors_topic`: None without a
     front door or, for the doors topic, without several doors)
     and consumer group prefix. CREATE on the cluster only while the gateway creates its topics: not once an administrator has."""
@@ -106,6 +107,11 @@ def gateway_acls(ingress_topic: str, response_topic: str, dlq_topic: str, groups
     if security_topic is not None:
         acls += [RequiredAcl("topic", security_topic, AclOperation.READ, "the front door loads its users and ACLs"),
                  RequiredAcl("topic", security_topic, AclOperation.WRITE, "the front door stores users and ACLs")]
+    if transaction_state_topic is not None:
+        acls += [RequiredAcl("topic", transaction_state_topic, AclOperation.READ,
+                             "each front door follows the transactions' state"),
+                 RequiredAcl("topic", transaction_state_topic, AclOperation.WRITE,
+                             "the transaction coordinator stores the transactions' state")]
     if doors_topic is not None:
         acls += [RequiredAcl("topic", doors_topic, AclOperation.READ, "each front door follows the live doors"),
                  RequiredAcl("topic", doors_topic, AclOperation.WRITE, "each front door registers and heartbeats")]

@@ -21,6 +21,9 @@ from contract.topics import (
 from contract.topics import (
     registry_topic as default_registry_topic,
 )
+from contract.topics import (
+    transaction_state_topic as default_transaction_state_topic,
+)
 from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
 from front_door.leadership import DEFAULT_NODES
 from sinks.kafka_access import RequiredAcl, gateway_acls
@@ -33,6 +36,7 @@ from sinks.kafka_security import (
     load_kafka_security,
 )
 from validators.topic_config import TopicRegistry
+from validators.transaction_state import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
     from front_door.security.config import FrontDoorSecurity
@@ -76,6 +80,10 @@ class GatewayConfig:
     # `topics_file` at first start; a later change of the file is applied to it as the same change through
     # the admin APIs would be (docs/configuration.md: the topic registry)
     registry_topic: str | None = None
+    # the front doors' transaction coordinator state (`front_door/transactions/store.py`); None: named after the
+    # ingress topic (`contract.topics.transaction_state_topic`)
+    transaction_state_topic: str | None = None
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS  # Kafka's transaction.max.timeout.ms
     topics_file: str = "conf/topics.json"
     segments_root: str = "var/segments"
     checkpoint_root: str = "checkpoints"
@@ -155,6 +163,10 @@ class GatewayConfig:
     def registry_topic_name(self) -> str:
         return self.registry_topic or default_registry_topic(self.ingress_topic)
 
+    @property
+    def transaction_state_topic_name(self) -> str:
+        return self.transaction_state_topic or default_transaction_state_topic(self.ingress_topic)
+
     def ingress_limits(self, registry: TopicRegistry | None = None) -> IngressLimits:
         """The sizes of the gateway's own hops (`contract.limits`): from front_door_max_request_bytes and
         the largest max.message.bytes of the registry (read from `topics_file` when not given)."""
@@ -166,6 +178,7 @@ class GatewayConfig:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
         from front_door.groups.coordinator import GroupSettings
         from front_door.server import FrontDoorSettings
+        from front_door.transactions.coordinator import TransactionSettings
 
         return FrontDoorSettings(
             listen=listen or self.front_door_address or "127.0.0.1:0", advertised=self.front_door_advertised_address,
@@ -179,6 +192,8 @@ class GatewayConfig:
             security=self.door_security, security_topic=self.security_topic,
             door_id=self.front_door_id, doors_topic=self.doors_topic,
             door_session_timeout_ms=self.front_door_session_timeout_ms,
+            transaction_state_topic=self.transaction_state_topic_name,
+            transactions=TransactionSettings(max_timeout_ms=self.transaction_max_timeout_ms),
         )
 
     @functools.cached_property
@@ -227,7 +242,8 @@ class GatewayConfig:
         return gateway_acls(self.ingress_topic, self.response_topic, self.dlq_topic,
                             self.groups_topic if self.front_door_address else None, self.consumer_group_prefix,
                             self.security_topic if self.front_door_address else None,
-                            self.doors_topic if self.front_door_address else None, self.registry_topic_name)
+                            self.doors_topic if self.front_door_address else None, self.registry_topic_name,
+                            self.transaction_state_topic_name if self.front_door_address else None)
 
     def path(self, value: str) -> Path:
         """Relative paths in the config are relative to the repository root."""

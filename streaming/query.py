@@ -18,6 +18,8 @@ from contract.topics import (
     REGISTRY_TOPIC_PARTITIONS,
     REHEARSAL_TOPIC_CONFIGS,
     SECURITY_TOPIC_PARTITIONS,
+    TRANSACTION_STATE_TOPIC_CONFIGS,
+    TRANSACTION_STATE_TOPIC_PARTITIONS,
     rehearsal_topic,
 )
 from sinks.metrics.gateway_metrics import GatewayMetrics
@@ -98,7 +100,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
     """The gateway's own Kafka topics, each as large as it must be (`contract.limits`): ingress carries
     the largest batch that can pass the front door; dead letters that batch and their headers; responses
     as many record errors as dead letters; a standby's rehearsal topic one batch; the front door's groups and
-    security topics and the topic registry are compacted. `create_topics` raises a smaller max.message.bytes of a topic that already
+    security topics, the transaction state and the topic registry are compacted. `create_topics` raises a smaller max.message.bytes of a topic that already
     exists."""
     limits = limits or config.ingress_limits()
     letters = {"max.message.bytes": str(limits.dead_letter_message_bytes)}
@@ -111,6 +113,8 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
         (config.groups_topic, GROUPS_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS),
         security_topic_spec(config),
         (config.registry_topic_name, REGISTRY_TOPIC_PARTITIONS, REGISTRY_TOPIC_CONFIGS),
+        *([(config.transaction_state_topic_name, TRANSACTION_STATE_TOPIC_PARTITIONS, TRANSACTION_STATE_TOPIC_CONFIGS)]
+          if config.front_door_address else []),
         *([(config.doors_topic, DOORS_TOPIC_PARTITIONS, DOORS_TOPIC_CONFIGS)] if config.doors_topic else []),
     ]
 

@@ -39,6 +39,9 @@ class Errors(Enum):
         "The request included a message larger than the max message size the server will accept.",
         "RecordTooLargeException",
     )
+    COORDINATOR_NOT_AVAILABLE = (
+        15, "The coordinator is not available.", "CoordinatorNotAvailableException")
+    NOT_COORDINATOR = (16, "This is not the correct coordinator.", "NotCoordinatorException")
     INVALID_TOPIC_EXCEPTION = (
         17, "The request attempted to perform an operation on an invalid topic.", "InvalidTopicException")
     RECORD_LIST_TOO_LARGE = (

@@ -1,0 +1,110 @@
+"""Transactions through the front door with librdkafka's transactional producer and read_committed consumers:
+the coordinator (InitProducerId with a transactional id, AddPartitionsToTxn, EndTxn), transactional batches and
+markers through the stage into segment storage, and READ_COMMITTED fetches that never show an aborted record."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from sinks.storage.commit_record import read_commit_head
+from sinks.storage.file_names import partition_dir
+from sinks.storage.transaction_index import TransactionIndex
+from tests.integration.front_door_harness import RunningDoor, running_front_door
+
+pytestmark = pytest.mark.integration
+
+TOPICS = {"topics": {"orders": {"partitions": 2, "configs": {"message.timestamp.type": "CreateTime"}}}}
+
+
+@pytest.fixture
+def door(spark, gateway_config) -> Iterator[RunningDoor]:
+    with running_front_door(spark, gateway_config, topics=TOPICS) as running:
+        yield running
+
+
+def _producer(door: RunningDoor, transactional_id: str) -> Producer:
+    return Producer({"bootstrap.servers": door.bootstrap, "transactional.id": transactional_id,
+                     "transaction.timeout.ms": 60_000, "linger.ms": 5})
+
+
+def _read(door: RunningDoor, isolation: str, partitions: int = 2) -> list[bytes]:
+    """Every record a consumer with `isolation` sees in `orders`, up to the end it is given."""
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": f"t-{uuid.uuid4().hex[:6]}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "enable.partition.eof": True, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("orders", p, 0) for p in range(partitions)])
+        values, at_end = [], set()
+        while len(at_end) < partitions:
+            msg = consumer.poll(30)
+            assert msg is not None, f"no message or end of partition within 30 s ({values})"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            values.append(msg.value())
+        return values
+    finally:
+        consumer.close()
+
+
+def test_committed_transactions_are_read_and_aborted_ones_never_are(door: RunningDoor) -> None:
+    p = _producer(door, f"orders-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(60)
+    for txn, commit in enumerate([True, False, True, False]):
+        p.begin_transaction()
+        for i in range(6):
+            p.produce("orders", value=f"t{txn}-{i}".encode(), partition=i % 2)
+        if commit:
+            p.commit_transaction(60)
+        else:
+            p.abort_transaction(60)
+    expected = sorted(f"t{t}-{i}".encode() for t in (0, 2) for i in range(6))
+    assert sorted(_read(door, "read_committed")) == expected
+    # read_uncommitted sees every record, the aborted ones too; the markers are no records to either
+    assert len(_read(door, "read_uncommitted")) == 24
+
+    # storage as Kafka writes it: each partition's two aborted transactions in its .txnindex, nothing open
+    for partition in range(2):
+        directory = partition_dir(door.segments_root, "orders", partition)
+        head = read_commit_head(directory)
+        assert head is not None and head.first_unstable_offset is None
+        aborted = TransactionIndex(directory / "00000000000000000000.txnindex", 0).all_aborted()
+        assert len(aborted) == 2 and all(t.first_offset < t.last_offset for t in aborted)
+
+
+def test_an_open_transaction_holds_read_committed_back_until_it_ends(door: RunningDoor) -> None:
+    p = _producer(door, f"open-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce("orders", value=b"before", partition=0)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    p.produce("orders", value=b"pending", partition=0)
+    p.flush(60)  # appended, not committed: the partition's last stable offset stays before it
+    assert _read(door, "read_committed") == [b"before"]
+    assert sorted(_read(door, "read_uncommitted")) == [b"before", b"pending"]
+    p.commit_transaction(60)
+    assert sorted(_read(door, "read_committed")) == [b"before", b"pending"]
+
+
+def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(door: RunningDoor) -> None:
+    tid = f"fenced-{uuid.uuid4().hex[:6]}"
+    old = _producer(door, tid)
+    old.init_transactions(60)
+    old.begin_transaction()
+    old.produce("orders", value=b"zombie", partition=1)
+    old.flush(60)
+    new = _producer(door, tid)
+    new.init_transactions(60)  # aborts the old one's open transaction and bumps the epoch
+    new.begin_transaction()
+    new.produce("orders", value=b"alive", partition=1)
+    new.commit_transaction(60)
+    with pytest.raises(KafkaException) as raised:
+        old.commit_transaction(30)
+    assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
+    assert _read(door, "read_committed") == [b"alive"]
