@@ -1,4 +1,5 @@
-"""KIP-848's consumer-group APIs and the transaction APIs: out of scope for the front door (docs/kafka-compatibility.md).
+"""KIP-848's consumer-group APIs and the transactional offset commits (AddOffsetsToTxn, TxnOffsetCommit): not
+served by the front door (docs/kafka-compatibility.md).
 They are not advertised in ApiVersions; a client that sends one anyway gets Kafka's UNSUPPORTED_VERSION in
 every error field of the response, with a message saying what to do instead.
 """
@@ -14,10 +15,10 @@ from front_door.messages import error_response
 from front_door.wire import Request
 
 GROUP_APIS = {68: "consumer_group_heartbeat", 69: "consumer_group_describe"}
-TRANSACTION_APIS = {24: "add_partitions_to_txn", 25: "add_offsets_to_txn", 26: "end_txn", 28: "txn_offset_commit"}
+TRANSACTION_APIS = {25: "add_offsets_to_txn", 28: "txn_offset_commit"}
 REFUSED_APIS = {**GROUP_APIS, **TRANSACTION_APIS}
 MESSAGE = ("The gateway's front door has the classic consumer group protocol (group.protocol=classic), not "
-           "KIP-848's, and no transactions: produce without a transactional.id.")
+           "KIP-848's, and transactions without consumer offsets in them (no sendOffsetsToTransaction).")
 
 
 async def handle(_ctx: Context, request: Request) -> Any:

@@ -85,7 +85,8 @@ class FakeBridge:
         return None
 
     def send(self, topic: str, partition: int, records: bytes, *, client_id: str | None,
-             acks: int, principal: str) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
+             acks: int, principal: str, transactional_id: str | None = None,
+             origin: str | None = None) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
         self.sent.append((topic, partition))
         if acks == 0:
             return f"r{len(self.sent)}", None

@@ -1,6 +1,6 @@
 """The group APIs at the front door, through Kafka's wire format (requests encoded and answers decoded
 with kio): one consumer's life in the versions today's clients use and in the oldest ones served, the
-coordinator every node names, NOT_COORDINATOR from the others, and the refused transaction coordinator."""
+coordinator every node names, NOT_COORDINATOR from the others, and a transaction coordinator without its topic."""
 
 from __future__ import annotations
 
@@ -74,7 +74,8 @@ def test_find_coordinator_names_one_node_for_a_group_on_every_node(tmp_path: Pat
     old = _answer(ctx, find_coordinator.handle, 10, 0, req(10, 0).FindCoordinatorRequest(key=GROUP))
     assert (old.error_code, old.node_id) == (ErrorCode.none, HOME)
     txn = _answer(ctx, find_coordinator.handle, 10, 3, req(10, 3).FindCoordinatorRequest(key="tx", key_type=1))
-    assert txn.error_code == ErrorCode.unsupported_version and "transactional.id" in txn.error_message
+    assert txn.error_code == ErrorCode.coordinator_not_available  # this door has no transaction state topic
+    assert "transaction state topic" in txn.error_message
     ctx.groups.unavailable = "groups topic gateway.consumer_offsets does not exist"  # could not be read at start
     down = _answer(ctx, find_coordinator.handle, 10, 4, m4.FindCoordinatorRequest(key_type=0, coordinator_keys=(GROUP,)))
     assert (down.coordinators[0].error_code, down.coordinators[0].node_id) == (ErrorCode.coordinator_not_available, -1)

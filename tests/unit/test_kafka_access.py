@@ -40,10 +40,11 @@ def test_kafka_acls_lines() -> None:
     assert "--operation DescribeConfigs --cluster   # w" in cluster.command("b", "User:gw")
 
 
-def test_the_groups_and_security_topics_only_with_a_front_door() -> None:
+def test_the_groups_security_and_transaction_state_topics_only_with_a_front_door() -> None:
     with_door = {(a.resource, a.name) for a in GatewayConfig().required_acls()}
     without = {(a.resource, a.name) for a in GatewayConfig(front_door_address=None).required_acls()}
-    assert with_door - without == {("topic", "gateway.consumer_offsets"), ("topic", "gateway.security")}
+    assert with_door - without == {("topic", "gateway.consumer_offsets"), ("topic", "gateway.security"),
+                                   ("topic", "gateway.ingress.transaction_state")}
 
 
 def test_the_docs_list_every_acl_of_the_default_gateway() -> None:
