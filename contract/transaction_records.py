@@ -40,7 +40,8 @@ T = TypeVar("T")
 
 
 class TransactionStatus(IntEnum):
-    """Kafka's `TransactionState` ids (the value's TransactionStatus int8)."""
+    """Kafka's `TransactionState`, with the ids the value's TransactionStatus int8 stores (the coordinator's rules
+    over them: `validators.transaction_state`)."""
 
     EMPTY = 0
     ONGOING = 1
@@ -50,6 +51,11 @@ class TransactionStatus(IntEnum):
     COMPLETE_ABORT = 5
     DEAD = 6
     PREPARE_EPOCH_FENCE = 7
+
+    @property
+    def kafka_name(self) -> str:
+        """The name Kafka's DescribeTransactions and ListTransactions give (`TransactionState.name`)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
 
 
 @dataclass(frozen=True)

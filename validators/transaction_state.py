@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from enum import IntEnum
 from typing import NamedTuple
 
+from contract.transaction_records import TransactionStatus
 from validators.errors import Errors
 
 NO_PRODUCER_ID = -1  # RecordBatch.NO_PRODUCER_ID
@@ -43,24 +43,8 @@ DEFAULT_ABORT_TIMED_OUT_INTERVAL_MS = 10_000  # transaction.abort.timed.out.tran
 TopicPartition = tuple[str, int]
 
 
-class TransactionState(IntEnum):
-    """Kafka's `TransactionState`, with the ids the transaction log stores."""
-
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-    @property
-    def kafka_name(self) -> str:
-        """The name Kafka's DescribeTransactions and ListTransactions give (`TransactionState.name`)."""
-        return "".join(part.capitalize() for part in self.name.split("_"))
-
-
+# Kafka's `TransactionState`: the ids are the transaction log's (`contract.transaction_records`)
+TransactionState = TransactionStatus
 _S = TransactionState
 VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
