@@ -34,6 +34,7 @@ from contract.topics import (
     GROUPS_TOPIC_CONFIGS,
     REGISTRY_TOPIC_CONFIGS,
     REHEARSAL_TOPIC_CONFIGS,
+    TRANSACTION_STATE_TOPIC_CONFIGS,
     rehearsal_topic,
 )
 from embedded.local_kafka import LocalKafka
@@ -135,6 +136,7 @@ def test_the_registry_and_the_front_door_setting_define_every_hop(tmp_path: Path
         big.groups_topic: GROUPS_TOPIC_CONFIGS,  # offsets and groups: small records, Kafka's compacted layout
         big.security_topic: GROUPS_TOPIC_CONFIGS,  # users and ACLs: small records, compacted
         big.registry_topic_name: REGISTRY_TOPIC_CONFIGS,  # the topic registry: compacted
+        big.transaction_state_topic_name: TRANSACTION_STATE_TOPIC_CONFIGS,  # the transactions' states: compacted
     }
     assert sink_config(big).max_message_bytes == limits.dead_letter_message_bytes
     assert big.front_door_settings().ingress_max_message_bytes == limits.ingress_message_bytes
