@@ -4,17 +4,24 @@ markers through the stage into segment storage, and READ_COMMITTED fetches that 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from sinks.storage.commit_record import read_commit_head
 from sinks.storage.file_names import partition_dir
 from sinks.storage.transaction_index import TransactionIndex
 from tests.integration.front_door_harness import RunningDoor, running_front_door
+from tests.integration.group_members import compile_java_client
+
+JAVA_CLIENTS = Path(__file__).parent / "java" / "TransactionalClients.java"
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +128,25 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(door: 
         old.commit_transaction(30)
     assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
     assert _read_settled(door, "read_committed", [b"alive"]) == [b"alive"]
+
+
+def test_kafkas_java_transactional_producer_and_read_committed_consumer(door: RunningDoor, tmp_path: Path) -> None:
+    """Kafka 4's own clients: initTransactions, commits and aborts (its classic protocol, as the door finalizes no
+    transaction.version), then a read_committed consumer to the end offsets it is given (the last stable offsets)."""
+    classes = compile_java_client(tmp_path, JAVA_CLIENTS)
+    # the markers of the last transaction may land after its commit returns: the consumer reads to the end
+    # offsets it is given, so the last transaction here is an aborted one followed by a committed one it waits out
+    done = subprocess.run([java_executable(), "-Xmx256m", "-cp", os.pathsep.join([str(classes), kafka_classpath(KAFKA_JARS_DIR)]),
+                           "TransactionalClients", door.bootstrap, "orders", "2", "6", "10", f"java-{uuid.uuid4().hex[:6]}"],
+                          capture_output=True, text=True, timeout=300)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert [line for line in lines if not line.startswith("read ")][:6] == [
+        "committed 0", "aborted 1", "committed 2", "committed 3", "aborted 4", "committed 5"]
+    read = [line.removeprefix("read ") for line in lines if line.startswith("read ")]
+    assert not [v for v in read if v.startswith(("t1-", "t4-"))]  # never an aborted record
+    assert set(read) <= {f"t{t}-{r}" for t in (0, 2, 3, 5) for r in range(10)}
+    assert len(read) == len(set(read))
+    # what was committed is all there once the markers landed
+    expected = [f"t{t}-{r}".encode() for t in (0, 2, 3, 5) for r in range(10)]
+    assert _read_settled(door, "read_committed", expected) == sorted(expected)
