@@ -28,6 +28,8 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # before KIP-890's v5; no `transaction.version` feature is finalized, so clients stay on it
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 4),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.FIND_COORDINATOR: (0, 6),
     ApiKey.JOIN_GROUP: (0, 9),
     ApiKey.SYNC_GROUP: (0, 5),
