@@ -89,7 +89,8 @@ class RunningDoor:
 
 @contextmanager
 def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
-                       topics: Mapping[str, Any] = FRONT_DOOR_TOPICS, nodes: int | None = None) -> Iterator[RunningDoor]:
+                       topics: Mapping[str, Any] = FRONT_DOOR_TOPICS, nodes: int | None = None,
+                       transaction_abort_interval_ms: int | None = None) -> Iterator[RunningDoor]:
     """The gateway and its front door on the registry `topics`, with `nodes` front-door nodes (default: the
     setting's default). Groups start without Kafka's initial rebalance delay, as the tests' local broker
     (`embedded/local_kafka.py`), so the same tests hold on both."""
@@ -101,6 +102,9 @@ def running_front_door(spark: SparkSession, gateway_config: GatewayConfig,
     query, _ = start_gateway(spark, config)  # seeds the registry from the topics file
     registry = open_registry_store(config)
     settings = config.front_door_settings(listen="127.0.0.1:0")
+    if transaction_abort_interval_ms is not None:  # timed-out transactions looked for that often
+        settings = replace(settings, transactions=replace(settings.transactions,
+                                                          abort_interval_ms=transaction_abort_interval_ms))
     door = FrontDoor(settings, registry.current, FrontDoorMetrics(), topic_store=registry)
     running = RunningDoor(config, door, settings, registry)
     try:

@@ -416,14 +416,14 @@ def _read_when(door: RunningDoor, topic: str, count: int) -> list[Any]:
     return read_all(door.config, topic)
 
 
-def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000, transactional_id: str | None = None) -> bytes:
+def _produce_frame(records: bytes, acks: int = -1, timeout_ms: int = 60_000) -> bytes:
     """A ProduceRequest v9 for `ct`-0 carrying `records`, encoded with kio (Kafka's message schemas)."""
     buffer = io.BytesIO()
     entity_writer(RequestHeader)(buffer, RequestHeader(request_api_key=0, request_api_version=9,
                                                        correlation_id=42, client_id="raw"))
     entity_writer(ProduceRequest)(buffer, ProduceRequest(
         acks=acks, timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=timeout_ms)),
-        transactional_id=transactional_id,
+        transactional_id=None,
         topic_data=(TopicProduceData(name="ct", partition_data=(PartitionProduceData(index=0, records=records),)),),
     ))
     return struct.pack(">i", buffer.tell()) + buffer.getvalue()
@@ -466,9 +466,12 @@ def test_request_timeout_and_acks_0_still_append_exactly_once(door: RunningDoor)
     # acks=0: Kafka answers nothing (the ApiVersions request after it is answered) ...
     answered = _exchange(address, _produce_frame(unacked, acks=0) + API_VERSIONS_V0)
     assert answered[4:8] == struct.pack(">i", 7)
-    # ... and closes the connection when it refuses the batch (no transactions here): no more answers
-    refused = build_record_batch([(now, b"k", b"transactional")])
-    assert _exchange(address, _produce_frame(refused, acks=0, transactional_id="tx") + API_VERSIONS_V0) == b""
+    # ... and closes the connection when it refuses the batch (sent to a node that does not lead the
+    # partition: NOT_LEADER_OR_FOLLOWER): no more answers
+    refused = build_record_batch([(now, b"k", b"refused")])
+    home = leader("ct", 0, node_ids(door.nodes))
+    elsewhere = door.node_address(next(n for n in node_ids(door.nodes) if n != home))
+    assert _exchange(elsewhere, _produce_frame(refused, acks=0) + API_VERSIONS_V0) == b""
     _wait_for(lambda: _stored_values(door) == [b"answered too late", b"fire and forget"], "the acks=0 batch")
     responses = [decode_response(m.value()) for m in _read_when(door, door.config.response_topic, 1)]
     assert [r["error_code"] for r in responses] == [0]  # gw.acks=0: the gateway published no response

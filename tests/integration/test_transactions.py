@@ -150,3 +150,45 @@ def test_kafkas_java_transactional_producer_and_read_committed_consumer(door: Ru
     # what was committed is all there once the markers landed
     expected = [f"t{t}-{r}".encode() for t in (0, 2, 3, 5) for r in range(10)]
     assert _read_settled(door, "read_committed", expected) == sorted(expected)
+
+
+def test_a_transaction_left_open_across_a_door_restart_is_aborted_when_its_id_returns(door: RunningDoor) -> None:
+    """The coordinator's state is on the transaction state topic: a door started again finds the transaction
+    Ongoing, and the producer that comes back with the id fences it and has it aborted before going on."""
+    tid = f"restart-{uuid.uuid4().hex[:6]}"
+    old = _producer(door, tid)
+    old.init_transactions(60)
+    old.begin_transaction()
+    old.produce("orders", value=b"lost-in-restart", partition=0)
+    assert old.flush(60) == 0
+    door.restart()
+    new = _producer(door, tid)
+    new.init_transactions(60)
+    new.begin_transaction()
+    new.produce("orders", value=b"after-restart", partition=0)
+    new.commit_transaction(60)
+    assert _read_settled(door, "read_committed", [b"after-restart"]) == [b"after-restart"]
+    assert sorted(_read(door, "read_uncommitted")) == [b"after-restart", b"lost-in-restart"]
+
+
+def test_an_abandoned_transaction_is_aborted_after_its_timeout(spark, gateway_config) -> None:  # type: ignore[no-untyped-def]
+    with running_front_door(spark, gateway_config, topics=TOPICS, transaction_abort_interval_ms=200) as door:
+        p = Producer({"bootstrap.servers": door.bootstrap, "transactional.id": f"abandoned-{uuid.uuid4().hex[:6]}",
+                      "transaction.timeout.ms": 2_000})
+        p.init_transactions(60)
+        p.begin_transaction()
+        p.produce("orders", value=b"abandoned", partition=1)
+        assert p.flush(60) == 0
+        # never ended: the coordinator aborts it once its 2 s are up, and read_committed readers move past it
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            head = read_commit_head(partition_dir(door.segments_root, "orders", 1))
+            if head is not None and head.first_unstable_offset is None:
+                break
+            time.sleep(0.1)  # polling the commit record: there is no event to wait on
+        else:
+            pytest.fail("the abandoned transaction was not aborted within 60 s")
+        aborted = TransactionIndex(partition_dir(door.segments_root, "orders", 1) / "00000000000000000000.txnindex",
+                                   0).all_aborted()
+        assert [(t.first_offset, t.last_offset) for t in aborted] == [(0, 1)]
+        assert _read(door, "read_committed") == []
