@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--end-to-end-only", action="store_true", help="only the end-to-end sections")
     # "front-door": another name of the clients' rows (they run through the front door)
     parser.add_argument("--only", choices=["clients", "front-door", "backlog", "secured-backlog", "secured-door",
-                                           "doors", "shape", "scale", "spread"],
+                                           "doors", "shape", "scale", "spread", "transactions"],
                         help="just these end-to-end rows: Kafka clients against Kafka and through the front door "
                              "(clients), the gateway's backlog beside Spark's floor, on SASL_SSL and the scaling fit "
                              "(backlog), only the backlog on SASL_SSL beside plaintext (secured-backlog), or the "
@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "Spark's floor of the same shape (shape), or micro-batches spread over 4 to 1 000 target "
                              "partitions with append + commit beside 10 to 10 000 retained segments (scale), or a producer "
                              "spreading 2 000 records/s over 4 and 1 000 partitions beside a lone producer, through "
-                             "the front door and against Kafka (spread)")
+                             "the front door and against Kafka (spread), or a transactional producer committing every "
+                             "100 ms beside the same without transactions, through the front door and against Kafka "
+                             "(transactions)")
     parser.add_argument("--per-trigger", type=int, metavar="N",
                         help="batches per micro-batch of the 100 x 100 B backlog (4 micro-batches are queued; "
                              "default 10000, --quick 1000), e.g. small for a smoke run")

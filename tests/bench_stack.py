@@ -493,6 +493,11 @@ def _bench_end_to_end(work: Path, quick: bool, only: str | None, backlog_per_tri
 
         bench_spread(work, quick)
         return
+    if only == "transactions":
+        from tests.bench_transactions import bench_transactions
+
+        bench_transactions(work, quick)
+        return
     if only == "backlog":
         print(f"\n== end to end, the gateway's backlog beside Spark's floor: local[2], {KAFKA_VERSION} broker on loopback ==")
         with Stack(work) as stack:
