@@ -2,8 +2,7 @@
 
 The version ranges are Kafka 4.x's where kio has them. The classic group protocol is served; KIP-848's
 ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised (a client switches to the new protocol
-as soon as it sees key 68), nor are the transactional offset commits (AddOffsetsToTxn, TxnOffsetCommit;
-docs/kafka-compatibility.md); a client that sends one anyway gets UNSUPPORTED_VERSION (`unsupported.py`).
+as soon as it sees key 68); a client that sends one anyway gets UNSUPPORTED_VERSION (`unsupported.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,9 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     # the classic transaction protocol: the client's AddPartitionsToTxn (v4+ is the brokers' form) and EndTxn
     # before KIP-890's v5; no `transaction.version` feature is finalized, so clients stay on it
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.FIND_COORDINATOR: (0, 6),

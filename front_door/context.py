@@ -95,6 +95,10 @@ class Context:
     def __post_init__(self) -> None:
         self._own_ids = tuple(n.node_id for n in self.nodes)
 
+    def own_node_ids(self) -> tuple[int, ...]:
+        """This door's node ids."""
+        return self._own_ids
+
     def node_ids(self) -> Sequence[int]:
         """Every node id of the cluster, sorted."""
         return self.cluster.node_ids() if self.cluster is not None else self._own_ids

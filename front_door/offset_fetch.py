@@ -3,7 +3,9 @@ committed (`groups/coordinator.py` `fetch_offsets`): -1 with no error where noth
 committed partition when no topics are named (v2+). Asked of a node that does not coordinate the group:
 NOT_COORDINATOR for the group (per partition in v1, which has no group error). Without DESCRIBE on the
 group: GROUP_AUTHORIZATION_FAILED; a topic without DESCRIBE is left out of a listing of every committed
-partition, and named, answered TOPIC_AUTHORIZATION_FAILED.
+partition, and named, answered TOPIC_AUTHORIZATION_FAILED. With `require_stable` (v7+, KIP-447) a partition whose
+offset a transaction holds (`groups/transactional_offsets.py`) gets UNSTABLE_OFFSET_COMMIT and offset -1: the
+consumer asks again once the transaction has ended.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: A
            partition_entity: Any, topic_entity: Any) -> tuple[ErrorCode, tuple[Any, ...]]:
     """(group error, topics) for one group."""
     version = request.api_version
+    unstable = ctx.groups.transactional.partitions(group_id) if getattr(request.body, "require_stable", False) \
+        else set()
     by_id = version >= TOPIC_ID_VERSION
     # KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group (OffsetFetchRequest.getErrorResponse: from v2
     # no topics, v1 the error on each partition asked for), then DESCRIBE on each topic
@@ -61,9 +65,11 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: A
     if wanted is None:
         for (name, p), o in fetched.items():
             config = ctx.registry().get(name) if by_id else None
+            held = (name, p) in unstable
             by_topic.setdefault((config.id if config is not None else topic_id(name)) if by_id else name, []).append(
-                build(partition_entity, partition_index=p, committed_offset=o.offset,
-                      committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=ErrorCode.none))
+                build(partition_entity, partition_index=p, committed_offset=-1 if held else o.offset,
+                      committed_leader_epoch=o.leader_epoch, metadata=o.metadata,
+                      error_code=ErrorCode.unstable_offset_commit if held else ErrorCode.none))
     else:
         for t in topics:
             key = t.topic_id if by_id else t.name
@@ -74,6 +80,8 @@ def _group(ctx: Context, request: Request, module: Any, group_id: str, topics: A
                 denied = name is not None and name not in describable and error == ErrorCode.none
                 code = (ErrorCode.unknown_topic_id if unknown else ErrorCode.topic_authorization_failed if denied
                         else partition_error)
+                if code == ErrorCode.none and (name, p) in unstable:
+                    code, o = ErrorCode.unstable_offset_commit, None
                 by_topic.setdefault(key, []).append(build(
                     partition_entity, partition_index=p, committed_offset=o.offset if o else -1,
                     committed_leader_epoch=o.leader_epoch if o else -1, metadata=o.metadata if o else "",

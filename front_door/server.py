@@ -47,6 +47,7 @@ from kio.schema.index import api_key_map
 
 from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door import (
+    add_offsets_to_txn,
     add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
@@ -84,6 +85,7 @@ from front_door import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
     unsupported,
 )
 from front_door.acceptor import Acceptor, bind
@@ -153,6 +155,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INIT_PRODUCER_ID: init_producer_id.handle,
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn.handle,
     ApiKey.END_TXN: end_txn.handle,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn.handle,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit.handle,
     ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions.handle,
     ApiKey.LIST_TRANSACTIONS: list_transactions.handle,
     ApiKey.FIND_COORDINATOR: find_coordinator.handle,

@@ -1,5 +1,4 @@
-"""KIP-848's consumer-group APIs and the transactional offset commits (AddOffsetsToTxn, TxnOffsetCommit): not
-served by the front door (docs/kafka-compatibility.md).
+"""KIP-848's consumer-group APIs: not served by the front door (docs/kafka-compatibility.md).
 They are not advertised in ApiVersions; a client that sends one anyway gets Kafka's UNSUPPORTED_VERSION in
 every error field of the response, with a message saying what to do instead.
 """
@@ -15,10 +14,9 @@ from front_door.messages import error_response
 from front_door.wire import Request
 
 GROUP_APIS = {68: "consumer_group_heartbeat", 69: "consumer_group_describe"}
-TRANSACTION_APIS = {25: "add_offsets_to_txn", 28: "txn_offset_commit"}
-REFUSED_APIS = {**GROUP_APIS, **TRANSACTION_APIS}
+REFUSED_APIS = dict(GROUP_APIS)
 MESSAGE = ("The gateway's front door has the classic consumer group protocol (group.protocol=classic), not "
-           "KIP-848's, and transactions without consumer offsets in them (no sendOffsetsToTransaction).")
+           "KIP-848's.")
 
 
 async def handle(_ctx: Context, request: Request) -> Any:

@@ -28,6 +28,8 @@ from kio.schema.errors import ErrorCode
 
 from contract.group_records import OffsetAndMetadata, StoredGroup, StoredGroups
 from front_door.groups.classic_group import ClassicGroup, GroupState, Member, Protocol
+from front_door.groups.placement import partition_for
+from front_door.groups.transactional_offsets import PendingTransactionalOffsets
 
 log = logging.getLogger("gateway.front_door.groups")
 
@@ -183,6 +185,7 @@ class GroupCoordinator:
         self.moving: frozenset[int] = frozenset()
         self.loading: dict[int, int] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.transactional = PendingTransactionalOffsets()  # TxnOffsetCommit's, until their transaction ends
         self._runtime: dict[str, _Runtime] = {}
         self._writes: set[asyncio.Task[None]] = set()
         self._expiry: asyncio.TimerHandle | None = None
@@ -624,6 +627,64 @@ class GroupCoordinator:
                      offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
         """`classicGroupOffsetCommit`: from a member of the current generation, or with generation -1 and
         no member id from a consumer outside group management into an empty (or new) group."""
+        group, error = self._committing(group_id, generation, member_id, group_instance_id)
+        if error is not None or group is None:
+            return dict.fromkeys(offsets, error or ErrorCode.unknown_member_id)
+        self._heartbeat_seen(group, member_id)
+        results, accepted = self._sized(offsets)
+        if accepted:
+            results.update(await self._store_offsets(group, accepted))
+        return results
+
+    def commit_transactional(self, producer_id: int, group_id: str, generation: int, member_id: str,
+                             group_instance_id: str | None,
+                             offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (`commitTransactionalOffset`): validated as a commit, then held for the producer's
+        transaction (`transactional_offsets.py`) until its marker reaches this group's offsets partition."""
+        group, error = self._committing(group_id, generation, member_id, group_instance_id)
+        if error is not None or group is None:
+            return dict.fromkeys(offsets, error or ErrorCode.unknown_member_id)
+        results, accepted = self._sized(offsets)
+        self.transactional.add(producer_id, group_id, accepted)
+        results.update(dict.fromkeys(accepted, ErrorCode.none))
+        return results
+
+    async def complete_transaction(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
+        """A transaction's marker for an offsets partition (`replayEndTransactionMarker`): the producer's offsets
+        of the groups placed there committed (stored as any commit), or dropped."""
+        for group_id, offsets in self.transactional.take(producer_id, lambda g: partition_for(g) == offsets_partition):
+            group = self.groups.get(group_id)
+            if commit and offsets and group is not None:
+                await self._store_offsets(group, offsets)
+
+    def _sized(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> tuple[
+            dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:
+        """OFFSET_METADATA_TOO_LARGE for metadata past `offset.metadata.max.bytes`; the rest to store."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        accepted = {}
+        for tp, offset in offsets.items():
+            if len(offset.metadata.encode()) > self.settings.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted[tp] = offset
+        return results, accepted
+
+    async def _store_offsets(self, group: ClassicGroup, accepted: Mapping[TopicPartition, OffsetAndMetadata],
+                             ) -> dict[TopicPartition, ErrorCode]:
+        group_id = group.group_id
+        try:
+            await self._spawn(self.store.write_offsets(group_id, accepted), group_id)
+        except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
+            log.warning("group %s: offsets not stored: %s", group_id, e)
+            return dict.fromkeys(accepted, ErrorCode.coordinator_not_available)
+        if not group.in_state(GroupState.DEAD):
+            self.offsets.setdefault(group_id, {}).update(accepted)
+        self._on_commit(group_id, len(accepted))
+        return dict.fromkeys(accepted, ErrorCode.none)
+
+    def _committing(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                    ) -> tuple[ClassicGroup | None, ErrorCode | None]:
+        """The group a commit goes to (created for a consumer outside group management), or why it may not."""
         group = self.groups.get(group_id)
         error: ErrorCode | None = None
         if group is None:
@@ -641,28 +702,7 @@ class GroupCoordinator:
             error = self._validate_member(group, member_id, group_instance_id, generation)
             if error is None and group.in_state(GroupState.COMPLETING_REBALANCE):
                 error = ErrorCode.rebalance_in_progress
-        if error is not None or group is None:
-            return dict.fromkeys(offsets, error or ErrorCode.unknown_member_id)
-        self._heartbeat_seen(group, member_id)
-        results: dict[TopicPartition, ErrorCode] = {}
-        accepted = {}
-        for tp, offset in offsets.items():
-            if len(offset.metadata.encode()) > self.settings.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.offset_metadata_too_large
-            else:
-                accepted[tp] = offset
-        if accepted:
-            try:
-                await self._spawn(self.store.write_offsets(group_id, accepted), group_id)
-            except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
-                log.warning("group %s: offsets not stored: %s", group_id, e)
-                results.update(dict.fromkeys(accepted, ErrorCode.coordinator_not_available))
-                return results
-            if not group.in_state(GroupState.DEAD):
-                self.offsets.setdefault(group_id, {}).update(accepted)
-            self._on_commit(group_id, len(accepted))
-            results.update(dict.fromkeys(accepted, ErrorCode.none))
-        return results
+        return group, error
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, FetchedOffset]:
         """`classicGroupOffsetFetch`: every partition asked (-1 where nothing is committed), or everything

@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from front_door.groups.placement import OFFSETS_TOPIC
 from front_door.transactions.store import KafkaTransactionStore, TransactionStoreError
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker, build_end_txn_marker
 from validators.errors import Errors
@@ -53,6 +54,12 @@ FINAL_MARKER_ERRORS = frozenset({Errors.NONE.code, Errors.UNKNOWN_TOPIC_OR_PARTI
                                  Errors.INVALID_RECORD.code, Errors.INVALID_TOPIC_EXCEPTION.code})
 
 SendMarker = Callable[[str, int, bytes], Awaitable[int]]  # (topic, partition, control batch) -> the error code
+# (offsets partition, producer id, commit): the group coordinator's end of a transaction's consumer offsets
+CompleteOffsets = Callable[[int, int, bool], Awaitable[None]]
+
+
+async def _no_offsets(_partition: int, _producer_id: int, _commit: bool) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,9 @@ class TransactionSettings:
 class TransactionCoordinator:
     def __init__(self, store: KafkaTransactionStore, new_producer_id: Callable[[], int], send_marker: SendMarker,
                  owns: Callable[[str], bool], settings: TransactionSettings = TransactionSettings(),
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, complete_offsets: CompleteOffsets = _no_offsets) -> None:
         self.store, self._new_producer_id, self._send_marker = store, new_producer_id, send_marker
+        self._complete_offsets = complete_offsets
         self.owns, self.settings, self._clock = owns, settings, clock
         self._pending: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -164,8 +172,12 @@ class TransactionCoordinator:
             commit = prepared.state is TransactionState.PREPARE_COMMIT
             marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
                                           COORDINATOR_EPOCH)
+            # a data partition gets a control batch through the ingress path; a consumer group's offsets partition
+            # (AddOffsetsToTxn) is this door's group coordinator's, which ends the offsets it holds
             await asyncio.gather(*(self._mark(prepared, marker, topic, partition)
-                                   for topic, partition in sorted(prepared.partitions)))
+                                   for topic, partition in sorted(prepared.partitions) if topic != OFFSETS_TOPIC))
+            for _topic, partition in sorted(p for p in prepared.partitions if p[0] == OFFSETS_TOPIC):
+                await self._complete_offsets(partition, prepared.producer_id, commit)
             while True:
                 try:
                     await self.store.write(complete(prepared, self._now()))

@@ -55,7 +55,8 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
         nodes = ctx.cluster.node_ids() if ctx.cluster is not None else sorted(own)
         return transaction_coordinator(transactional_id, nodes) in own
 
-    coordinator = TransactionCoordinator(store, ctx.producer_ids.generate, send_marker, owns, settings.transactions)
+    coordinator = TransactionCoordinator(store, ctx.producer_ids.generate, send_marker, owns, settings.transactions,
+                                         complete_offsets=ctx.groups.complete_transaction)
     coordinator.start()
     log.info("front door transactions: %d transactional ids loaded from %s", len(store.snapshot()),
              settings.transaction_state_topic)

@@ -192,3 +192,36 @@ def test_an_abandoned_transaction_is_aborted_after_its_timeout(spark, gateway_co
                                    0).all_aborted()
         assert [(t.first_offset, t.last_offset) for t in aborted] == [(0, 1)]
         assert _read(door, "read_committed") == []
+
+
+def test_consumer_offsets_sent_to_a_transaction_commit_with_it_and_go_with_an_abort(door: RunningDoor) -> None:
+    """`send_offsets_to_transaction` (AddOffsetsToTxn, TxnOffsetCommit): the group's offsets are committed when
+    the transaction commits, and never when it aborts."""
+    group = f"etl-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition("orders", 0)])
+    p = _producer(door, f"etl-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(60)
+
+    def committed() -> int:
+        (tp,) = consumer.committed([TopicPartition("orders", 0)], timeout=30)
+        return tp.offset
+
+    try:
+        for offset, commit in ((5, True), (9, False)):
+            p.begin_transaction()
+            p.produce("orders", value=f"out-{offset}".encode(), partition=1)
+            p.send_offsets_to_transaction([TopicPartition("orders", 0, offset)], consumer.consumer_group_metadata(), 60)
+            if commit:
+                p.commit_transaction(60)
+            else:
+                assert p.flush(60) == 0
+                p.abort_transaction(60)
+            # read_committed: the offset fetch waits out the transaction's end (UNSTABLE_OFFSET_COMMIT meanwhile)
+            deadline = time.monotonic() + 30
+            while committed() != 5 and time.monotonic() < deadline:
+                time.sleep(0.1)  # polling the group's committed offset: there is no event to wait on
+            assert committed() == 5
+    finally:
+        consumer.close()

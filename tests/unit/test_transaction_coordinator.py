@@ -137,3 +137,21 @@ async def test_a_retriable_marker_answer_is_sent_again() -> None:
     await asyncio.gather(c.end_transaction("tx", pid, epoch, True), recover())
     await h.drain()
     assert len(h.markers) >= 3 and h.store.get("tx").state is S.COMPLETE_COMMIT  # type: ignore[union-attr]
+
+
+@run
+async def test_a_consumer_groups_offsets_partition_is_ended_by_the_group_coordinator_not_a_marker() -> None:
+    ended: list[tuple[int, int, bool]] = []
+
+    async def complete_offsets(partition: int, producer_id: int, commit: bool) -> None:
+        ended.append((partition, producer_id, commit))
+
+    h = Harness()
+    c = TransactionCoordinator(h.store, lambda: 77, h.send_marker, lambda _tid: True,  # type: ignore[arg-type]
+                               TransactionSettings(abort_interval_ms=3_600_000), complete_offsets=complete_offsets)
+    _, pid, epoch = await c.init_producer_id("tx", 60_000, None)
+    await c.add_partitions("tx", pid, epoch, [("a", 0), ("__consumer_offsets", 12)])
+    await c.end_transaction("tx", pid, epoch, True)
+    while c._tasks:
+        await asyncio.gather(*c._tasks)
+    assert [m[:2] for m in h.markers] == [("a", 0)] and ended == [(12, 77, True)]

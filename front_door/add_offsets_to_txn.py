@@ -1,0 +1,45 @@
+"""AddOffsetsToTxn (key 25, v0-v3): a transactional producer's consumer group joins its transaction, as its
+offsets partition (`__consumer_offsets`' partition of the group, `groups/placement.py`), so the transaction's
+end reaches the offsets it commits with TxnOffsetCommit (`sendOffsetsToTransaction`).
+
+Kafka's order (`KafkaApis.handleAddOffsetsToTxnRequest`): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED; then the coordinator.
+The group's coordinator must be a node of this door, whose group coordinator holds the offsets until the end:
+with several doors a group coordinated by another door gets UNSUPPORTED_VERSION (docs/kafka-compatibility.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door import access
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.groups.placement import OFFSETS_TOPIC, partition_for
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
+from front_door.transactions.requests import kafka_error, transaction_error
+from front_door.wire import Request
+
+log = logging.getLogger("gateway.front_door.transactions")
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body, module = request.body, response_module(ApiKey.ADD_OFFSETS_TO_TXN, request.api_version)
+    refused = transaction_error(ctx, request, body.transactional_id)
+    if refused is None and not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        refused = ErrorCode.group_authorization_failed
+    if refused is None and ctx.coordinator(body.group_id) not in ctx.own_node_ids():
+        log.warning("transactional id %s: group %s is coordinated by another front door; consumer offsets in a "
+                    "transaction need the group's and the transaction's coordinator on one door",
+                    body.transactional_id, body.group_id)
+        refused = ErrorCode.unsupported_version
+    if refused is not None:
+        return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=refused)
+    assert ctx.transactions is not None
+    error = await ctx.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
+                                                  [(OFFSETS_TOPIC, partition_for(body.group_id))])
+    return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=kafka_error(error))

@@ -1,0 +1,69 @@
+"""TxnOffsetCommit (key 28, v0-v3): offsets a transactional producer commits for a consumer group inside its
+transaction (`sendOffsetsToTransaction`), held by the group's coordinator until the transaction ends
+(`groups/transactional_offsets.py`): visible as the group's committed offsets once it commits, dropped if it
+aborts. v3 carries the consumer's generation and member id, checked as an OffsetCommit's (KIP-447).
+
+Kafka's order (`KafkaApis.handleTxnOffsetCommitRequest`): WRITE on the transactional id, else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition; READ on the group, else GROUP_AUTHORIZATION_FAILED;
+READ on each topic (TOPIC_AUTHORIZATION_FAILED) and each partition known (UNKNOWN_TOPIC_OR_PARTITION); asked of
+a node that does not coordinate the group, NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from contract.group_records import OffsetAndMetadata
+from front_door import access
+from front_door.api_keys import ApiKey
+from front_door.context import Context
+from front_door.messages import NO_THROTTLE, build, response_module
+from front_door.security.acls import AclOperation, ResourceType
+from front_door.wire import Request
+
+NO_LEADER_EPOCH = -1
+NO_GENERATION = -1
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    body, module = request.body, response_module(ApiKey.TXN_OFFSET_COMMIT, request.api_version)
+    wanted = [(t.name, p) for t in body.topics for p in t.partitions]
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    refused = None
+    if not access.authorize(ctx, request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        refused = ErrorCode.transactional_id_authorization_failed
+    elif not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
+        refused = ErrorCode.group_authorization_failed
+    else:
+        refused = ctx.coordinator_error(body.group_id, request.node_id)
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    if refused is None:
+        registry = ctx.registry()
+        readable = access.authorized_names(ctx, request, AclOperation.READ, ResourceType.TOPIC,
+                                           {name for name, _ in wanted})
+        now_ms = int(time.time() * 1000)
+        for name, p in wanted:
+            config = registry.get(name)
+            if name not in readable:
+                errors[name, p.partition_index] = ErrorCode.topic_authorization_failed
+            elif config is None or not 0 <= p.partition_index < config.partitions:
+                errors[name, p.partition_index] = ErrorCode.unknown_topic_or_partition
+            else:
+                offsets[name, p.partition_index] = OffsetAndMetadata(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
+                    p.committed_metadata or "", now_ms)
+        if offsets:
+            errors.update(ctx.groups.commit_transactional(
+                body.producer_id, body.group_id, getattr(body, "generation_id", NO_GENERATION),
+                getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets))
+    by_topic: dict[str, list[Any]] = {}
+    for name, p in wanted:
+        by_topic.setdefault(name, []).append(build(module.TxnOffsetCommitResponsePartition,
+                                                   partition_index=p.partition_index,
+                                                   error_code=refused or errors[name, p.partition_index]))
+    return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
+        build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()))
