@@ -27,8 +27,14 @@ from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from embedded.local_kafka import LocalKafka
+
+# No timing in tests: Hypothesis's per-example deadline (200 ms) is one, and on a busy machine any deadline
+# fails tests that are right.
+settings.register_profile("gateway", deadline=None)
+settings.load_profile("gateway")
 
 if TYPE_CHECKING:  # imported by the fixture: sessions without it need neither trustme nor cryptography
     from tests.secured_kafka import SecuredKafka
