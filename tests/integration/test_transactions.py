@@ -71,6 +71,17 @@ def _read_settled(door: RunningDoor, isolation: str, expected: list[bytes], time
             return got
 
 
+def _wait_stable(directory: Path, timeout_s: float = 60) -> None:
+    """Until the partition's commit record shows no open transaction (the last markers landed)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        head = read_commit_head(directory)
+        if head is not None and head.first_unstable_offset is None:
+            return
+        assert time.monotonic() < deadline, f"{directory.name}: a transaction still open after {timeout_s:.0f} s: {head}"
+        time.sleep(0.1)  # polling the commit record: there is no event to wait on
+
+
 def test_committed_transactions_are_read_and_aborted_ones_never_are(door: RunningDoor) -> None:
     p = _producer(door, f"orders-{uuid.uuid4().hex[:6]}")
     p.init_transactions(60)
@@ -88,11 +99,11 @@ def test_committed_transactions_are_read_and_aborted_ones_never_are(door: Runnin
     # read_uncommitted sees every record, the aborted ones too; the markers are no records to either
     assert len(_read(door, "read_uncommitted")) == 24
 
-    # storage as Kafka writes it: each partition's two aborted transactions in its .txnindex, nothing open
+    # storage as Kafka writes it: each partition's two aborted transactions in its .txnindex, nothing open once
+    # the last abort's markers landed
     for partition in range(2):
         directory = partition_dir(door.segments_root, "orders", partition)
-        head = read_commit_head(directory)
-        assert head is not None and head.first_unstable_offset is None
+        _wait_stable(directory)
         aborted = TransactionIndex(directory / "00000000000000000000.txnindex", 0).all_aborted()
         assert len(aborted) == 2 and all(t.first_offset < t.last_offset for t in aborted)
 
@@ -180,14 +191,9 @@ def test_an_abandoned_transaction_is_aborted_after_its_timeout(spark, gateway_co
         p.produce("orders", value=b"abandoned", partition=1)
         assert p.flush(60) == 0
         # never ended: the coordinator aborts it once its 2 s are up, and read_committed readers move past it
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            head = read_commit_head(partition_dir(door.segments_root, "orders", 1))
-            if head is not None and head.first_unstable_offset is None:
-                break
-            time.sleep(0.1)  # polling the commit record: there is no event to wait on
-        else:
-            pytest.fail("the abandoned transaction was not aborted within 60 s")
+        # (the flush returned once the batch was appended: the partition's transaction was open then)
+        directory = partition_dir(door.segments_root, "orders", 1)
+        _wait_stable(directory)
         aborted = TransactionIndex(partition_dir(door.segments_root, "orders", 1) / "00000000000000000000.txnindex",
                                    0).all_aborted()
         assert [(t.first_offset, t.last_offset) for t in aborted] == [(0, 1)]
