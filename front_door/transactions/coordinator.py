@@ -54,11 +54,11 @@ FINAL_MARKER_ERRORS = frozenset({Errors.NONE.code, Errors.UNKNOWN_TOPIC_OR_PARTI
                                  Errors.INVALID_RECORD.code, Errors.INVALID_TOPIC_EXCEPTION.code})
 
 SendMarker = Callable[[str, int, bytes], Awaitable[int]]  # (topic, partition, control batch) -> the error code
-# (offsets partition, producer id, commit): the group coordinator's end of a transaction's consumer offsets
+# (producer id, offsets partition, commit): the group coordinator's end of a transaction's consumer offsets
 CompleteOffsets = Callable[[int, int, bool], Awaitable[None]]
 
 
-async def _no_offsets(_partition: int, _producer_id: int, _commit: bool) -> None:
+async def _no_offsets(_producer_id: int, _partition: int, _commit: bool) -> None:
     return None
 
 
@@ -177,7 +177,7 @@ class TransactionCoordinator:
             await asyncio.gather(*(self._mark(prepared, marker, topic, partition)
                                    for topic, partition in sorted(prepared.partitions) if topic != OFFSETS_TOPIC))
             for _topic, partition in sorted(p for p in prepared.partitions if p[0] == OFFSETS_TOPIC):
-                await self._complete_offsets(partition, prepared.producer_id, commit)
+                await self._complete_offsets(prepared.producer_id, partition, commit)
             while True:
                 try:
                     await self.store.write(complete(prepared, self._now()))

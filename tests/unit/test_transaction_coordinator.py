@@ -143,8 +143,8 @@ async def test_a_retriable_marker_answer_is_sent_again() -> None:
 async def test_a_consumer_groups_offsets_partition_is_ended_by_the_group_coordinator_not_a_marker() -> None:
     ended: list[tuple[int, int, bool]] = []
 
-    async def complete_offsets(partition: int, producer_id: int, commit: bool) -> None:
-        ended.append((partition, producer_id, commit))
+    async def complete_offsets(producer_id: int, partition: int, commit: bool) -> None:
+        ended.append((producer_id, partition, commit))
 
     h = Harness()
     c = TransactionCoordinator(h.store, lambda: 77, h.send_marker, lambda _tid: True,  # type: ignore[arg-type]
@@ -154,4 +154,4 @@ async def test_a_consumer_groups_offsets_partition_is_ended_by_the_group_coordin
     await c.end_transaction("tx", pid, epoch, True)
     while c._tasks:
         await asyncio.gather(*c._tasks)
-    assert [m[:2] for m in h.markers] == [("a", 0)] and ended == [(12, 77, True)]
+    assert [m[:2] for m in h.markers] == [("a", 0)] and ended == [(77, 12, True)]
