@@ -11,7 +11,8 @@ from pathlib import Path
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
-TXN_INDEX_FILE_SUFFIX = ".txnindex"  # Kafka's transaction index (`sinks.storage.transaction_index`), not yet among a segment's files
+# Kafka's transaction index (`sinks.storage.transaction_index`): only a segment with an aborted transaction has one
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
 APPEND_TIME_INDEX_SUFFIX = ".appendtimeindex"  # the gateway's (docs/design.md: segment storage); Kafka ignores unknown suffixes
 SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)
 
@@ -54,9 +55,10 @@ def segment_paths(directory: Path, base_offset: int) -> list[Path]:
 
 
 def delete_segment_files(directory: Path, base_offset: int) -> None:
-    """Remove every file of one segment (those that exist)."""
+    """Remove every file of one segment (those that exist), its `.txnindex` among them."""
     for path in segment_paths(directory, base_offset):
         path.unlink(missing_ok=True)
+    (Path(directory) / segment_file_name(base_offset, TXN_INDEX_FILE_SUFFIX)).unlink(missing_ok=True)
 
 
 def is_segment_file(name: str, suffix: str) -> bool:

@@ -11,7 +11,7 @@ from front_door.fetch import read_partition
 from front_door.list_offsets import look_up
 from sinks.partition_task import append_partition
 from sinks.storage.commit_record import read_commit_head
-from sinks.storage.file_names import partition_dir
+from sinks.storage.file_names import delete_segment_files, partition_dir
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import LATEST_TIMESTAMP, PartitionReader, read
 from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
@@ -100,3 +100,15 @@ def test_a_replayed_or_retried_micro_batch_writes_the_index_entry_once(tmp_path:
     append_partition(root, 0, rows, REGISTRY)  # the same micro-batch again: a replay
     index = TransactionIndex(partition_dir(root, "t", 0) / "00000000000000000000.txnindex", 0)
     assert index.all_aborted() == [AbortedTxn(7, 0, 1, 2)]
+
+
+def test_a_segment_deleted_takes_its_transaction_index_with_it(tmp_path: Path) -> None:
+    root = tmp_path / "segments"
+    rows, _ = decide_group("t", 0, [_item(0, _data(7, 0, "a"), txn=True), _item(1, _marker(7, commit=False),
+                                                                                 marker=True)],
+                           REGISTRY, PartitionState(), NOW)
+    append_partition(root, 0, rows, REGISTRY)
+    directory = partition_dir(root, "t", 0)
+    assert (directory / "00000000000000000000.txnindex").exists()
+    delete_segment_files(directory, 0)
+    assert not [p.name for p in directory.iterdir() if p.name.startswith("00000000000000000000")]
