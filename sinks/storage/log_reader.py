@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sinks.storage.commit_record import CommitHead, CommitRecord, SegmentState, read_commit_head
-from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, partition_dir, segment_bases, segment_file_name
+from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
 from sinks.storage.file_records import BatchInfo, CorruptRecordError
 from sinks.storage.segment import LogSegment
 from sinks.storage.segment_reader import open_for_reading
@@ -304,10 +304,10 @@ class PartitionReader:
             break
         aborted: list[AbortedTxn] = []
         for view in self._from(offset):
-            path = self.directory / segment_file_name(view.base_offset, TXN_INDEX_FILE_SUFFIX)
-            if not path.exists():
+            index = TransactionIndex.of_segment(self.directory, view.base_offset)
+            if not index.path.exists():
                 continue
-            with TransactionIndex(path, view.base_offset) as index:
+            with index:
                 found = index.collect_aborted(offset, stable)
             aborted.extend(found.aborted_transactions)
             if found.is_complete:

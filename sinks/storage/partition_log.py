@@ -41,17 +41,15 @@ from sinks.storage.commit_record import (
 )
 from sinks.storage.crash_point import crash_point
 from sinks.storage.file_names import (
-    TXN_INDEX_FILE_SUFFIX,
     delete_segment_files,
     partition_dir,
-    segment_file_name,
 )
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
 from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
 from sinks.storage.recovery import check_log_end_offset, recover_partition
 from sinks.storage.segment import LogSegment, RollParams
-from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
+from sinks.storage.transaction_index import AbortedTxn, TransactionIndex, close_all
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicConfig
 
@@ -303,7 +301,7 @@ class PartitionLog:
             self.active.write_pending()
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
-        self._flush_txn_indexes(sync=True)
+        close_all(self._txn_indexes, sync=True)
         if self._new_files:  # segment files created since the last commit: make their names durable
             fsync_dir(self.directory)
             self._new_files = False
@@ -337,21 +335,11 @@ class PartitionLog:
         that did not commit is dropped first, so a replayed micro-batch writes the same index."""
         segment = self._open_active()
         assert segment is not None and segment.base_offset <= txn.last_offset < self.log_end_offset
-        path = self.directory / segment_file_name(segment.base_offset, TXN_INDEX_FILE_SUFFIX)
-        self._new_files = self._new_files or not path.exists()
-        index = TransactionIndex(path, segment.base_offset)
+        index = TransactionIndex.of_segment(self.directory, segment.base_offset)
+        self._new_files = self._new_files or not index.path.exists()
         index.truncate_to(txn.last_offset)
         index.append(txn)
         self._txn_indexes.append(index)
-
-    def _flush_txn_indexes(self, sync: bool) -> None:
-        """The `.txnindex` files written since the last commit durable (`sync`; a group commit's syncfs does it)
-        and closed, before the record that covers them."""
-        for index in self._txn_indexes:
-            if sync:
-                index.flush()
-            index.close()
-        self._txn_indexes.clear()
 
     def _committed(self, commit: CommitHead) -> None:
         old = self.commit_record
@@ -376,7 +364,7 @@ class PartitionLog:
         if self.active is not None:
             self.active.trim_indexes()
             self.active.write_pending()
-        self._flush_txn_indexes(sync=False)
+        close_all(self._txn_indexes, sync=False)
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
         write_commit_tmp(self.directory, commit, sync=False)
@@ -438,7 +426,7 @@ class PartitionLog:
         """Release the lock; the active segment is closed without committing (uncommitted appends stay on
         disk past the commit record and are truncated by the next open)."""
         try:
-            self._flush_txn_indexes(sync=False)
+            close_all(self._txn_indexes, sync=False)
             if self.active is not None:
                 if self.log_end_offset == (self.commit_record.log_end_offset if self.commit_record else 0):
                     self.active.trim_indexes()  # nothing uncommitted: the files as the commit left them

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sinks.storage.errors import KafkaStorageError
+from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, segment_file_name
 from sinks.storage.index import CorruptIndexError, InvalidOffsetError
 
 CURRENT_VERSION = 0
@@ -85,6 +86,11 @@ class TransactionIndex:
 
     Reads go to the file each time (a segment's index is a few entries, read once per READ_COMMITTED fetch
     that reaches it); the file is opened for writing at the first append, truncation or reset."""
+
+    @classmethod
+    def of_segment(cls, directory: Path, base_offset: int) -> TransactionIndex:
+        """The `.txnindex` of the segment at `base_offset` in a partition directory (it may not exist)."""
+        return cls(Path(directory) / segment_file_name(base_offset, TXN_INDEX_FILE_SUFFIX), base_offset)
 
     def __init__(self, path: Path, start_offset: int) -> None:
         self.path = Path(path)
@@ -232,3 +238,13 @@ class TransactionIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def close_all(indexes: list[TransactionIndex], sync: bool) -> None:
+    """Indexes written since a commit made durable (`sync`; a group commit's syncfs does it) and closed, before the
+    commit record that covers them; the list emptied."""
+    for index in indexes:
+        if sync:
+            index.flush()
+        index.close()
+    indexes.clear()
