@@ -7,6 +7,18 @@ org.apache.kafka.tools.consumer.OffsetsMessageFormatter` / `GroupMetadataMessage
                                   version 2   GroupMetadataKey (group)
     value = int16 version, then the value of that version; null is a tombstone (compaction drops the key)
 
+and one layout of the gateway's own, for offsets committed inside a transaction (TxnOffsetCommit) that wait for
+its end. Kafka writes those as OffsetCommit records in the producer's transactional batches, made the group's
+(or dropped) by the transaction's marker in the same partition; a record on the groups topic cannot carry a
+producer id, so the gateway keys it by one:
+
+    key   = int16 PENDING_OFFSET_KEY_VERSION (32001), int64 producer id, group, topic, partition int32
+    value = OffsetCommitValue v3, as above
+
+When the transaction ends, its offsets are written as ordinary OffsetCommit records (a commit) and its pending
+keys get tombstones, in one write to the group's partition, so a load never finds a pending record of a
+transaction that is over. Kafka's formatters do not know the gateway's key version and skip or reject it.
+
 Written: OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and GroupMetadataValue v3
 (protocol type, generation, protocol, leader, state timestamp, members), non-flexible encodings (strings
 with int16 lengths, bytes and arrays with int32 ones); read: those, and OffsetCommitValue v1 (with an
@@ -17,7 +29,7 @@ value per (group, topic, partition) and per group.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kio.serial import readers as r
@@ -66,6 +78,8 @@ class StoredGroups:
 
     groups: dict[str, StoredGroup]
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]  # group -> (topic, partition) -> offset
+    # producer id -> group -> (topic, partition) -> offset: committed inside a transaction still open
+    pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,19 +94,39 @@ class GroupKey:
     group: str
 
 
+@dataclass(frozen=True)
+class PendingOffsetKey:
+    """An offset committed by `producer_id`'s open transaction (the gateway's own key version, above)."""
+
+    producer_id: int
+    group: str
+    topic: str
+    partition: int
+
+
 class GroupRecordError(ValueError):
     """A record of the groups topic that is not one of Kafka's layouts (the message says what is wrong)."""
 
 
 OFFSET_KEY_VERSIONS = (0, 1)
 GROUP_KEY_VERSION = 2
+PENDING_OFFSET_KEY_VERSION = 32001  # the gateway's own: far above every version Kafka's coordinators write
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
 
-def encode_key(key: OffsetKey | GroupKey) -> bytes:
+GroupsKey = OffsetKey | GroupKey | PendingOffsetKey
+
+
+def encode_key(key: GroupsKey) -> bytes:
     b = io.BytesIO()
-    if isinstance(key, OffsetKey):
+    if isinstance(key, PendingOffsetKey):
+        w.write_int16(b, PENDING_OFFSET_KEY_VERSION)
+        w.write_int64(b, key.producer_id)
+        w.write_legacy_string(b, key.group)
+        w.write_legacy_string(b, key.topic)
+        w.write_int32(b, key.partition)
+    elif isinstance(key, OffsetKey):
         w.write_int16(b, OFFSET_KEY_VERSIONS[1])
         w.write_legacy_string(b, key.group)
         w.write_legacy_string(b, key.topic)
@@ -152,12 +186,20 @@ def _read(what: str, data: bytes, parse: object) -> object:
     return value
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    def parse(buf: bytes, at: int) -> tuple[OffsetKey | GroupKey, int]:
+def decode_key(data: bytes) -> GroupsKey:
+    def parse(buf: bytes, at: int) -> tuple[GroupsKey, int]:
         version, at = _next(r.read_int16, buf, at)
-        if version not in (*OFFSET_KEY_VERSIONS, GROUP_KEY_VERSION):
-            raise GroupRecordError(f"key version {version} is neither an offset (0, 1) nor a group (2) key")
+        if version not in (*OFFSET_KEY_VERSIONS, GROUP_KEY_VERSION, PENDING_OFFSET_KEY_VERSION):
+            raise GroupRecordError(f"key version {version} is neither an offset (0, 1), a group (2) nor a pending "
+                                   f"transactional offset ({PENDING_OFFSET_KEY_VERSION}) key")
+        producer_id = -1
+        if version == PENDING_OFFSET_KEY_VERSION:
+            producer_id, at = _next(r.read_int64, buf, at)
         group, at = _next(r.read_legacy_string, buf, at)
+        if version == PENDING_OFFSET_KEY_VERSION:
+            topic, at = _next(r.read_legacy_string, buf, at)
+            partition, at = _next(r.read_int32, buf, at)
+            return PendingOffsetKey(producer_id, group, topic, partition), at
         if version in OFFSET_KEY_VERSIONS:
             topic, at = _next(r.read_legacy_string, buf, at)
             partition, at = _next(r.read_int32, buf, at)

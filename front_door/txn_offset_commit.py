@@ -1,5 +1,5 @@
 """TxnOffsetCommit (key 28, v0-v3): offsets a transactional producer commits for a consumer group inside its
-transaction (`sendOffsetsToTransaction`), held by the group's coordinator until the transaction ends
+transaction (`sendOffsetsToTransaction`), held by the group's coordinator (and written to the groups topic as pending) until the transaction ends
 (`groups/transactional_offsets.py`): visible as the group's committed offsets once it commits, dropped if it
 aborts. v3 carries the consumer's generation and member id, checked as an OffsetCommit's (KIP-447).
 
@@ -56,7 +56,7 @@ async def handle(ctx: Context, request: Request) -> Any:
                     p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
                     p.committed_metadata or "", now_ms)
         if offsets:
-            errors.update(ctx.groups.commit_transactional(
+            errors.update(await ctx.groups.commit_transactional(
                 body.producer_id, body.group_id, getattr(body, "generation_id", NO_GENERATION),
                 getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets))
     by_topic: dict[str, list[Any]] = {}

@@ -14,6 +14,7 @@ class MemoryGroupStore:
     def __init__(self) -> None:
         self.groups: dict[str, StoredGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.writes: list[tuple[str, str]] = []  # (kind, group) in the order written
         self.fail = False
 
@@ -26,6 +27,19 @@ class MemoryGroupStore:
     async def write_offsets(self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
         await self._written("offsets", group)
         self.offsets.setdefault(group, {}).update(offsets)
+
+    async def write_pending_offsets(self, group: str, producer_id: int,
+                                    offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+        await self._written("pending-offsets", group)
+        self.pending.setdefault(producer_id, {}).setdefault(group, {}).update(offsets)
+
+    async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[tuple[str, int]],
+                                  committed: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+        await self._written("end-pending-offsets", group)
+        self.offsets.setdefault(group, {}).update(committed)
+        held = self.pending.get(producer_id, {}).get(group, {})
+        for tp in pending:
+            held.pop(tp, None)
 
     async def write_group(self, group: str, group_record: StoredGroup) -> None:
         await self._written("group", group)
@@ -43,4 +57,6 @@ class MemoryGroupStore:
             self.offsets.get(group, {}).pop(tp, None)
 
     def load(self) -> StoredGroups:
-        return StoredGroups(dict(self.groups), {g: dict(o) for g, o in self.offsets.items() if o})
+        return StoredGroups(dict(self.groups), {g: dict(o) for g, o in self.offsets.items() if o},
+                            {p: {g: dict(o) for g, o in by_group.items() if o} for p, by_group in self.pending.items()
+                             if any(by_group.values())})

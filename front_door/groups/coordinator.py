@@ -50,6 +50,12 @@ class GroupStore(TypingProtocol):
 
     async def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None: ...
 
+    async def write_pending_offsets(self, group: str, producer_id: int,
+                                    offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+
+    async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[TopicPartition],
+                                  committed: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+
 
 @dataclass(frozen=True)
 class GroupSettings:
@@ -207,6 +213,11 @@ class GroupCoordinator:
             if offsets and only(group_id):
                 self.offsets[group_id] = dict(offsets)
                 self.groups.setdefault(group_id, ClassicGroup(group_id))
+        for producer_id, by_group in stored.pending.items():
+            for group_id, offsets in by_group.items():
+                if offsets and only(group_id):
+                    self.transactional.add(producer_id, group_id, offsets)
+                    self.groups.setdefault(group_id, ClassicGroup(group_id))
 
     def unload(self, which: Callable[[str], bool]) -> None:
         """Hand over the groups `which` names to another door (`GroupMetadataManager.removeGroupsForPartition`):
@@ -218,6 +229,7 @@ class GroupCoordinator:
                 self._stop(rt)
             del self.groups[group_id]
             self.offsets.pop(group_id, None)
+        self.transactional.forget(which)
 
     # ------------------------------------------------------------------ JoinGroup
 
@@ -636,26 +648,39 @@ class GroupCoordinator:
             results.update(await self._store_offsets(group, accepted))
         return results
 
-    def commit_transactional(self, producer_id: int, group_id: str, generation: int, member_id: str,
-                             group_instance_id: str | None,
-                             offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
-        """TxnOffsetCommit (`commitTransactionalOffset`): validated as a commit, then held for the producer's
-        transaction (`transactional_offsets.py`) until its marker reaches this group's offsets partition."""
+    async def commit_transactional(self, producer_id: int, group_id: str, generation: int, member_id: str,
+                                   group_instance_id: str | None, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                                   ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (`commitTransactionalOffset`): validated as a commit, written to the store as pending
+        (`contract/group_records.py`) and held for the producer's transaction (`transactional_offsets.py`) until its
+        end reaches this group's offsets partition."""
         group, error = self._committing(group_id, generation, member_id, group_instance_id)
         if error is not None or group is None:
             return dict.fromkeys(offsets, error or ErrorCode.unknown_member_id)
         results, accepted = self._sized(offsets)
-        self.transactional.add(producer_id, group_id, accepted)
+        if accepted:
+            try:
+                await self._spawn(self.store.write_pending_offsets(group_id, producer_id, accepted), group_id)
+            except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
+                log.warning("group %s: transactional offsets not stored: %s", group_id, e)
+                return {**results, **dict.fromkeys(accepted, ErrorCode.coordinator_not_available)}
+            self.transactional.add(producer_id, group_id, accepted)
         results.update(dict.fromkeys(accepted, ErrorCode.none))
         return results
 
     async def complete_transaction(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
         """A transaction's marker for an offsets partition (`replayEndTransactionMarker`): the producer's offsets
-        of the groups placed there committed (stored as any commit), or dropped."""
-        for group_id, offsets in self.transactional.take(producer_id, lambda g: partition_for(g) == offsets_partition):
+        of the groups placed there committed, or dropped, and their pending records tombstoned, in one store write
+        before the transaction is complete (a write that fails raises: the coordinator tries the marker again)."""
+        held = self.transactional.held(producer_id, lambda g: partition_for(g) == offsets_partition)
+        for group_id, offsets in held.items():
             group = self.groups.get(group_id)
-            if commit and offsets and group is not None:
-                await self._store_offsets(group, offsets)
+            committed = offsets if commit and group is not None and not group.in_state(GroupState.DEAD) else {}
+            await self._spawn(self.store.end_pending_offsets(group_id, producer_id, offsets, committed), group_id)
+            self.transactional.drop(producer_id, group_id)
+            if committed:
+                self.offsets.setdefault(group_id, {}).update(committed)
+                self._on_commit(group_id, len(committed))
 
     def _sized(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> tuple[
             dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:

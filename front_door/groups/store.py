@@ -28,6 +28,7 @@ from contract.group_records import (
     GroupRecordError,
     OffsetAndMetadata,
     OffsetKey,
+    PendingOffsetKey,
     StoredGroup,
     StoredGroups,
     decode_group,
@@ -72,6 +73,7 @@ class KafkaGroupStore:
             self._partitions = max(len(ends), 1)
             groups: dict[str, StoredGroup] = {}
             offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+            pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
             todo = {p: end for p, end in ends.items() if end > 0}
             consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in todo])
             while todo:
@@ -83,8 +85,10 @@ class KafkaGroupStore:
                     raise GroupStoreError(f"groups topic {self.topic}: {msg.error()}")
                 if msg.partition() in todo and msg.offset() >= todo[msg.partition()] - 1:
                     del todo[msg.partition()]
-                self._apply(msg, groups, offsets)
-            return StoredGroups(groups, {g: o for g, o in offsets.items() if o})
+                self._apply(msg, groups, offsets, pending)
+            return StoredGroups(groups, {g: o for g, o in offsets.items() if o},
+                                {p: {g: o for g, o in by_group.items() if o} for p, by_group in pending.items()
+                                 if any(by_group.values())})
         finally:
             consumer.close()
 
@@ -101,7 +105,8 @@ class KafkaGroupStore:
         return ends
 
     def _apply(self, msg: Any, groups: dict[str, StoredGroup],
-               offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]) -> None:
+               offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]],
+               pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]]) -> None:
         where = f"{self.topic}-{msg.partition()}@{msg.offset()}"
         if msg.key() is None:
             log.warning("groups topic: a record without a key at %s; skipped", where)
@@ -109,7 +114,13 @@ class KafkaGroupStore:
         try:
             key = decode_key(msg.key())
             value = msg.value()
-            if isinstance(key, OffsetKey):
+            if isinstance(key, PendingOffsetKey):
+                held = pending.setdefault(key.producer_id, {}).setdefault(key.group, {})
+                if value is None:
+                    held.pop((key.topic, key.partition), None)
+                else:
+                    held[key.topic, key.partition] = decode_offset(value)
+            elif isinstance(key, OffsetKey):
                 tp = (key.topic, key.partition)
                 if value is None:
                     offsets.get(key.group, {}).pop(tp, None)
@@ -163,6 +174,20 @@ class KafkaGroupStore:
 
     async def write_offsets(self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
         await self._write(group, [(encode_key(OffsetKey(group, t, p)), encode_offset(o)) for (t, p), o in offsets.items()])
+
+    async def write_pending_offsets(self, group: str, producer_id: int,
+                                    offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+        """Offsets committed inside `producer_id`'s transaction, held until it ends (`contract/group_records.py`)."""
+        await self._write(group, [(encode_key(PendingOffsetKey(producer_id, group, t, p)), encode_offset(o))
+                                  for (t, p), o in offsets.items()])
+
+    async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[tuple[str, int]],
+                                  committed: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+        """A transaction's end: its `committed` offsets (none on an abort) the group's, and its pending keys
+        tombstoned, in one write to the group's partition."""
+        await self._write(group, [
+            *((encode_key(OffsetKey(group, t, p)), encode_offset(o)) for (t, p), o in committed.items()),
+            *((encode_key(PendingOffsetKey(producer_id, group, t, p)), None) for t, p in pending)])
 
     async def write_group(self, group: str, group_record: StoredGroup) -> None:
         await self._write(group, [(encode_key(GroupKey(group)), encode_group(group_record))])

@@ -15,6 +15,7 @@ from contract.group_records import (
     GroupRecordError,
     OffsetAndMetadata,
     OffsetKey,
+    PendingOffsetKey,
     StoredGroup,
     StoredMember,
     decode_group,
@@ -32,7 +33,7 @@ GROUP = StoredGroup("consumer", 7, "range", "m-1", 1_700_000_000_000, (
 
 
 def test_every_record_kind_round_trips() -> None:
-    for key in (OffsetKey("g", "orders", 3), GroupKey("g"), GroupKey("é€😀")):
+    for key in (OffsetKey("g", "orders", 3), GroupKey("g"), GroupKey("é€😀"), PendingOffsetKey(7, "g", "orders", 3)):
         assert decode_key(encode_key(key)) == key
     offset = OffsetAndMetadata(42, 0, "meta", 1_700_000_000_000)
     assert decode_offset(encode_offset(offset)) == offset
@@ -44,6 +45,8 @@ def test_every_record_kind_round_trips() -> None:
 def test_the_bytes_are_kafkas_layout() -> None:
     assert encode_key(OffsetKey("g", "t", 3)) == struct.pack(">hh1sh1si", 1, 1, b"g", 1, b"t", 3)
     assert encode_key(GroupKey("g")) == struct.pack(">hh1s", 2, 1, b"g")
+    # the gateway's own pending transactional offset key: its version, the producer id, then OffsetCommitKey's fields
+    assert encode_key(PendingOffsetKey(7, "g", "t", 3)) == struct.pack(">hqh1sh1si", 32001, 7, 1, b"g", 1, b"t", 3)
     assert encode_offset(OffsetAndMetadata(5, -1, "", 9)) == struct.pack(">hqihq", 3, 5, -1, 0, 9)
     # OffsetCommitValue v1 (older Kafka: with an expire timestamp) is read too
     assert decode_offset(struct.pack(">hqh2sqq", 1, 5, 2, b"md", 9, 99)) == OffsetAndMetadata(5, -1, "md", 9)

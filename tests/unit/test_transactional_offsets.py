@@ -34,7 +34,7 @@ def test_held_offsets_are_committed_or_dropped_with_their_transaction() -> None:
         store = MemoryGroupStore()
         groups = GroupCoordinator(store, GroupSettings(initial_rebalance_delay_ms=0))
         offset = OffsetAndMetadata(42, -1, "", 1)
-        assert groups.commit_transactional(7, GROUP, -1, "", None, {("orders", 0): offset}) == {
+        assert await groups.commit_transactional(7, GROUP, -1, "", None, {("orders", 0): offset}) == {
             ("orders", 0): ErrorCode.none}
         assert groups.transactional.partitions(GROUP) == {("orders", 0)}
         assert groups.fetch_offsets(GROUP, [("orders", 0)])[("orders", 0)].offset == -1  # not before the end
@@ -43,12 +43,52 @@ def test_held_offsets_are_committed_or_dropped_with_their_transaction() -> None:
         await groups.complete_transaction(7, partition_for(GROUP), True)
         assert groups.fetch_offsets(GROUP, [("orders", 0)])[("orders", 0)].offset == 42
         assert groups.transactional.partitions(GROUP) == set()
-        groups.commit_transactional(8, GROUP, -1, "", None, {("orders", 0): OffsetAndMetadata(99, -1, "", 2)})
+        await groups.commit_transactional(8, GROUP, -1, "", None, {("orders", 0): OffsetAndMetadata(99, -1, "", 2)})
         await groups.complete_transaction(8, partition_for(GROUP), False)  # aborted: dropped
         assert groups.fetch_offsets(GROUP, [("orders", 0)])[("orders", 0)].offset == 42
         # a member of a generation that is not the group's is refused as an OffsetCommit is
-        assert groups.commit_transactional(9, "other", 3, "m-1", None, {("orders", 1): offset}) == {
+        assert await groups.commit_transactional(9, "other", 3, "m-1", None, {("orders", 1): offset}) == {
             ("orders", 1): ErrorCode.illegal_generation}
+
+    asyncio.run(scenario())
+
+
+def test_held_offsets_survive_a_reload_and_end_with_the_resumed_transaction() -> None:
+    """Written to the store as pending before they are answered: a coordinator that loads the group (a door
+    started again, or taking the group over) holds them too, and the transaction's end, resumed there, commits
+    them and tombstones the pending records."""
+    async def scenario() -> None:
+        store = MemoryGroupStore()
+        first = GroupCoordinator(store, GroupSettings(initial_rebalance_delay_ms=0))
+        offset = OffsetAndMetadata(42, -1, "", 1)
+        await first.commit_transactional(7, GROUP, -1, "", None, {("orders", 0): offset})
+        await first.commit_transactional(8, GROUP, -1, "", None, {("orders", 1): offset})
+        assert store.writes == [("pending-offsets", GROUP)] * 2
+        again = GroupCoordinator(store, GroupSettings(initial_rebalance_delay_ms=0))
+        again.load(store.load())
+        assert again.transactional.partitions(GROUP) == {("orders", 0), ("orders", 1)}
+        assert again.fetch_offsets(GROUP, [("orders", 0)])[("orders", 0)].offset == -1
+        await again.complete_transaction(7, partition_for(GROUP), True)
+        await again.complete_transaction(8, partition_for(GROUP), False)
+        assert again.fetch_offsets(GROUP, [("orders", 0)])[("orders", 0)].offset == 42
+        assert again.fetch_offsets(GROUP, [("orders", 1)])[("orders", 1)].offset == -1  # aborted
+        assert store.load().pending == {}  # every pending record tombstoned
+        assert store.load().offsets[GROUP] == {("orders", 0): offset}
+        third = GroupCoordinator(store, GroupSettings(initial_rebalance_delay_ms=0))
+        third.load(store.load())
+        assert third.transactional.partitions(GROUP) == set()
+
+    asyncio.run(scenario())
+
+
+def test_a_store_that_refuses_pending_offsets_holds_nothing() -> None:
+    async def scenario() -> None:
+        store = MemoryGroupStore()
+        groups = GroupCoordinator(store, GroupSettings(initial_rebalance_delay_ms=0))
+        store.fail = True
+        assert await groups.commit_transactional(7, GROUP, -1, "", None, {("orders", 0): OffsetAndMetadata(
+            1, -1, "", 1)}) == {("orders", 0): ErrorCode.coordinator_not_available}
+        assert groups.transactional.partitions(GROUP) == set()
 
     asyncio.run(scenario())
 
