@@ -59,6 +59,29 @@ def test_a_new_store_loads_what_was_written_last_and_forgets_deleted_groups(kafk
     assert loaded.offsets == {"g": {("t", 0): OffsetAndMetadata(9, 0, "y", 2), ("t", 1): OffsetAndMetadata(1, -1, "", 2)}}
 
 
+def test_pending_transactional_offsets_load_until_their_transaction_ends(kafka) -> None:
+    """A transaction's pending offsets load as pending; its end writes the committed ones as the group's and
+    tombstones the pending records, so the next load holds only what is still open."""
+    name = topic(kafka)
+    first, second = OffsetAndMetadata(5, -1, "", 1), OffsetAndMetadata(8, -1, "", 2)
+
+    async def open_two(store: KafkaGroupStore) -> None:
+        await store.write_pending_offsets("g", 7, {("t", 0): first})
+        await store.write_pending_offsets("g", 9, {("t", 1): second})
+
+    written(kafka, name, open_two)
+    assert KafkaGroupStore(kafka.cluster, name).load().pending == {7: {"g": {("t", 0): first}}, 9: {"g": {("t", 1): second}}}
+
+    async def end_them(store: KafkaGroupStore) -> None:
+        await store.end_pending_offsets("g", 7, [("t", 0)], {("t", 0): first})  # committed
+        await store.end_pending_offsets("g", 9, [("t", 1)], {})  # aborted
+
+    written(kafka, name, end_them)
+    loaded = KafkaGroupStore(kafka.cluster, name).load()
+    assert loaded.pending == {}
+    assert loaded.offsets == {"g": {("t", 0): first}}
+
+
 def test_damaged_records_are_skipped_with_their_offset_named(kafka, caplog: pytest.LogCaptureFixture) -> None:
     name = topic(kafka)
     p = Producer({"bootstrap.servers": kafka.bootstrap_servers})
