@@ -5,10 +5,16 @@ stdout."""
 from __future__ import annotations
 
 import os
+import re
 import signal
+import struct
 import subprocess
+import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from embedded.local_kafka import REPO_ROOT, java_executable, log4j2_config, spawn_tied_to_parent
 from tests.integration.polling import until
@@ -18,6 +24,8 @@ WORD_COUNT_SOURCE = Path(__file__).parent / "java" / "StreamsWordCount.java"
 WORD_COUNT_CLASS = "StreamsWordCount"
 HEAP = "256m"
 STOP_TIMEOUT_S = 90.0  # beyond the application's own close timeout (60 s)
+INPUT, OUTPUT, PARTITIONS = "text", "word-counts", 2  # the word count's topics
+WORDS = ("kafka", "spark", "door", "gateway", "stream", "count", "topic", "record")
 
 
 class StreamsJarsMissingError(RuntimeError):
@@ -97,3 +105,51 @@ class WordCountApp:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def sentences(first: int, count: int) -> list[str]:
+    """Lines of a few words each, some repeated within a line, in mixed case and punctuation."""
+    return [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(1 + i % 5)).capitalize() + "."
+            for i in range(first, first + count)]
+
+
+def expected_counts(lines: list[str]) -> Counter[str]:
+    return Counter(w for line in lines for w in re.split(r"\W+", line.lower()) if w)
+
+
+def produce_lines(bootstrap: str, lines: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 120000})
+    errors: list[str] = []
+    for line in lines:
+        producer.produce(INPUT, value=line.encode(),
+                         on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
+    assert producer.flush(150) == 0
+    assert errors == []
+
+
+class CountsReader:
+    """The output topic read through the door from the start: the latest count of each word."""
+
+    def __init__(self, bootstrap: str, isolation: str = "read_uncommitted") -> None:
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
+                                  "enable.auto.commit": False, "isolation.level": isolation})
+        self.consumer.assign([TopicPartition(OUTPUT, p, 0) for p in range(PARTITIONS)])
+        self.latest: dict[str, int] = {}
+        self.max_seen: dict[str, int] = {}
+
+    def poll(self) -> dict[str, int]:
+        for msg in self.consumer.consume(500, timeout=0.2):
+            assert msg.error() is None, msg.error()
+            (count,) = struct.unpack(">q", msg.value())  # Serdes.Long: 8 bytes, big-endian
+            word = msg.key().decode()
+            self.latest[word] = count
+            self.max_seen[word] = max(count, self.max_seen.get(word, 0))
+        return self.latest
+
+    def low_watermarks(self, topic: str) -> list[int]:
+        """Each partition's log start offset (ListOffsets, earliest) through the door."""
+        return [self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0] for p in range(PARTITIONS)]
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -8,25 +8,30 @@ there, none counted twice. Its purges of the repartition topic (DeleteRecords) m
 from __future__ import annotations
 
 import re
-import struct
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.polling import until
-from tests.integration.streams_app import WordCountApp, compile_word_count
+from tests.integration.streams_app import (
+    INPUT,
+    OUTPUT,
+    PARTITIONS,
+    CountsReader,
+    WordCountApp,
+    compile_word_count,
+    expected_counts,
+    produce_lines,
+    sentences,
+)
 
 pytestmark = pytest.mark.integration
 
-INPUT, OUTPUT, PARTITIONS = "text", "word-counts", 2
 TOPICS = {**FRONT_DOOR_TOPICS, "topics": {**FRONT_DOOR_TOPICS["topics"], INPUT: {"partitions": PARTITIONS},
                                           OUTPUT: {"partitions": PARTITIONS}}}
-WORDS = ("kafka", "spark", "door", "gateway", "stream", "count", "topic", "record")
 # at_least_once is Streams' default; commits every 500 ms (default 30 s) and no record cache, so every count
 # reaches the output topic soon after its line. replication.factor -1 (Streams' default): the broker's (the
 # door's) default, one copy. Streams purges the repartition topic's consumed records (DeleteRecords) every 30 s by
@@ -48,66 +53,18 @@ def word_count(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_word_count(tmp_path_factory.mktemp("word-count"))
 
 
-def _sentences(first: int, count: int) -> list[str]:
-    """Lines of a few words each, some repeated within a line, in mixed case and punctuation."""
-    return [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(1 + i % 5)).capitalize() + "."
-            for i in range(first, first + count)]
-
-
-def _expected(lines: list[str]) -> Counter[str]:
-    return Counter(w for line in lines for w in re.split(r"\W+", line.lower()) if w)
-
-
-def _produce(door: RunningDoor, lines: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": door.bootstrap, "acks": "all", "linger.ms": 5,
-                         "message.timeout.ms": 120000})
-    errors: list[str] = []
-    for line in lines:
-        producer.produce(INPUT, value=line.encode(),
-                         on_delivery=lambda err, _msg: err is not None and errors.append(str(err)))
-    assert producer.flush(150) == 0
-    assert errors == []
-
-
-class CountsReader:
-    """The output topic read through the door from the start: the latest count of each word."""
-
-    def __init__(self, door: RunningDoor, isolation: str = "read_uncommitted") -> None:
-        self.consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": f"read-{uuid.uuid4().hex[:8]}",
-                                  "enable.auto.commit": False, "isolation.level": isolation})
-        self.consumer.assign([TopicPartition(OUTPUT, p, 0) for p in range(PARTITIONS)])
-        self.latest: dict[str, int] = {}
-        self.max_seen: dict[str, int] = {}
-
-    def poll(self) -> dict[str, int]:
-        for msg in self.consumer.consume(500, timeout=0.2):
-            assert msg.error() is None, msg.error()
-            (count,) = struct.unpack(">q", msg.value())  # Serdes.Long: 8 bytes, big-endian
-            word = msg.key().decode()
-            self.latest[word] = count
-            self.max_seen[word] = max(count, self.max_seen.get(word, 0))
-        return self.latest
-
-    def low_watermarks(self, topic: str) -> list[int]:
-        """Each partition's log start offset (ListOffsets, earliest) through the door."""
-        return [self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0] for p in range(PARTITIONS)]
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def test_a_streams_word_count_through_the_door_restores_its_changelog(door: RunningDoor, word_count: Path,
                                                                       tmp_path: Path) -> None:
     application_id = f"word-count-{uuid.uuid4().hex[:8]}"
     repartition, changelog = f"{application_id}-words-repartition", f"{application_id}-counts-changelog"
-    written = _sentences(0, 120)
-    _produce(door, written)
-    reader = CountsReader(door)
+    written = sentences(0, 120)
+    produce_lines(door.bootstrap, written)
+    reader = CountsReader(door.bootstrap)
     app = WordCountApp(word_count, tmp_path / "run-1", door.bootstrap, application_id, INPUT, OUTPUT,
                        tmp_path / "state-1", SETTINGS)
     try:
         app.wait_running()
-        expected = _expected(written)
+        expected = expected_counts(written)
         until(lambda: reader.poll() == expected, "the counts of the first lines", timeout_s=180,
               detail=lambda: f"read {reader.latest}\nexpected {dict(expected)}\n{app.log_tail()}")
 
@@ -122,14 +79,14 @@ def test_a_streams_word_count_through_the_door_restores_its_changelog(door: Runn
               timeout_s=120, detail=lambda: f"log start offsets {reader.low_watermarks(repartition)}\n{app.log_tail()}")
         app.stop()
 
-        more = _sentences(120, 80)
-        _produce(door, more)
+        more = sentences(120, 80)
+        produce_lines(door.bootstrap, more)
         written += more
         # a new state directory: the store has nothing local and must be read back from its changelog
         app = WordCountApp(word_count, tmp_path / "run-2", door.bootstrap, application_id, INPUT, OUTPUT,
                            tmp_path / "state-2", SETTINGS)
         app.wait_running()
-        expected = _expected(written)
+        expected = expected_counts(written)
         until(lambda: reader.poll() == expected, "the counts of all lines", timeout_s=180,
               detail=lambda: f"read {reader.latest}\nexpected {dict(expected)}\n{app.log_tail()}")
         restored = [(m[1], int(m[2])) for m in RESTORED.finditer(app.log_file.read_text())]
@@ -150,24 +107,24 @@ def test_a_streams_word_count_exactly_once_through_a_kill(door: RunningDoor, wor
     """`exactly_once_v2`: killed (kill -9) with lines in flight and started again, the counts are exact — a
     count a transaction wrote and the killed instance did not commit is aborted, its input read again once."""
     application_id = f"word-count-eos-{uuid.uuid4().hex[:8]}"
-    written = _sentences(0, 100)
-    _produce(door, written)
-    reader = CountsReader(door, isolation="read_committed")
+    written = sentences(0, 100)
+    produce_lines(door.bootstrap, written)
+    reader = CountsReader(door.bootstrap, isolation="read_committed")
     app = WordCountApp(word_count, tmp_path / "run-1", door.bootstrap, application_id, INPUT, OUTPUT,
                        tmp_path / "state-1", EXACTLY_ONCE)
     try:
         app.wait_running()
-        expected = _expected(written)
+        expected = expected_counts(written)
         until(lambda: reader.poll() == expected, "the counts of the first lines", timeout_s=180,
               detail=lambda: f"read {reader.latest}\nexpected {dict(expected)}\n{app.log_tail()}")
-        more = _sentences(100, 300)
-        _produce(door, more)
+        more = sentences(100, 300)
+        produce_lines(door.bootstrap, more)
         written += more
         app.kill()  # mid-stream: part of the new lines counted, part in an open transaction
         app = WordCountApp(word_count, tmp_path / "run-2", door.bootstrap, application_id, INPUT, OUTPUT,
                            tmp_path / "state-1", EXACTLY_ONCE)
         app.wait_running()
-        expected = _expected(written)
+        expected = expected_counts(written)
         until(lambda: reader.poll() == expected, "the counts of all lines", timeout_s=240,
               detail=lambda: f"read {reader.latest}\nexpected {dict(expected)}\n{app.log_tail()}")
         # never more than the lines hold: no count went out twice
