@@ -93,8 +93,8 @@ class TransactionalStream:
         self.stop_file.touch()
         self.proc.wait(180)
 
-    def tail(self) -> str:
-        return self.out.read_text(errors="replace")[-3000:]
+    def tail(self, chars: int = 3000) -> str:
+        return self.out.read_text(errors="replace")[-chars:]
 
 
 class CommittedReader:
@@ -250,7 +250,9 @@ def test_transactions_hold_through_door_and_driver_kills(gateway_config: Gateway
         assert [v for v, n in stored.items() if n > 1] == []
         print(f"\n[fault] transactions through door and driver kills: {len(outcomes)} transactions, "
               f"{sum(o == 'committed' for o in outcomes.values())} committed, {len(aborted)} aborted, "
-              f"{sum(o == 'unknown' for o in outcomes.values())} unknown; {len(final)} records read committed")
+              f"{sum(o == 'unknown' for o in outcomes.values())} unknown; {len(final)} records read committed; the "
+              f"producer's retried ends and aborted failures: "
+              f"{collections.Counter(line.split(' ')[0] for line in stream.tail(10**7).splitlines())}")
         app.stop()
         assert doors[1].stop() == 0, doors[1].log()[-3000:]
         assert driver.stop() == 0, driver.log()[-3000:]

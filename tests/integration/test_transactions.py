@@ -231,3 +231,27 @@ def test_consumer_offsets_sent_to_a_transaction_commit_with_it_and_go_with_an_ab
             assert committed() == 5
     finally:
         consumer.close()
+
+
+def test_consumer_offsets_sent_to_a_transaction_outlive_a_door_restart_and_commit_with_it(door: RunningDoor) -> None:
+    """The offsets of TxnOffsetCommit are written to the groups topic as pending before they are answered: a door
+    started again mid-transaction holds them, and the transaction's commit makes them the group's."""
+    group = f"restart-etl-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer({"bootstrap.servers": door.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    p = _producer(door, f"restart-etl-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(60)
+    try:
+        p.begin_transaction()
+        p.produce("orders", value=b"out-7", partition=1)
+        p.send_offsets_to_transaction([TopicPartition("orders", 0, 7)], consumer.consumer_group_metadata(), 60)
+        door.restart()
+        p.commit_transaction(60)
+        deadline = time.monotonic() + 30
+        while (offset := consumer.committed([TopicPartition("orders", 0)], timeout=30)[0].offset) != 7 \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the group's committed offset: there is no event to wait on
+        assert offset == 7
+        assert _read_settled(door, "read_committed", [b"out-7"]) == [b"out-7"]
+    finally:
+        consumer.close()
