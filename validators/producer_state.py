@@ -372,13 +372,16 @@ def append_end_txn_marker(
     offset: int,
     append_time_ms: int,
     topic_partition: str,
+    validate: bool = True,
 ) -> tuple[ProducerTable, CompletedTxn | None]:
     """`ProducerAppendInfo.appendEndTxnMarker`: a commit or abort marker at `offset` ends the producer's open
     transaction here. Only a transaction with records here completes (a marker may reach a partition the
-    producer never wrote to, and is appended all the same). Raises ProducerStateError."""
-    _check_epoch(entry, producer_id, producer_epoch, offset, topic_partition)
+    producer never wrote to, and is appended all the same). Raises ProducerStateError, unless `validate` is
+    False: a marker read back from the log, which Kafka's REPLICATION origin takes with its epochs unchecked."""
+    if validate:
+        _check_epoch(entry, producer_id, producer_epoch, offset, topic_partition)
     current_coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
-    if current_coordinator_epoch > coordinator_epoch:
+    if validate and current_coordinator_epoch > coordinator_epoch:
         raise ProducerStateError(
             Errors.TRANSACTION_COORDINATOR_FENCED,
             f"Invalid coordinator epoch for producerId {producer_id} at offset {offset} in partition "

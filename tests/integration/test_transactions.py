@@ -20,8 +20,10 @@ from sinks.storage.file_names import partition_dir
 from sinks.storage.transaction_index import TransactionIndex
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.group_members import compile_java_client
+from tests.integration.test_front_door_groups import kafka_tool
 
 JAVA_CLIENTS = Path(__file__).parent / "java" / "TransactionalClients.java"
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +257,44 @@ def test_consumer_offsets_sent_to_a_transaction_outlive_a_door_restart_and_commi
         assert _read_settled(door, "read_committed", [b"out-7"]) == [b"out-7"]
     finally:
         consumer.close()
+
+
+def _transactions_tool(door: RunningDoor, *args: str) -> list[dict[str, str]]:
+    """`kafka-transactions.sh --bootstrap-server <door> <args>`: the rows of the table it prints, by its headers."""
+    done = kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", door.bootstrap, *args)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    header, *rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def test_kafka_transactions_describe_producers_shows_the_open_transaction_until_it_ends(door: RunningDoor) -> None:
+    """Kafka's `kafka-transactions.sh describe-producers` (DescribeProducers): a transactional producer with its
+    transaction open at the offset of its first record there; once the markers landed, no transaction."""
+    tid = f"described-{uuid.uuid4().hex[:6]}"
+    p = _producer(door, tid)
+    p.init_transactions(60)
+    p.begin_transaction()
+    offsets: list[int] = []
+    for i in range(3):
+        p.produce("orders", value=f"open-{i}".encode(), partition=1, on_delivery=lambda _e, m: offsets.append(m.offset()))
+    assert p.flush(60) == 0 and len(offsets) == 3
+    (txn,) = _transactions_tool(door, "describe", "--transactional-id", tid)
+    assert txn["TransactionState"] == "Ongoing"
+
+    def producer() -> dict[str, str]:
+        rows = _transactions_tool(door, "describe-producers", "--topic", "orders", "--partition", "1")
+        (row,) = [r for r in rows if r["ProducerId"] == txn["ProducerId"]]
+        return row
+
+    described = producer()
+    assert (described["ProducerEpoch"], described["LastSequence"], described["CurrentTransactionStartOffset"]) == (
+        txn["ProducerEpoch"], "2", str(min(offsets)))
+    assert described["LatestCoordinatorEpoch"] == "-1"  # no marker yet
+    # find-hanging asks every partition's producers, then the coordinator, which still has the partition in the
+    # transaction: not hanging (a timeout of 0 minutes makes the open transaction a candidate)
+    assert _transactions_tool(door, "find-hanging", "--topic", "orders", "--max-transaction-timeout", "0") == []
+
+    p.commit_transaction(60)
+    _wait_stable(partition_dir(door.segments_root, "orders", 1))
+    described = producer()
+    assert (described["CurrentTransactionStartOffset"], described["LatestCoordinatorEpoch"]) == ("None", "0")

@@ -1,8 +1,8 @@
 """Kafka's ACLs enforced by the front door's APIs, each with the resource, operation and error Kafka's
 `KafkaApis` uses: produce (nothing of a denied topic reaches the ingress topic), InitProducerId (KIP-679),
-fetch, ListOffsets, Metadata (left out of a listing, TOPIC_AUTHORIZATION_FAILED when named, authorized
-operations), the group APIs, OffsetCommit's topic READ, OffsetFetch, DescribeConfigs, DescribeCluster and
-the refused topic admin APIs; each denial counted by API."""
+fetch, ListOffsets, DescribeProducers, Metadata (left out of a listing, TOPIC_AUTHORIZATION_FAILED when named,
+authorized operations), the group APIs, OffsetCommit's topic READ, OffsetFetch, DescribeConfigs, DescribeCluster
+and the refused topic admin APIs; each denial counted by API."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from front_door import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     fetch,
     find_coordinator,
     heartbeat,
@@ -218,6 +219,17 @@ def test_list_offsets_and_offset_for_leader_epoch_need_describe(tmp_path: Path) 
     assert [(t.topic, t.partitions[0].error_code) for t in epochs.topics] == [
         ("orders", ErrorCode.none), ("clicks", ErrorCode.topic_authorization_failed)]
     assert door.denials == ["list_offsets", "offset_for_leader_epoch"]
+
+
+def test_describe_producers_needs_read(tmp_path: Path) -> None:
+    door = Door(tmp_path, acl("orders", "User:alice", Op.READ), acl("clicks", "User:alice", Op.DESCRIBE))
+    m = req(61, 0)
+    answer = door.answer(describe_producers.handle, 61, 0, m.DescribeProducersRequest(topics=tuple(
+        m.TopicRequest(name=n, partition_indexes=(0,)) for n in ("orders", "clicks"))))
+    assert [(t.name, t.partitions[0].error_code, t.partitions[0].error_message) for t in answer.topics] == [
+        ("orders", ErrorCode.none, None),
+        ("clicks", ErrorCode.topic_authorization_failed, "Topic authorization failed.")]
+    assert door.denials == ["describe_producers"]
 
 
 # ============================================================================== metadata
