@@ -44,6 +44,7 @@ from sinks.kafka_admin import create_topics
 from sinks.kafka_security import KafkaSecurityError
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
+from sinks.metrics.metrics_log_file import MetricsLogFile
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
@@ -233,6 +234,12 @@ def run(args: argparse.Namespace) -> int:
     if (refusal := config.exposure_refusal()) is not None:
         log.error("%s", refusal)
         return 2
+    try:
+        metrics_log = MetricsLogFile.open(config.path(config.metrics_log_file)) if config.metrics_log_file else None
+    except OSError as e:
+        log.error("cannot write metrics_log_file %s: %s", config.metrics_log_file,
+                  f"{e.filename}: {e.strerror}" if e.filename else e)  # the file or the folder it would be made in
+        return 2
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:
         log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
@@ -266,9 +273,10 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # Kubernetes: stop between micro-batches
+    # one observer for the driver's life: its summary's interval runs on across the query's restarts
+    observer = MetricsObserver(metrics, registry.current, config.log_summary_interval_ms / 1000, metrics_log)
     supervisor = QuerySupervisor(
-        lambda: start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)],
-                              metrics=metrics, registry_store=registry)[0],
+        lambda: start_gateway(spark, config, observers=[observer], metrics=metrics, registry_store=registry)[0],
         stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
     )
     background: list[Any] = []
