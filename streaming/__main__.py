@@ -34,6 +34,7 @@ from typing import Any
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
+from embedded.demo import HELLO_TOPIC, DemoTraffic, LiveSummary
 from embedded.local_kafka import QUICK_START_JVM, LocalKafka, free_port
 from front_door.door_cluster import DuplicateDoorError
 from front_door.metrics import FrontDoorMetrics
@@ -141,11 +142,13 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics,
         return None
     assert door.address is not None and door.context is not None
     address = f"{door.address.host}:{door.address.port}"
-    topic = next(iter(sorted(door.context.registry().topics)), "<topic>")
+    topics = door.context.registry().topics
+    topic = HELLO_TOPIC if HELLO_TOPIC in topics else next(iter(sorted(topics)), "<topic>")
     log.info("front door on %s", address)
     log.info("front door nodes (each leads a share of every topic's partitions): %s",
              ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes))
-    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o beginning -e",
+    # the last record of the partition: the one just written, where nothing else writes
+    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o -1 -c 1 -e",
              address, topic, address, topic)
     return door
 
@@ -182,8 +185,6 @@ def _close_logs(config: GatewayConfig, registry: RegistryStore) -> None:
 
 
 def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
-    from embedded.demo import DemoTraffic, LiveSummary
-
     summary = LiveSummary(config.cluster, config.response_topic, config.path(config.segments_root),
                           on_first_response=lambda: log.info("first response %.1f s after start",
                                                              time.monotonic() - started))
