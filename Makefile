@@ -157,5 +157,8 @@ compat: venv jars
 lint: venv
 	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients front_door tests gateway_submit.py
 
+# Everything `make run` makes: the broker's data and the segments (var/), and in checkpoints/ the query's checkpoint
+# with its driver lock and holder (<query>.driver.lock, <query>.driver.json); checkpoints/README.md stays.
 clean:
-	rm -rf var checkpoints/*/ .pytest_cache
+	rm -rf var .pytest_cache
+	find checkpoints -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

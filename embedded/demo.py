@@ -16,15 +16,20 @@ from confluent_kafka import Consumer, Producer
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 from validators.codec.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")
 
+# The topics of conf/topics.json the demo traffic produces to ...
+DEMO_TOPICS = ("demo.create-time", "demo.log-append-time")
+# ... and the one it leaves alone, so that the kcat line `gateway run` logs (and the README's) reads back what it wrote.
+HELLO_TOPIC = "demo.hello"
+
 
 def demo_batch(rng: random.Random, now_ms: int) -> tuple[str, int, bytes]:
-    topic = rng.choice(["demo.create-time", "demo.log-append-time"])
+    topic = rng.choice(DEMO_TOPICS)
     partition = rng.randrange(3)
     count = rng.randint(1, 20)
     roll = rng.random()

@@ -4,9 +4,10 @@ serving leader, so the query's first fetch and the first publish never race the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -20,6 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.kafka_admin")
@@ -68,6 +70,18 @@ def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float)
         time.sleep(0.1)  # a retry's backoff (Kafka's retry.backoff.ms), bounded by the deadline
 
 
+@contextlib.contextmanager
+def admin_client(cluster: KafkaCluster) -> Iterator[AdminClient]:
+    """An Admin client whose librdkafka lines go through `KAFKA_CLIENT_LOG` (not bare on stderr): an admin
+    client's lines are served by `poll`, called as it is let go. What it logs as it is destroyed, when nothing
+    serves its queue any more (`Purging N unserved events`), is dropped."""
+    admin = AdminClient(cluster.client({"logger": KAFKA_CLIENT_LOG}))
+    try:
+        yield admin
+    finally:
+        admin.poll(0)
+
+
 def create_topics(cluster: KafkaCluster, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
     """Create topics (name, partitions, configs) and wait until every partition has a serving leader.
 
@@ -80,31 +94,31 @@ def create_topics(cluster: KafkaCluster, specs: Iterable[TopicSpec], timeout: fl
     if not specs:
         return
     deadline = time.monotonic() + timeout
-    admin = AdminClient(cluster.client())
-    new_topics = [
-        NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in configs.items()})
-        for name, partitions, configs in specs
-    ]
-    futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
-    existing = set()
-    for name, future in futures.items():
-        try:
-            future.result(timeout=remaining_s(deadline))
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            # A principal without CREATE may still use topics an administrator made (docs/security.md).
-            if code in _NOT_ALLOWED_TO_CREATE and _exists(admin, name, deadline):
-                log.info("topic %s exists (this principal may not create topics; it need not)", name)
-            elif code in _NOT_ALLOWED_TO_CREATE:
-                raise KafkaException(KafkaError(code, f"topic {name} does not exist and the cluster refuses to "
-                                                      f"create it ({exc.args[0].str()}): create it, or grant the "
-                                                      "gateway's principal CREATE on the cluster (`gateway acls`)")) from None
-            elif code != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
-            log.debug("topic %s already exists", name)
-            existing.add(name)
-    raise_lower_bounds(cluster, admin, [s for s in specs if s[0] in existing], deadline)
-    wait_for_partition_leaders(admin, [name for name, _, _ in specs], deadline)
+    with admin_client(cluster) as admin:
+        new_topics = [
+            NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in configs.items()})
+            for name, partitions, configs in specs
+        ]
+        futures = admin.create_topics(new_topics, operation_timeout=timeout, request_timeout=timeout)
+        existing = set()
+        for name, future in futures.items():
+            try:
+                future.result(timeout=remaining_s(deadline))
+            except KafkaException as exc:
+                code = exc.args[0].code()
+                # A principal without CREATE may still use topics an administrator made (docs/security.md).
+                if code in _NOT_ALLOWED_TO_CREATE and _exists(admin, name, deadline):
+                    log.info("topic %s exists (this principal may not create topics; it need not)", name)
+                elif code in _NOT_ALLOWED_TO_CREATE:
+                    raise KafkaException(KafkaError(code, f"topic {name} does not exist and the cluster refuses to "
+                                                          f"create it ({exc.args[0].str()}): create it, or grant the "
+                                                          "gateway's principal CREATE on the cluster (`gateway acls`)")) from None
+                elif code != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise
+                log.debug("topic %s already exists", name)
+                existing.add(name)
+        raise_lower_bounds(cluster, admin, [s for s in specs if s[0] in existing], deadline)
+        wait_for_partition_leaders(admin, [name for name, _, _ in specs], deadline)
 
 
 _NOT_ALLOWED_TO_CREATE = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED)
@@ -165,19 +179,19 @@ class HopLimits:
 def describe_hop_limits(cluster: KafkaCluster, topic: str, timeout: float = 30.0) -> HopLimits:
     """The topic's max.message.bytes and the brokers' socket.request.max.bytes (Admin API
     DescribeConfigs). A config the cluster does not show (no DESCRIBE_CONFIGS permission) is None."""
-    admin = AdminClient(cluster.client())
-    brokers = sorted(admin.list_topics(timeout=timeout).brokers)
-    resources = [ConfigResource(ResourceType.TOPIC, topic),
-                 *(ConfigResource(ResourceType.BROKER, str(b)) for b in brokers)]
-    values: dict[tuple[ResourceType, str], int | None] = {}
-    for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
-        key = "max.message.bytes" if resource.restype == ResourceType.TOPIC else "socket.request.max.bytes"
-        try:
-            entry = future.result(timeout=timeout).get(key)
-            values[(resource.restype, resource.name)] = None if entry is None or entry.value is None else int(entry.value)
-        except KafkaException as exc:
-            log.info("cannot read %s of %s %s: %s", key, resource.restype.name.lower(), resource.name, exc)
-            values[(resource.restype, resource.name)] = None
+    with admin_client(cluster) as admin:
+        brokers = sorted(admin.list_topics(timeout=timeout).brokers)
+        resources = [ConfigResource(ResourceType.TOPIC, topic),
+                     *(ConfigResource(ResourceType.BROKER, str(b)) for b in brokers)]
+        values: dict[tuple[ResourceType, str], int | None] = {}
+        for resource, future in admin.describe_configs(resources, request_timeout=timeout).items():
+            key = "max.message.bytes" if resource.restype == ResourceType.TOPIC else "socket.request.max.bytes"
+            try:
+                entry = future.result(timeout=timeout).get(key)
+                values[(resource.restype, resource.name)] = None if entry is None or entry.value is None else int(entry.value)
+            except KafkaException as exc:
+                log.info("cannot read %s of %s %s: %s", key, resource.restype.name.lower(), resource.name, exc)
+                values[(resource.restype, resource.name)] = None
     request_bytes = [values.get((ResourceType.BROKER, str(b))) for b in brokers]
     known = [v for v in request_bytes if v is not None]
     return HopLimits(values.get((ResourceType.TOPIC, topic)), min(known) if known else None)

@@ -3,15 +3,13 @@ publish that fails loudly — a delivery error fails the micro-batch, which Spar
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
-
-KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 
 _producers: dict[tuple[KafkaCluster, int, int], Producer] = {}
 

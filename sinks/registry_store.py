@@ -22,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from contract.topics import REGISTRY_TOPIC_CONFIGS, REGISTRY_TOPIC_PARTITIONS
 from sinks.kafka_admin import create_topics, watermarks
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 from validators.registry_log import DEFAULTS_KEY, SEED_KEY, RegistryLog, TopicSpec
 from validators.topic_config import ConfigError, TopicRegistry, seed_topic_id

@@ -34,6 +34,7 @@ from typing import Any
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
+from embedded.demo import HELLO_TOPIC, DemoTraffic, LiveSummary
 from embedded.local_kafka import QUICK_START_JVM, LocalKafka, free_port
 from front_door.door_cluster import DuplicateDoorError
 from front_door.metrics import FrontDoorMetrics
@@ -44,6 +45,7 @@ from sinks.kafka_admin import create_topics
 from sinks.kafka_security import KafkaSecurityError
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
+from sinks.metrics.metrics_log_file import MetricsLogFile
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
@@ -140,11 +142,13 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics,
         return None
     assert door.address is not None and door.context is not None
     address = f"{door.address.host}:{door.address.port}"
-    topic = next(iter(sorted(door.context.registry().topics)), "<topic>")
+    topics = door.context.registry().topics
+    topic = HELLO_TOPIC if HELLO_TOPIC in topics else next(iter(sorted(topics)), "<topic>")
     log.info("front door on %s", address)
     log.info("front door nodes (each leads a share of every topic's partitions): %s",
              ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes))
-    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o beginning -e",
+    # the last record of the partition: the one just written, where nothing else writes
+    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o -1 -c 1 -e",
              address, topic, address, topic)
     return door
 
@@ -181,8 +185,6 @@ def _close_logs(config: GatewayConfig, registry: RegistryStore) -> None:
 
 
 def _start_demo(config: GatewayConfig, started: float) -> list[Any]:
-    from embedded.demo import DemoTraffic, LiveSummary
-
     summary = LiveSummary(config.cluster, config.response_topic, config.path(config.segments_root),
                           on_first_response=lambda: log.info("first response %.1f s after start",
                                                              time.monotonic() - started))
@@ -233,6 +235,12 @@ def run(args: argparse.Namespace) -> int:
     if (refusal := config.exposure_refusal()) is not None:
         log.error("%s", refusal)
         return 2
+    try:
+        metrics_log = MetricsLogFile.open(config.path(config.metrics_log_file)) if config.metrics_log_file else None
+    except OSError as e:
+        log.error("cannot write metrics_log_file %s: %s", config.metrics_log_file,
+                  f"{e.filename}: {e.strerror}" if e.filename else e)  # the file or the folder it would be made in
+        return 2
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:
         log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
@@ -266,9 +274,10 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # Kubernetes: stop between micro-batches
+    # one observer for the driver's life: its summary's interval runs on across the query's restarts
+    observer = MetricsObserver(metrics, registry.current, config.log_summary_interval_ms / 1000, metrics_log)
     supervisor = QuerySupervisor(
-        lambda: start_gateway(spark, config, observers=[MetricsObserver(metrics, registry.current)],
-                              metrics=metrics, registry_store=registry)[0],
+        lambda: start_gateway(spark, config, observers=[observer], metrics=metrics, registry_store=registry)[0],
         stop, health, metrics, Backoff(config.restart_backoff_initial_s, config.restart_backoff_max_s),
     )
     background: list[Any] = []

@@ -35,6 +35,7 @@ from sinks.kafka_security import (
     literal_secrets,
     load_kafka_security,
 )
+from sinks.metrics.log_summary import DEFAULT_INTERVAL_MS as DEFAULT_LOG_SUMMARY_INTERVAL_MS
 from validators.topic_config import TopicRegistry
 from validators.transaction_state import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
@@ -112,6 +113,10 @@ class GatewayConfig:
     idle_poll_ms: int = 20
     max_offsets_per_trigger: int = 20000
     metrics_address: str = "127.0.0.1:9108"
+    # The INFO summary of the micro-batches (sinks/metrics/log_summary.py): at most one line per this interval.
+    log_summary_interval_ms: int = DEFAULT_LOG_SUMMARY_INTERVAL_MS
+    # Each micro-batch's JSON line (the DEBUG line of `gateway.metrics`) appended to this file too; null: none.
+    metrics_log_file: str | None = None
     # Kafka's log.retention.check.interval.ms: how often retention runs over the segment storage (`UnifiedLog.deleteRetentionMsBreachedSegments`)
     retention_check_interval_ms: int = 300000
     ui_enabled: bool = True
@@ -155,9 +160,12 @@ class GatewayConfig:
 
     def __post_init__(self) -> None:
         # here, so a wrong value fails `load_gateway_config` (one line, exit 2) before anything starts
-        timeout = self.startup_timeout_ms
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:  # bool is an int to Python
-            raise ValueError(f"startup_timeout_ms must be a positive whole number of milliseconds, got {timeout!r}")
+        for name in ("startup_timeout_ms", "log_summary_interval_ms"):
+            ms = getattr(self, name)
+            if isinstance(ms, bool) or not isinstance(ms, int) or ms < 1:  # bool is an int to Python
+                raise ValueError(f"{name} must be a positive whole number of milliseconds, got {ms!r}")
+        if self.metrics_log_file is not None and not isinstance(self.metrics_log_file, str):
+            raise ValueError(f"metrics_log_file must be a path or null, got {self.metrics_log_file!r}")
 
     @property
     def registry_topic_name(self) -> str:

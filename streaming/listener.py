@@ -68,8 +68,8 @@ class GatewayListener(BridgedListener):
             self.last_progress = progress
             self.metrics.set_query_active(True)
             figures = self.metrics.record_progress(progress, self.ingress_topic)
-            # one INFO line per micro-batch is the observer's (sinks.metrics.observer); Spark's figures are
-            # on the exporter and here at DEBUG
+            # the INFO summary of the micro-batches is the observer's (sinks.metrics.observer); Spark's figures
+            # are on the exporter and here at DEBUG
             log_event("progress", logging.DEBUG, query=progress.get("name"), run_id=progress.get("runId"),
                       phases_ms=progress.get("durationMs"), **figures)
         except Exception:  # noqa: BLE001 — a metrics problem must not be lost on the listener bus

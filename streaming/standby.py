@@ -40,7 +40,8 @@ from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
 from sinks.decisions import arrow_decisions
 from sinks.kafka_admin import watermarks
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG, connect
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
+from sinks.kafka_publisher import connect
 from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher

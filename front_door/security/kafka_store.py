@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from front_door.security.store import ChangeListener, SecurityStoreError, record_key, split_key
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.security")

@@ -27,7 +27,7 @@ from contract.transaction_records import (
     encode_value,
 )
 from sinks.kafka_admin import create_topics, watermarks
-from sinks.kafka_publisher import KAFKA_CLIENT_LOG
+from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 from validators.transaction_state import TransactionMetadata, TransactionState
 

@@ -1,5 +1,6 @@
 """The micro-batch observer: folds each micro-batch's summary (the tasks' metric deltas) into the
-gateway's metrics and logs one structured line per micro-batch.
+gateway's metrics, logs each micro-batch's JSON line at DEBUG (and to `metrics_log_file` when given), and at
+INFO one summary line per interval (`sinks.metrics.log_summary`).
 """
 
 from __future__ import annotations
@@ -7,14 +8,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sinks.batch_metrics import (
-    OUTCOME_APPENDED,
-    OUTCOME_REJECTED,
-)
 from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics
+from sinks.metrics.log_summary import DEFAULT_INTERVAL_MS, LogSummary, MicroBatchFigures
+from sinks.metrics.metrics_log_file import MetricsLogFile
 
 if TYPE_CHECKING:  # pyspark only where Spark runs: the exporter and its tests need none
     from sinks.micro_batch import MicroBatchSummary
@@ -31,9 +30,14 @@ class MetricsObserver:
     never raised: the micro-batch is already durable and published, and failing it would replay it
     and publish its responses twice."""
 
-    def __init__(self, metrics: GatewayMetrics, registry: Callable[[], TopicRegistry] | None = None) -> None:
+    def __init__(self, metrics: GatewayMetrics, registry: Callable[[], TopicRegistry] | None = None,
+                 summary_interval_s: float = DEFAULT_INTERVAL_MS / 1000, log_file: MetricsLogFile | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.metrics = metrics
         self.registry = registry  # e.g. RegistryWatcher.current: follow registry reloads
+        self.log_file = log_file
+        self.clock = clock
+        self.summary = LogSummary(summary_interval_s, clock())
 
     def __call__(self, batch_id: int, summary: MicroBatchSummary) -> None:
         started = time.monotonic()
@@ -44,9 +48,15 @@ class MetricsObserver:
                 summary.metric_rows, len(self.metrics.append_latency.buckets), len(self.metrics.timestamp_skew.buckets)
             )
             self.metrics.record_micro_batch(batch_id, groups, summary, clock_ms)
-            line = micro_batch_log(batch_id, groups, summary)
-            line["metrics_ms"] = round((time.monotonic() - started) * 1000)
-            log.info("%s", json.dumps(line, sort_keys=True))
+            figures = MicroBatchFigures.of(groups, summary)
+            detail = micro_batch_log(batch_id, figures)
+            detail["metrics_ms"] = round((time.monotonic() - started) * 1000)
+            line = json.dumps(detail, sort_keys=True)
+            log.debug("%s", line)
+            if self.log_file is not None:
+                self.log_file.write(line)
+            if (summary_line := self.summary.add(figures, self.clock())) is not None:
+                log.info("%s", summary_line)
         except Exception:  # noqa: BLE001 — metrics must never fail a durable micro-batch
             self.metrics.observer_failures.inc()
             log.exception("micro-batch %s: metrics update failed", batch_id)
@@ -92,18 +102,9 @@ def merge_aggregates(rows: Iterable[Mapping[str, Any]], latency_buckets: int, sk
     return list(groups.values()), clock
 
 
-def micro_batch_log(batch_id: int, groups: Sequence[BatchAggregate], summary: MicroBatchSummary | None) -> dict:
-    """The observer's structured log line: one JSON object per micro-batch, keyed by its id."""
-    outcomes: dict[str, int] = {}
-    errors: dict[str, int] = {}
-    for g in groups:
-        outcomes[g.outcome] = outcomes.get(g.outcome, 0) + g.batches
-        if g.outcome == OUTCOME_REJECTED:
-            errors[g.error] = errors.get(g.error, 0) + g.batches
-    doc: dict[str, Any] = {"event": "micro_batch", "batch_id": batch_id, "batches": outcomes, "rejected_by_error": errors,
-                           "records_appended": sum(g.records for g in groups if g.outcome == OUTCOME_APPENDED),
-                           "bytes_appended": sum(g.appended_bytes for g in groups)}
-    if summary is not None:
-        doc.update(responses=summary.responses, dead_letters=summary.dead_letters,
-                   replayed_partitions=summary.replayed_partitions)
-    return doc
+def micro_batch_log(batch_id: int, figures: MicroBatchFigures) -> dict[str, Any]:
+    """The observer's structured line of one micro-batch: one JSON object, keyed by its id."""
+    return {"event": "micro_batch", "batch_id": batch_id, "batches": dict(figures.batches),
+            "rejected_by_error": dict(figures.rejected_by_error), "records_appended": figures.records_appended,
+            "bytes_appended": figures.bytes_appended, "responses": figures.responses,
+            "dead_letters": figures.dead_letters, "replayed_partitions": figures.replayed_partitions}

@@ -9,6 +9,7 @@ by `prometheus_server.ensure_prometheus` when missing).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import math
@@ -264,8 +265,8 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
         prom.stop()
 
 
-def test_one_info_line_per_micro_batch_and_the_details_at_debug(spark, gateway_config, tmp_path: Path,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_a_summary_per_interval_at_info_and_each_micro_batch_at_debug(spark, gateway_config, tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
     topics_file = tmp_path / "quiet-topics.json"
     topics_file.write_text(json.dumps(TOPICS))
     config = gateway_config.with_overrides(topics_file=str(topics_file), max_offsets_per_trigger=2)
@@ -277,7 +278,11 @@ def test_one_info_line_per_micro_batch_and_the_details_at_debug(spark, gateway_c
         now = int(time.time() * 1000)
         produce_batches(config, [("ct", p, batch([now])) for p in (0, 1) for _ in range(4)])
         with caplog.at_level(logging.DEBUG, logger="gateway"):
-            progress = run_available_now(spark, config, MetricsObserver(metrics))
+            # each reading of the observer's clock (one per micro-batch) a second after the last: with a 2 s
+            # interval, a summary every second micro-batch
+            ticks = itertools.count()
+            observer = MetricsObserver(metrics, summary_interval_s=2.0, clock=lambda: float(next(ticks)))
+            progress = run_available_now(spark, config, observer)
             # the listener hears the last progress asynchronously: its DEBUG line is the sign it has
             until = time.monotonic() + 60
             while time.monotonic() < until and not any(
@@ -292,6 +297,9 @@ def test_one_info_line_per_micro_batch_and_the_details_at_debug(spark, gateway_c
     per_batch = Counter(r.name for r in caplog.records if r.levelno == logging.INFO and r.name in
                         ("gateway.metrics", "gateway.sink", "gateway.progress")
                         and '"event": "query_' not in r.getMessage())
-    assert per_batch == {"gateway.metrics": micro_batches}, per_batch
+    assert per_batch == {"gateway.metrics": micro_batches // 2}, per_batch
+    summaries = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "gateway.metrics"]
+    assert all(line.startswith("last 2.0 s: 2 micro-batch(es); batches ") for line in summaries), summaries
     debug = Counter(r.name for r in caplog.records if r.levelno == logging.DEBUG)
-    assert debug["gateway.sink"] == micro_batches and debug["gateway.progress"] >= micro_batches, debug
+    assert debug["gateway.metrics"] == micro_batches and debug["gateway.sink"] == micro_batches, debug
+    assert debug["gateway.progress"] >= micro_batches, debug

@@ -37,13 +37,26 @@ def test_run_refuses_a_bad_config_with_a_clear_error(tmp_path: Path, caplog: pyt
     assert "Unknown gateway settings" in caplog.text and "spark_masterr" in caplog.text
 
 
+@pytest.mark.parametrize("key", ["startup_timeout_ms", "log_summary_interval_ms"])
 @pytest.mark.parametrize("timeout", [0, -1, 1.5, "120000", True, None])
-def test_run_refuses_a_startup_timeout_that_is_not_a_positive_number_of_milliseconds(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, timeout: object) -> None:
+def test_run_refuses_a_time_that_is_not_a_positive_number_of_milliseconds(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, key: str, timeout: object) -> None:
     bad = tmp_path / "gateway.json"
-    bad.write_text(json.dumps({"startup_timeout_ms": timeout}))
+    bad.write_text(json.dumps({key: timeout}))
     assert main(["run", "--config", str(bad)]) == 2  # before any JVM starts
-    assert f"startup_timeout_ms must be a positive whole number of milliseconds, got {timeout!r}" in caplog.text
+    assert f"{key} must be a positive whole number of milliseconds, got {timeout!r}" in caplog.text
+
+
+def test_run_refuses_a_metrics_log_file_it_cannot_write(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "a-file").write_text("")
+    bad = tmp_path / "gateway.json"
+    bad.write_text(json.dumps({"metrics_log_file": str(tmp_path / "a-file" / "metrics.jsonl")}))
+    assert main(["run", "--config", str(bad)]) == 2  # before any JVM starts
+    assert f"cannot write metrics_log_file {tmp_path / 'a-file' / 'metrics.jsonl'}: {tmp_path / 'a-file'}: File " \
+           "exists" in caplog.text  # where a folder would be made
+    bad.write_text(json.dumps({"metrics_log_file": 7}))
+    assert main(["run", "--config", str(bad)]) == 2
+    assert "metrics_log_file must be a path or null, got 7" in caplog.text
 
 
 def test_the_startup_timeout_is_read_from_the_config(tmp_path: Path) -> None:

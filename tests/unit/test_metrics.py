@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sinks.metrics.collectors import AggregatedHistogram, StorageCollector
 from sinks.metrics.gateway_metrics import BatchAggregate, GatewayMetrics, ingress_lag
 from sinks.metrics.health import Health
+from sinks.metrics.log_summary import MicroBatchFigures
 from sinks.metrics.observer import merge_aggregates, micro_batch_log
 from sinks.metrics.server import parse_address, serve_metrics
 from sinks.micro_batch import MicroBatchSummary
@@ -260,12 +261,14 @@ def test_a_reloaded_registry_gives_new_topics_their_own_labels(tmp_path: Path) -
 
 
 def test_micro_batch_log_line_is_json_with_the_batch_id() -> None:
-    line = micro_batch_log(9, [aggregate("ct", batches=2, records=5, appended_bytes=70),
-                               aggregate("other", -1, "rejected", "INVALID_TOPIC_EXCEPTION", batches=1)], None)
+    line = micro_batch_log(9, MicroBatchFigures.of([
+        aggregate("ct", batches=2, records=5, appended_bytes=70),
+        aggregate("other", -1, "rejected", "INVALID_TOPIC_EXCEPTION", batches=1)]))
     doc = json.loads(json.dumps(line))
     assert doc["batch_id"] == 9 and doc["event"] == "micro_batch"
     assert doc["batches"] == {"appended": 2, "rejected": 1}
     assert doc["rejected_by_error"] == {"INVALID_TOPIC_EXCEPTION": 1}
+    assert doc["records_appended"] == 5 and doc["bytes_appended"] == 70
 
 
 def test_parse_address() -> None:

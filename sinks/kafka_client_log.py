@@ -1,0 +1,58 @@
+"""librdkafka's own log lines through Python's logging: `KAFKA_CLIENT_LOG`, the `logger` of the gateway's clients,
+with the lines known to be harmless at DEBUG (docs/operations.md: logs).
+
+confluent-kafka hands each librdkafka line to the logger as `log(level, "%s [%s] %s", facility, client name,
+message)`. A few lines report librdkafka doing what Kafka's protocol asks of a client, and need nobody:
+
+- GETPID "Coordinator load in progress": an idempotent producer's InitProducerId answered
+  COORDINATOR_LOAD_IN_PROGRESS, a retriable error, while a broker that just started loads its transaction state;
+  librdkafka retries, as Kafka's Java producer does;
+- BGQUEUE "Purging N unserved events": a client closing with events that nobody waits for any more.
+
+These go to DEBUG; every other line keeps librdkafka's level (a refused connection to a running cluster is news).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KnownLine:
+    """A librdkafka line by its facility and a part of its message."""
+
+    facility: str
+    contains: str
+
+    def matches(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 3:  # not confluent-kafka's (facility, client, message)
+            return False
+        facility, _client, message = args
+        return facility == self.facility and self.contains in str(message)
+
+
+KNOWN_HARMLESS = (
+    KnownLine("GETPID", "Coordinator load in progress"),
+    KnownLine("BGQUEUE", "unserved events"),
+)
+
+
+class KnownHarmless(logging.Filter):
+    """Moves the `lines` to DEBUG: shown only where the logger logs DEBUG (GATEWAY_LOG_LEVEL=DEBUG)."""
+
+    def __init__(self, lines: tuple[KnownLine, ...] = KNOWN_HARMLESS) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno <= logging.DEBUG or not any(line.matches(record) for line in self.lines):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        # the logger's level let the record in at its own level; at DEBUG it must pass that check again
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
+KAFKA_CLIENT_LOG.addFilter(KnownHarmless())
