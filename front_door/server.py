@@ -358,7 +358,7 @@ class FrontDoor:
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
         bound: dict[str, list[Acceptor]] = {}
         for listener in listeners:
-            tls = s.security.tls.server_context() if listener.protocol.tls and s.security.tls else None
+            tls = s.security.tls.listener_context(listener) if listener.protocol.tls and s.security.tls else None
             for node_id, (host, port) in zip(s.node_ids(), s.listen_addresses(listener), strict=True):
                 acceptor = self._bind(listener, tls, node_id, host, port)
                 bound.setdefault(listener.name, []).append(acceptor)

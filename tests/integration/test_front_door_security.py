@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import ssl
+import struct
 import subprocess
 import time
 import uuid
@@ -123,6 +126,35 @@ def test_a_client_certificate_is_the_principal_and_no_certificate_is_anonymous(d
     assert "ct" in _metadata(client_settings("SSL", certificates, door.bootstrap("SSL")))  # requested, not required
     counted = door.door.metrics.authentications.labels("SSL", "success")._value.get()
     assert counted >= 1
+
+
+def _answers_over_tls(address: tuple[str, int], certificates: Certificates, certificate: str | None = None) -> bool:
+    """Whether the door answers an ApiVersions v0 over TLS (read before any login) from a client with or without
+    a client certificate; False when it ends the TLS session (no certificate where one is required)."""
+    context = ssl.create_default_context(cafile=certificates.ca)
+    if certificate is not None:
+        context.load_cert_chain(*certificates.client(certificate))
+    request = struct.pack(">hhih", API_VERSIONS, 0, 1, -1)  # header v1, no client id; v0 has no body
+    try:
+        with socket.create_connection(address, timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname=address[0]) as tls:
+            tls.sendall(struct.pack(">i", len(request)) + request)
+            return len(tls.recv(4)) == 4
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+def test_ssl_client_auth_per_listener_as_kip_684(door_config: GatewayConfig, certificates: Certificates) -> None:
+    """mTLS required on the SSL listener, passwords alone on SASL_SSL: `ssl.client.auth` reaches SSL listeners
+    only (its listener-prefixed form, for one listener, is the unit tests' and docs/security.md's walk-through's)."""
+    block = {**door_config.front_door_security, "ssl.client.auth": "required"}
+    door = start_door(door_config.with_overrides(front_door_security=block))
+    try:
+        assert _answers_over_tls(door.address("SASL_SSL"), certificates)
+        assert not _answers_over_tls(door.address("SSL"), certificates)
+        assert _answers_over_tls(door.address("SSL"), certificates, certificate="writer")
+    finally:
+        door.door.stop()
 
 
 def test_a_bad_password_waits_kafkas_delay_then_gets_kafkas_message_and_the_connection_closes(door: Door) -> None:
