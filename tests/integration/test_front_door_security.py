@@ -187,6 +187,21 @@ def test_nothing_but_api_versions_and_sasl_is_read_before_authentication(door: D
         assert conn.receive_frame() is None
 
 
+def test_connections_closed_before_login_are_logged_a_line_a_minute_per_host(door: Door,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A host that opens connections in a loop and sends a request before logging in gets each one closed, and
+    one log line for all of them (within the minute), as denials and failed logins are logged."""
+    with caplog.at_level(logging.INFO, logger="gateway.front_door"):
+        for _ in range(5):
+            with WireConnection(door.address("SASL_PLAINTEXT")) as conn:
+                conn.send(METADATA, 12, request_body(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                                                     include_topic_authorized_operations=False))
+                assert conn.receive_frame() is None
+    lines = [r.getMessage() for r in caplog.records if "during SASL handshake" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith("on SASL_PLAINTEXT: Unexpected Kafka request of type metadata during SASL handshake")
+
+
 def test_an_unknown_mechanism_is_told_the_enabled_ones_and_closed(door: Door) -> None:
     with WireConnection(door.address("SASL_PLAINTEXT")) as conn:
         conn.send(SASL_HANDSHAKE, 1, request_body(SASL_HANDSHAKE, 1, mechanism="GSSAPI"))
