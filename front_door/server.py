@@ -506,6 +506,11 @@ class FrontDoor:
                         self._per_ip, on_rejected, listener.name, self._slots,
                         self.metrics.accept_blocked.labels(listener.name).inc)
 
+    def advertised_listeners(self) -> list[tuple[Listener, str]]:
+        """Each listener, in the configured order, with node 1's address as Metadata gives it to its clients."""
+        return [(listener, f"{nodes[0].host}:{nodes[0].port}") for listener in self.settings.listeners()
+                if (nodes := self._contexts[listener.name].nodes)]
+
     def cluster_problem(self, timeout_s: float = 5.0) -> str | None:
         """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""
         return "not started" if self._bridge is None else self._bridge.unreachable(timeout_s)
