@@ -7,7 +7,7 @@
 # collector and C1 alone: a tool lives seconds), KAFKA_LOG4J_OPTS (default conf/tools-log4j2.properties:
 # warnings on stderr, as Kafka's tools log) and KAFKA_OPTS.
 set -euo pipefail
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"  # a link to bin/ or to a script finds the jars
 jars="$repo/.jvm/${KAFKA_CLASSPATH_DIR:-kafka-tools}"
 if [ ! -f "$jars/.resolved" ]; then
   echo "error: Apache Kafka's jars are not in $jars: run \`make jars\` in $repo" >&2
