@@ -290,3 +290,26 @@ def test_make_run_takes_another_config() -> None:
                            text=True, check=True).stdout.splitlines()
     assert shown[-1].endswith(" -m streaming run --demo --config conf/secured-door.json")
     assert check_command(["make", "run", "CONFIG=conf/nothing.json"]) == "CONFIG=conf/nothing.json does not exist"
+
+
+# ------------------------------------------------------------------------------------------------
+# the contract's headers
+
+
+def _design_section(title: str) -> str:
+    text = (REPO / "docs" / "design.md").read_text()
+    return text.split(f"### {title}", 1)[1].split("\n### ", 1)[0]
+
+
+def test_design_names_every_header_of_the_contract() -> None:
+    """Every ingress header (contract/ingress.py) and dead-letter field (contract/dead_letters.py) is named in
+    docs/design.md's section on its topic."""
+    from contract import ingress
+    from contract.dead_letters import HEADER_PREFIX, DeadLetterField
+
+    headers = [value for name, value in vars(ingress).items() if name.startswith("HEADER_")]
+    ingress_section = _design_section("Ingress topic")
+    assert len(headers) >= 9 and [h for h in headers if f"`{h}`" not in ingress_section] == []
+    dead_letters = _design_section("Dead-letter topic")
+    assert f"`{HEADER_PREFIX}`" in dead_letters
+    assert [f.value for f in DeadLetterField if f"`{f.value}`" not in dead_letters] == []
