@@ -12,10 +12,10 @@
     }
 
 Values may be `${file:PATH}` or `${env:NAME}` as in the `kafka` block. Without `listeners` the door has one
-PLAINTEXT listener on `front_door_address`. `ssl.client.auth` applies to SSL listeners only, its listener-prefixed
-form `listener.name.<listener>.ssl.client.auth` to that one listener, SSL or SASL_SSL (KIP-684; tls.py).
-Exposure is checked here: a listener bound beyond loopback with
-neither TLS nor SASL is refused unless `front_door_allow_unauthenticated` says so.
+PLAINTEXT listener on `front_door_address`. `ssl.client.auth` applies to SSL listeners only, and its
+listener-prefixed form `listener.name.<listener>.ssl.client.auth` to that one listener, SSL or SASL_SSL
+(KIP-684; tls.py). Exposure is checked here: a listener bound beyond loopback with neither TLS nor SASL is
+refused unless `front_door_allow_unauthenticated` says so.
 """
 
 from __future__ import annotations
