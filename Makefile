@@ -1,4 +1,4 @@
-# The two commands: `make run` (gateway on an embedded local stack) and `make test`.
+# The two commands: `make run` (gateway on an embedded local stack; CONFIG=path for another config) and `make test`.
 # Everything they need is installed here: a Python 3.11 venv in .venv/ and the JVM jars in .jvm/.
 # `make run` needs only those; `make test` also installs the tests' own clients (kcat, kafkajs).
 SHELL := /bin/bash
@@ -132,8 +132,9 @@ $(PACKED_ENV): $(VENV)/.installed
 submit: prerequisites venv jars pack
 	$(PY) -m streaming submit $(if $(MASTER),--master $(MASTER))
 
+# CONFIG=path: another gateway config than conf/gateway.json (e.g. conf/secured-door.json, docs/security.md).
 run: prerequisites venv jars
-	$(PY) -m streaming run --demo
+	$(PY) -m streaming run --demo $(if $(CONFIG),--config $(CONFIG))
 
 test: setup
 	$(PY) -m pytest -q

@@ -85,6 +85,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def started_address(work_dir: Path, port: int) -> str:
+    """Where the broker of `work_dir` was last started (the PLAINTEXT listener its server.properties
+    advertises), else 127.0.0.1:`port`: how the gateway's commands find `make run`'s embedded broker, which
+    takes a free port when its own is taken."""
+    try:
+        lines = (work_dir / "server.properties").read_text().splitlines()
+    except OSError:
+        return f"127.0.0.1:{port}"
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "advertised.listeners":
+            for listener in value.split(","):
+                if listener.strip().startswith("PLAINTEXT://"):
+                    return listener.strip().removeprefix("PLAINTEXT://")
+    return f"127.0.0.1:{port}"
+
+
 def kafka_classpath(jars_dir: Path = KAFKA_JARS_DIR) -> str:
     """All jars of `.jvm/kafka` joined for `java -cp`."""
     jars = sorted(jars_dir.glob("*.jar")) if jars_dir.is_dir() else []

@@ -5,7 +5,8 @@ tool, saying what to install when it is missing.
 
 Required for both: a JDK 17 or later with `javac` (Spark, the local Kafka broker, the gateway's JVM classes),
 Maven (`mvn`, resolves the jars) and Python 3.11 (the venv). For `test` also Node.js with npm and Go (Kafka
-clients in other languages: kafkajs, franz-go). kcat is optional: the docs' examples use it, `make test` installs it.
+clients in other languages: kafkajs, franz-go) and openssl (the security walk-through's certificates). kcat is
+optional: the docs' examples use it, `make test` installs it.
 Exit status 0 when everything required is there, 1 otherwise. Standard library only: it runs before the venv
 exists, with any Python 3.
 """
@@ -95,6 +96,9 @@ def check_all(purpose: str = "run", python: str = "python3.11", run: Runner = ru
                                 "not on PATH; install Node.js with npm (the tests' kafkajs client)"))
         checks.append(Check("go", which("go") is not None, "found" if which("go") else
                             "not on PATH; install Go (the tests' franz-go client; e.g. Debian: apt-get install golang)"))
+        checks.append(Check("openssl", which("openssl") is not None, "found" if which("openssl") else
+                            "not on PATH; install OpenSSL (docs/security.md's walk-through makes its certificates "
+                            "with it; e.g. Debian: apt-get install openssl)"))
     checks.append(Check("kcat", which("kcat") is not None, "found" if which("kcat") else
                         "not on PATH; the docs' examples use it (`make test` installs Debian's package)",
                         required=False))

@@ -322,6 +322,7 @@ class FrontDoor:
         self._membership: DoorMembership | None = None
         self._failed_logins = OncePerWindow()  # by (client host, mechanism)
         self._rejected_connections = OncePerWindow()  # by client address
+        self._closes = OncePerWindow()  # connections closed for what they sent, by (client host, listener, why)
         # open connections by client address, across the listeners (max.connections.per.ip)
         connections = settings.security.connections
         self._per_ip = ConnectionsPerIp(connections.max_connections_per_ip,
@@ -358,7 +359,7 @@ class FrontDoor:
         # Bound first (a taken port fails before anything else starts), served once the bridge is up.
         bound: dict[str, list[Acceptor]] = {}
         for listener in listeners:
-            tls = s.security.tls.server_context() if listener.protocol.tls and s.security.tls else None
+            tls = s.security.tls.listener_context(listener) if listener.protocol.tls and s.security.tls else None
             for node_id, (host, port) in zip(s.node_ids(), s.listen_addresses(listener), strict=True):
                 acceptor = self._bind(listener, tls, node_id, host, port)
                 bound.setdefault(listener.name, []).append(acceptor)
@@ -505,6 +506,11 @@ class FrontDoor:
                         self._per_ip, on_rejected, listener.name, self._slots,
                         self.metrics.accept_blocked.labels(listener.name).inc)
 
+    def advertised_listeners(self) -> list[tuple[Listener, str]]:
+        """Each listener, in the configured order, with node 1's address as Metadata gives it to its clients."""
+        return [(listener, f"{nodes[0].host}:{nodes[0].port}") for listener in self.settings.listeners()
+                if (nodes := self._contexts[listener.name].nodes)]
+
     def cluster_problem(self, timeout_s: float = 5.0) -> str | None:
         """Why the gateway's Kafka cluster is unreachable from this door now, or None (`/readyz`)."""
         return "not started" if self._bridge is None else self._bridge.unreachable(timeout_s)
@@ -650,7 +656,7 @@ class FrontDoor:
                     principal = user(principal_name(distinguished_name(der), self.settings.security.principal_rules))
                 except (PrincipalMappingError, ValueError) as e:
                     self.metrics.authenticated("SSL", ok=False)
-                    log.info("closing connection from %s on %s: %s", peer, listener.name, e)
+                    self._closing(peer, listener.name, "certificate", str(e))
                     return None
                 self.metrics.authenticated("SSL", ok=True)
         sasl = None
@@ -690,13 +696,13 @@ class FrontDoor:
                 self.metrics.bytes_in.inc(SIZE.size + size)
             except UnsupportedApiError as e:
                 in_flight.release(size)
-                if (answer := self._unsupported(e, peer)) is None:
+                if (answer := self._unsupported(e, conn)) is None:
                     return
                 await responses.put(_done(answer))
                 continue
             except BadRequestError as e:
                 self.metrics.request("unknown", "INVALID_REQUEST")
-                log.info("closing connection from %s: %s", peer, e)
+                self._closing(peer, conn.listener.name, "bad request", str(e))
                 return
             # Started now: a produce hands its batches to the ingress topic before the next request is read.
             task = asyncio.create_task(self._handle(conn.context, request))
@@ -704,15 +710,24 @@ class FrontDoor:
             await asyncio.sleep(0)
             await responses.put(task)
 
-    def _unsupported(self, e: UnsupportedApiError, peer: Any) -> bytes | None:
+    def _unsupported(self, e: UnsupportedApiError, conn: _Connection) -> bytes | None:
         """An API or version the door does not read: ApiVersions is answered in v0 (KIP-511, the answer
         returned), anything else closes the connection (None)."""
         self.metrics.request(api_name(e.api_key), "UNSUPPORTED_VERSION")
         if e.api_key == ApiKey.API_VERSIONS:
             body = api_versions.api_versions_body(0, ErrorCode.unsupported_version)
             return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, body)
-        log.info("closing connection from %s: %s", peer, e)
+        self._closing(conn.peer, conn.listener.name, "unsupported request", str(e))
         return None
+
+    def _closing(self, peer: Any, listener: str, why: str, message: str) -> None:
+        """A connection closed for what its client sent (before login, or a request the door cannot read):
+        a line a minute per client host, listener and kind of reason (`why`), with how many were left out, as
+        failed logins and denials are logged (security/audit.py); a flood of hostile connections costs no line
+        each."""
+        host = peer[0] if isinstance(peer, tuple) and peer else str(peer)
+        if (suppressed := self._closes.due((host, listener, why))) is not None:
+            log.info("closing connection from %s on %s: %s%s", peer, listener, message, self._closes.more(suppressed))
 
     async def _authenticate(self, conn: _Connection, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> bool:
@@ -758,8 +773,9 @@ class FrontDoor:
             else:
                 (size,) = SIZE.unpack(await reader.readexactly(SIZE.size))
                 if not 0 <= size <= SASL_MAX_RECEIVE_BYTES:  # Kafka's sasl.server.max.receive.size
-                    log.info("closing connection from %s on %s: SASL receive of %d bytes (at most %d before "
-                             "authentication)", conn.peer, conn.listener.name, size, SASL_MAX_RECEIVE_BYTES)
+                    self._closing(conn.peer, conn.listener.name, "SASL receive size",
+                                  f"SASL receive of {size} bytes (at most {SASL_MAX_RECEIVE_BYTES} before "
+                                  "authentication)")
                     return False
                 frame = await reader.readexactly(size)
                 self.metrics.bytes_in.inc(SIZE.size + size)
@@ -781,17 +797,17 @@ class FrontDoor:
         try:
             request = parse_request(frame, READABLE, conn.node_id, conn.client_host, ANONYMOUS, conn.listener.name)
         except UnsupportedApiError as e:
-            answer = self._unsupported(e, conn.peer)
+            answer = self._unsupported(e, conn)
             return answer, answer is not None
         except BadRequestError as e:
             self.metrics.request("unknown", "INVALID_REQUEST")
-            log.info("closing connection from %s: %s", conn.peer, e)
+            self._closing(conn.peer, conn.listener.name, "bad request", str(e))
             return None, False
         name = api_name(request.api_key)
         if request.api_key not in BEFORE_AUTHENTICATION or (
                 request.api_key == ApiKey.SASL_AUTHENTICATE and sasl.state is not SaslState.AUTHENTICATE):
-            log.info("closing connection from %s on %s: Unexpected Kafka request of type %s during SASL handshake",
-                     conn.peer, conn.listener.name, name)
+            self._closing(conn.peer, conn.listener.name, "request before login",
+                          f"Unexpected Kafka request of type {name} during SASL handshake")
             self.metrics.request(name, "ILLEGAL_SASL_STATE")
             return None, False
 
@@ -807,7 +823,7 @@ class FrontDoor:
             try:
                 chosen = sasl.handshake(request.body.mechanism, request.api_version)
             except IllegalSaslState as e:
-                log.info("closing connection from %s: %s", conn.peer, e)
+                self._closing(conn.peer, conn.listener.name, "SASL state", str(e))
                 return None, False
             if chosen is not None and sasl.previous is not None and chosen is not sasl.previous:
                 log.info("closing connection from %s on %s: SASL mechanism '%s' requested by client is not "
@@ -816,8 +832,8 @@ class FrontDoor:
                 return answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)), False
             if chosen is None:  # UnsupportedSaslMechanismException: answered, then closed
                 self.metrics.authenticated("unsupported", ok=False)  # a label per client-chosen name would grow
-                log.info("closing connection from %s on %s: unsupported SASL mechanism %r (enabled: %s)", conn.peer,
-                         conn.listener.name, request.body.mechanism, ", ".join(enabled))
+                self._closing(conn.peer, conn.listener.name, "SASL mechanism",
+                              f"unsupported SASL mechanism {request.body.mechanism!r} (enabled: {', '.join(enabled)})")
                 return answer(sasl_handshake.handshake_body(
                     request.api_version, ErrorCode.unsupported_sasl_mechanism, enabled)), False
             return answer(sasl_handshake.handshake_body(request.api_version, ErrorCode.none, enabled)), True

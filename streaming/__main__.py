@@ -55,6 +55,7 @@ from sinks.time_arguments import protect_relative_times
 from streaming import door_command, users_command
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
 from streaming.door_command import start_front_door
+from streaming.door_hint import kcat_hint, listeners_line
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
@@ -141,15 +142,15 @@ def _start_front_door(config: GatewayConfig, metrics: GatewayMetrics,
     if door is None:
         return None
     assert door.address is not None and door.context is not None
-    address = f"{door.address.host}:{door.address.port}"
     topics = door.context.registry().topics
     topic = HELLO_TOPIC if HELLO_TOPIC in topics else next(iter(sorted(topics)), "<topic>")
-    log.info("front door on %s", address)
+    log.info("front door on %s:%d", door.address.host, door.address.port)
     log.info("front door nodes (each leads a share of every topic's partitions): %s",
              ", ".join(f"{n.node_id}={n.host}:{n.port}" for n in door.context.nodes))
-    # the last record of the partition: the one just written, where nothing else writes
-    log.info("try: echo hello | kcat -b %s -P -t %s -p 0 && kcat -b %s -C -t %s -p 0 -o -1 -c 1 -e",
-             address, topic, address, topic)
+    listeners = door.advertised_listeners()
+    if len(listeners) > 1:
+        log.info("front door listeners (node i on port + i - 1): %s", listeners_line(listeners))
+    log.info("%s", kcat_hint(listeners, door.settings.security, topic))
     return door
 
 

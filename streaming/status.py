@@ -24,6 +24,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from embedded.local_kafka import started_address
 from sinks.kafka_security import KafkaCluster
 from sinks.text_table import table_lines
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
@@ -245,7 +246,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
     parser.add_argument("--metrics-url", help="the gateway's exporter (default: http://<metrics_address>/metrics)")
     parser.add_argument("--bootstrap-servers", help="Kafka cluster holding the response topic "
-                        "(default: from config, else the local broker's port)")
+                        "(default: from config, else the embedded broker of `make run`)")
     parser.add_argument("--errors", type=int, default=10, help="how many recent error responses to show (0: none)")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each source")
@@ -253,7 +254,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cluster_for(config: GatewayConfig) -> KafkaCluster:
     if not config.bootstrap_servers:  # the embedded default's local broker
-        config = config.with_overrides(bootstrap_servers=f"127.0.0.1:{config.local_broker_port}")
+        address = started_address(config.path(config.local_broker_dir), config.local_broker_port)
+        config = config.with_overrides(bootstrap_servers=address)
     return config.cluster
 
 

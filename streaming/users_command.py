@@ -5,6 +5,10 @@ of the gateway's Kafka cluster, with the gateway's own credentials (`config.clus
     gateway users delete NAME --mechanism SCRAM-SHA-512 --yes
     gateway users list [--json]
 
+Without `bootstrap_servers` in the config (`make run`'s embedded default), the users live on the embedded broker
+that `make run` starts: the command reaches it while the gateway runs (where its server.properties says it
+listens), and says so when nothing answers there.
+
 This is how the first user of a door whose listeners are all SASL is made, as Kafka's `kafka-storage.sh format
 --add-scram 'SCRAM-SHA-512=[name=admin,password=...]'` writes the first SCRAM credential into the metadata log
 before any broker runs; afterwards Kafka's own `kafka-configs.sh --alter --entity-type users` through the door
@@ -27,12 +31,14 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaException
 
+from embedded.local_kafka import started_address
 from front_door.security.kafka_store import KafkaSecurityStore
 from front_door.security.scram_credentials import (
     MAX_ITERATIONS,
@@ -73,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         add_config_argument(p)
+        p.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                       help="the gateway's Kafka cluster (default: the config's, else the embedded broker of a "
+                       "running `make run`)")
         p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                        help="give up on the Kafka cluster after this long (default %(default)s)")
 
@@ -123,11 +132,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.users_command == "add":
         addition = Addition(_user(args.name), parse_mechanism(args.mechanism), check_iterations(args.iterations),
                              read_password(args.password_file, args.password_env))
-        return add_user(_config(args.config), addition, args.timeout)
+        return add_user(_config(args.config, args.bootstrap_servers), addition, args.timeout)
     if args.users_command == "delete":
         user, mechanism = _user(args.name), parse_mechanism(args.mechanism)
-        return delete_user(_config(args.config), user, mechanism, args.yes, args.timeout)
-    return list_users(_config(args.config), args.json, args.timeout)
+        return delete_user(_config(args.config, args.bootstrap_servers), user, mechanism, args.yes, args.timeout)
+    return list_users(_config(args.config, args.bootstrap_servers), args.json, args.timeout)
 
 
 def parse_mechanism(text: str) -> SaslMechanism:
@@ -177,15 +186,29 @@ def _user(name: str) -> str:
     return name
 
 
-def _config(path: Path) -> GatewayConfig:
+def _config(path: Path, bootstrap_servers: str | None = None) -> GatewayConfig:
     try:
-        config = load_gateway_config(path)
+        config = load_gateway_config(path, bootstrap_servers=bootstrap_servers)
     except (OSError, ValueError, TypeError) as e:  # KafkaSecurityError is a ValueError
         raise UsersError(f"cannot read the gateway configuration {path}: {e}") from None
-    if not config.bootstrap_servers:
-        raise UsersError(f"{path}: bootstrap_servers is not set: the users live on the gateway's Kafka cluster "
-                         "(an embedded broker of `make run` has no users to manage before it starts)")
-    return config
+    if config.bootstrap_servers:
+        return config
+    address = started_address(config.path(config.local_broker_dir), config.local_broker_port)
+    if not _answers(address):
+        raise UsersError(f"{path} has no bootstrap_servers, and no embedded broker answers on {address}: the users "
+                         f"of `make run`'s door live on the broker it starts, so run this while `make run "
+                         f"CONFIG={path}` runs (or name the gateway's cluster with --bootstrap-servers)")
+    return config.with_overrides(bootstrap_servers=address)
+
+
+def _answers(address: str, timeout_s: float = 2.0) -> bool:
+    """Whether something accepts TCP connections on host:port (the embedded broker, before a client waits on it)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _access(config: GatewayConfig, timeout_s: float, create: bool) -> bool:

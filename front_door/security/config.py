@@ -5,22 +5,25 @@
       "advertised.listeners": "SASL_SSL://gateway.example.com:9094",
       "ssl.keystore.location": "/etc/gateway/door.pem",
       "ssl.truststore.location": "/etc/gateway/clients-ca.pem",
-      "ssl.client.auth": "requested",
+      "listener.name.sasl_ssl.ssl.client.auth": "requested",
       "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
       "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
       "super.users": "User:admin"
     }
 
 Values may be `${file:PATH}` or `${env:NAME}` as in the `kafka` block. Without `listeners` the door has one
-PLAINTEXT listener on `front_door_address`. Exposure is checked here: a listener bound beyond loopback with
-neither TLS nor SASL is refused unless `front_door_allow_unauthenticated` says so.
+PLAINTEXT listener on `front_door_address`. `ssl.client.auth` applies to SSL listeners only, and its
+listener-prefixed form `listener.name.<listener>.ssl.client.auth` to that one listener, SSL or SASL_SSL
+(KIP-684; tls.py). Exposure is checked here: a listener bound beyond loopback with neither TLS nor SASL is
+refused unless `front_door_allow_unauthenticated` says so.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +35,17 @@ from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
 from front_door.security.principal import KafkaPrincipal
 from front_door.security.ssl_principal import DEFAULT_RULES, MappingRule, PrincipalMappingError, parse_rules
-from front_door.security.tls import BLOCK, ClientAuth, TlsSettings
-from sinks.kafka_security import KafkaSecurityError, SaslMechanism, Secret, resolve_setting, setting_path
+from front_door.security.tls import BLOCK, CLIENT_AUTH, LISTENER_CLIENT_AUTH, ClientAuth, TlsSettings
+from sinks.kafka_security import (
+    KafkaSecurityError,
+    SaslMechanism,
+    Secret,
+    SecurityProtocol,
+    resolve_setting,
+    setting_path,
+)
+
+log = logging.getLogger("gateway.front_door.security")
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # Kafka's connection.failed.authentication.delay.ms default
@@ -79,10 +91,11 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     if not block:
         return FrontDoorSecurity()
     environ = os.environ if environ is None else environ
-    unknown = sorted(k for k in block if k not in KEYS and not is_dynamic(k))
+    unknown = sorted(k for k in block if k not in KEYS and not is_dynamic(k) and not LISTENER_CLIENT_AUTH.fullmatch(k))
     if unknown:
         raise KafkaSecurityError(f"{BLOCK}: unknown setting(s) {', '.join(unknown)}; supported: {', '.join(KEYS)} "
-                                 f"and, for one listener, listener.name.<listener>.{{{', '.join(SLOT_SETTINGS)}}}")
+                                 f"and, for one listener, listener.name.<listener>."
+                                 f"{{{', '.join((*SLOT_SETTINGS, CLIENT_AUTH))}}}")
 
     def value(key: str) -> str | None:
         raw = block.get(key)
@@ -99,16 +112,22 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
     except ListenerError as e:
         raise KafkaSecurityError(f"{BLOCK}.{e}") from None
     tls = None
+    per_listener = _listener_client_auth(block, value, listeners)
     if (keystore := value("ssl.keystore.location")) is not None:
-        try:
-            client_auth = ClientAuth((value("ssl.client.auth") or "none").lower())
-        except ValueError:
-            raise KafkaSecurityError(f"{BLOCK}.ssl.client.auth: one of none, requested, required") from None
+        client_auth = _client_auth(CLIENT_AUTH, value(CLIENT_AUTH))
         password = value("ssl.key.password")
         truststore = value("ssl.truststore.location")
         tls = TlsSettings(setting_path(keystore, base_dir), Secret(password) if password else None,
-                          setting_path(truststore, base_dir) if truststore else None, client_auth)
+                          setting_path(truststore, base_dir) if truststore else None, client_auth, per_listener)
         tls.server_context()  # a wrong file or password fails here, naming the setting
+        for listener in listeners:
+            if listener.protocol.tls:
+                tls.listener_context(listener)  # and a client certificate asked for without a truststore
+        if client_auth is not ClientAuth.NONE and listeners and \
+                not any(li.protocol is SecurityProtocol.SSL for li in listeners):
+            log.warning("%s.%s=%s asks nothing of this door: it applies to SSL listeners only, as in Kafka "
+                        "(KIP-684); for a SASL_SSL listener set listener.name.<listener>.%s", BLOCK, CLIENT_AUTH,
+                        client_auth.value, CLIENT_AUTH)
     if tls is None and any(listener.protocol.tls for listener in listeners):
         raise KafkaSecurityError(f"{BLOCK}.ssl.keystore.location: an SSL or SASL_SSL listener needs the door's "
                                  "private key and certificate chain (one PEM file)")
@@ -156,6 +175,32 @@ def load_front_door_security(block: Mapping[str, Any] | None, base_dir: Path | N
         failed_authentication_delay_ms=int(delay) if delay is not None else FAILED_AUTHENTICATION_DELAY_MS,
         connections_max_reauth_ms=int(reauth) if reauth is not None else 0,
     )
+
+
+def _client_auth(key: str, text: str | None) -> ClientAuth:
+    try:
+        return ClientAuth((text or "none").strip().lower())
+    except ValueError:
+        raise KafkaSecurityError(f"{BLOCK}.{key}: one of none, requested, required; got {text!r}") from None
+
+
+def _listener_client_auth(block: Mapping[str, Any], value: Callable[[str], str | None],
+                          listeners: tuple[Listener, ...]) -> tuple[tuple[str, ClientAuth], ...]:
+    """`listener.name.<listener>.ssl.client.auth` by the listener's name, each naming a TLS listener of the door."""
+    names = {listener.name.lower(): listener for listener in listeners}
+    out = []
+    for key in block:
+        if (match := LISTENER_CLIENT_AUTH.fullmatch(key)) is None:
+            continue
+        listener = names.get(match.group(1).lower())
+        if listener is None:
+            raise KafkaSecurityError(f"{BLOCK}.{key}: the door has no listener {match.group(1)!r} (its listeners: "
+                                     f"{', '.join(li.name for li in listeners) or 'none configured'})")
+        if not listener.protocol.tls:
+            raise KafkaSecurityError(f"{BLOCK}.{key}: listener {listener.name} is {listener.protocol.value}, "
+                                     "without TLS: no client certificate to ask for")
+        out.append((listener.name, _client_auth(key, value(key))))
+    return tuple(out)
 
 
 def is_loopback(host: str) -> bool:

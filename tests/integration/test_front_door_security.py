@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import ssl
+import struct
 import subprocess
 import time
 import uuid
@@ -125,6 +128,35 @@ def test_a_client_certificate_is_the_principal_and_no_certificate_is_anonymous(d
     assert counted >= 1
 
 
+def _answers_over_tls(address: tuple[str, int], certificates: Certificates, certificate: str | None = None) -> bool:
+    """Whether the door answers an ApiVersions v0 over TLS (read before any login) from a client with or without
+    a client certificate; False when it ends the TLS session (no certificate where one is required)."""
+    context = ssl.create_default_context(cafile=certificates.ca)
+    if certificate is not None:
+        context.load_cert_chain(*certificates.client(certificate))
+    request = struct.pack(">hhih", API_VERSIONS, 0, 1, -1)  # header v1, no client id; v0 has no body
+    try:
+        with socket.create_connection(address, timeout=30) as raw, \
+                context.wrap_socket(raw, server_hostname=address[0]) as tls:
+            tls.sendall(struct.pack(">i", len(request)) + request)
+            return len(tls.recv(4)) == 4
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+def test_ssl_client_auth_per_listener_as_kip_684(door_config: GatewayConfig, certificates: Certificates) -> None:
+    """mTLS required on the SSL listener, passwords alone on SASL_SSL: `ssl.client.auth` reaches SSL listeners
+    only (its listener-prefixed form, for one listener, is the unit tests' and docs/security.md's walk-through's)."""
+    block = {**door_config.front_door_security, "ssl.client.auth": "required"}
+    door = start_door(door_config.with_overrides(front_door_security=block))
+    try:
+        assert _answers_over_tls(door.address("SASL_SSL"), certificates)
+        assert not _answers_over_tls(door.address("SSL"), certificates)
+        assert _answers_over_tls(door.address("SSL"), certificates, certificate="writer")
+    finally:
+        door.door.stop()
+
+
 def test_a_bad_password_waits_kafkas_delay_then_gets_kafkas_message_and_the_connection_closes(door: Door) -> None:
     with WireConnection(door.address("SASL_PLAINTEXT")) as conn:
         conn.send(SASL_HANDSHAKE, 1, request_body(SASL_HANDSHAKE, 1, mechanism="PLAIN"))
@@ -153,6 +185,21 @@ def test_nothing_but_api_versions_and_sasl_is_read_before_authentication(door: D
     with WireConnection(door.address("SASL_PLAINTEXT")) as conn:  # a token before any handshake
         conn.send(SASL_AUTHENTICATE, 2, request_body(SASL_AUTHENTICATE, 2, auth_bytes=b"\0admin\0admin-secret"))
         assert conn.receive_frame() is None
+
+
+def test_connections_closed_before_login_are_logged_a_line_a_minute_per_host(door: Door,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """A host that opens connections in a loop and sends a request before logging in gets each one closed, and
+    one log line for all of them (within the minute), as denials and failed logins are logged."""
+    with caplog.at_level(logging.INFO, logger="gateway.front_door"):
+        for _ in range(5):
+            with WireConnection(door.address("SASL_PLAINTEXT")) as conn:
+                conn.send(METADATA, 12, request_body(METADATA, 12, topics=None, allow_auto_topic_creation=False,
+                                                     include_topic_authorized_operations=False))
+                assert conn.receive_frame() is None
+    lines = [r.getMessage() for r in caplog.records if "during SASL handshake" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert lines[0].endswith("on SASL_PLAINTEXT: Unexpected Kafka request of type metadata during SASL handshake")
 
 
 def test_an_unknown_mechanism_is_told_the_enabled_ones_and_closed(door: Door) -> None:

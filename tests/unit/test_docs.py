@@ -90,7 +90,9 @@ def check_command(words: list[str]) -> str | None:
     head, args = words[0], words[1:]
     if head == "make":
         unknown = [t for t in args if "=" not in t and t not in _make_targets()]
-        return f"no make target {unknown}" if unknown else None
+        configs = [t.partition("=")[2] for t in args if t.startswith("CONFIG=")]
+        missing = [c for c in configs if not (REPO / c).exists()]
+        return f"no make target {unknown}" if unknown else f"CONFIG={missing[0]} does not exist" if missing else None
     if head.endswith("python") or head.endswith("python3") or head.endswith("python3.11"):
         if args[:1] != ["-m"] or len(args) < 2:
             return None  # a script, not a command of the project's
@@ -99,6 +101,8 @@ def check_command(words: list[str]) -> str | None:
             return f"python -m {module} is not a command of the project's"
     elif head.endswith("/gateway") or head == "gateway" or head.endswith("gateway_submit.py"):
         module = "streaming"
+    elif head.startswith("bin/"):  # Kafka's tools as the repository ships them
+        return None if (REPO / head).is_file() else f"{head} is not in the repository"
     elif head.endswith("spark-submit"):
         submit = next((i for i, w in enumerate(words) if w.endswith("gateway_submit.py")), None)
         return None if submit is None else check_command(words[submit:])
@@ -141,6 +145,8 @@ def test_the_check_catches_what_it_should() -> None:
     assert check_command([".venv/bin/gateway", "run", "--config", "conf/nothing.json"]) == \
         "conf/nothing.json does not exist"
     assert check_command(["python", "-m", "nosuch"]) == "python -m nosuch is not a command of the project's"
+    assert check_command(["bin/kafka-acls.sh", "--list"]) is None
+    assert check_command(["bin/kafka-nothing.sh"]) == "bin/kafka-nothing.sh is not in the repository"
     words = list(simple_commands("GATEWAY_LOG_LEVEL=DEBUG make run  # comment | not a pipe"))
     assert words == [["make", "run"]]
     assert list(simple_commands("printf 'a|b' | kcat -P < in.bin")) == [["printf", "a|b"], ["kcat", "-P"]]
@@ -274,3 +280,36 @@ def test_no_text_narrates_how_the_product_was_built() -> None:
                     if NARRATION.search(line) and path != Path(__file__):
                         hits.append(f"{name}:{number}: {line.strip()[:100]}")
     assert hits == []
+
+
+def test_make_run_takes_another_config() -> None:
+    """`make run CONFIG=path` runs the gateway on that config (docs/security.md's walk-through)."""
+    import subprocess
+
+    shown = subprocess.run(["make", "-n", "run", "CONFIG=conf/secured-door.json"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert shown[-1].endswith(" -m streaming run --demo --config conf/secured-door.json")
+    assert check_command(["make", "run", "CONFIG=conf/nothing.json"]) == "CONFIG=conf/nothing.json does not exist"
+
+
+# ------------------------------------------------------------------------------------------------
+# the contract's headers
+
+
+def _design_section(title: str) -> str:
+    text = (REPO / "docs" / "design.md").read_text()
+    return text.split(f"### {title}", 1)[1].split("\n### ", 1)[0]
+
+
+def test_design_names_every_header_of_the_contract() -> None:
+    """Every ingress header (contract/ingress.py) and dead-letter field (contract/dead_letters.py) is named in
+    docs/design.md's section on its topic."""
+    from contract import ingress
+    from contract.dead_letters import HEADER_PREFIX, DeadLetterField
+
+    headers = [value for name, value in vars(ingress).items() if name.startswith("HEADER_")]
+    ingress_section = _design_section("Ingress topic")
+    assert len(headers) >= 9 and [h for h in headers if f"`{h}`" not in ingress_section] == []
+    dead_letters = _design_section("Dead-letter topic")
+    assert f"`{HEADER_PREFIX}`" in dead_letters
+    assert [f.value for f in DeadLetterField if f"`{f.value}`" not in dead_letters] == []

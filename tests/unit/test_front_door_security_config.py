@@ -3,6 +3,8 @@ mapping rules, mechanisms, super users, exposure."""
 
 from __future__ import annotations
 
+import logging
+import ssl
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from front_door.security.listeners import (
 )
 from front_door.security.principal import user
 from front_door.security.ssl_principal import PrincipalMappingError, parse_rules, principal_name
+from front_door.security.tls import ClientAuth
 from sinks.kafka_security import KafkaSecurityError, SaslMechanism, SecurityProtocol
 from streaming.config import GatewayConfig
 
@@ -111,6 +114,60 @@ def test_a_wrong_setting_is_named(block: dict[str, str], match: str | None) -> N
         return
     with pytest.raises(KafkaSecurityError, match=match):
         load_front_door_security(block)
+
+
+@pytest.fixture
+def door_files(tmp_path: Path) -> Path:
+    """door.pem (key and chain) and ca.pem in `tmp_path`."""
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "door.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    return tmp_path
+
+
+def _client_auth(block: dict[str, str], directory: Path) -> dict[str, tuple[ClientAuth, ssl.VerifyMode]]:
+    """Each TLS listener's client authentication, as set and as its SSLContext asks it."""
+    security = load_front_door_security({"ssl.keystore.location": "door.pem", **block}, directory)
+    assert security.tls is not None
+    return {li.name: (security.tls.client_auth_of(li)[0], security.tls.listener_context(li).verify_mode)
+            for li in security.listeners}
+
+
+def test_ssl_client_auth_applies_to_ssl_listeners_and_the_listener_prefix_to_one_listener(door_files: Path) -> None:
+    """KIP-684: the broker-wide setting leaves SASL_SSL listeners alone; `listener.name.<l>.ssl.client.auth`
+    asks a SASL_SSL listener for certificates and overrides the broker-wide one on an SSL listener."""
+    listeners = "SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,INTERNAL://127.0.0.1:0"
+    common = {"listeners": listeners, "listener.security.protocol.map": "INTERNAL:SSL,SASL_SSL:SASL_SSL,SSL:SSL",
+              "ssl.truststore.location": "ca.pem"}
+    assert _client_auth({**common, "ssl.client.auth": "required"}, door_files) == {
+        "SASL_SSL": (ClientAuth.NONE, ssl.CERT_NONE), "SSL": (ClientAuth.REQUIRED, ssl.CERT_REQUIRED),
+        "INTERNAL": (ClientAuth.REQUIRED, ssl.CERT_REQUIRED)}
+    assert _client_auth({**common, "ssl.client.auth": "required", "listener.name.sasl_ssl.ssl.client.auth": "Requested",
+                         "listener.name.internal.ssl.client.auth": "none"}, door_files) == {
+        "SASL_SSL": (ClientAuth.REQUESTED, ssl.CERT_OPTIONAL), "SSL": (ClientAuth.REQUIRED, ssl.CERT_REQUIRED),
+        "INTERNAL": (ClientAuth.NONE, ssl.CERT_NONE)}
+
+
+@pytest.mark.parametrize("block,match", [
+    ({"listener.name.plaintext.ssl.client.auth": "required"}, "listener PLAINTEXT is PLAINTEXT, without TLS"),
+    ({"listener.name.external.ssl.client.auth": "required"}, "the door has no listener 'external'"),
+    ({"listener.name.sasl_ssl.ssl.client.auth": "always"}, "listener.name.sasl_ssl.ssl.client.auth: one of none"),
+    ({"listener.name.sasl_ssl.ssl.client.auth": "required", "ssl.truststore.location": None},
+     r"listener.name.sasl_ssl.ssl.client.auth=required needs ssl.truststore.location"),
+])
+def test_a_wrong_listener_client_auth_is_named(door_files: Path, block: dict[str, str | None], match: str) -> None:
+    settings = {"listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0", "ssl.keystore.location": "door.pem",
+                "ssl.truststore.location": "ca.pem", **block}
+    with pytest.raises(KafkaSecurityError, match=match):
+        load_front_door_security({k: v for k, v in settings.items() if v is not None}, door_files)
+
+
+def test_ssl_client_auth_without_an_ssl_listener_is_said_to_ask_nothing(door_files: Path,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        _client_auth({"listeners": "SASL_SSL://127.0.0.1:0", "ssl.truststore.location": "ca.pem",
+                      "ssl.client.auth": "required"}, door_files)
+    assert "applies to SSL listeners only" in caplog.text and "listener.name.<listener>.ssl.client.auth" in caplog.text
 
 
 def test_connection_slots_for_the_door_and_per_listener_in_kafkas_names() -> None:

@@ -26,7 +26,8 @@ def machine(tools: dict[str, str], python: str = "3.11"):
 
 
 COMPLETE = {"java": JAVA_17, "javac": "javac 17.0.9", "mvn": "Apache Maven 3.8.7", "python3.11": "",
-            "node": "v20", "npm": "10", "go": "go version go1.26.0 linux/amd64", "kcat": "kcat 1.7"}
+            "node": "v20", "npm": "10", "go": "go version go1.26.0 linux/amd64", "openssl": "OpenSSL 3.0.19",
+            "kcat": "kcat 1.7"}
 
 
 @pytest.mark.parametrize(("text", "major"), [
@@ -39,11 +40,11 @@ def test_a_complete_machine_passes() -> None:
     which, run = machine(COMPLETE)
     checks = check_all("test", run=run, which=which)
     assert all(c.ok for c in checks) and [c.name for c in checks] == [
-        "java", "javac", "mvn", "python3.11", "node", "npm", "go", "kcat"]
+        "java", "javac", "mvn", "python3.11", "node", "npm", "go", "openssl", "kcat"]
 
 
 def test_run_needs_no_node_and_kcat_is_optional() -> None:
-    which, run = machine({k: v for k, v in COMPLETE.items() if k not in ("node", "npm", "go", "kcat")})
+    which, run = machine({k: v for k, v in COMPLETE.items() if k not in ("node", "npm", "go", "openssl", "kcat")})
     checks = check_all("run", run=run, which=which)
     assert [c.name for c in checks] == ["java", "javac", "mvn", "python3.11", "kcat"]
     assert all(c.ok for c in checks if c.required)
@@ -52,7 +53,7 @@ def test_run_needs_no_node_and_kcat_is_optional() -> None:
 
 def test_each_missing_tool_gets_one_line_saying_what_to_install() -> None:
     tools = {**COMPLETE, "java": 'openjdk version "11.0.2"', "javac": "javac 11.0.2"}
-    del tools["mvn"], tools["npm"], tools["go"]
+    del tools["mvn"], tools["npm"], tools["go"], tools["openssl"]
     which, run = machine(tools, python="3.12")
     lines = {c.name: c.line() for c in check_all("test", run=run, which=which)}
     assert lines["java"] == ("MISSING            java: version 11, needs 17 or later; install a JDK 17 or later "
@@ -63,6 +64,7 @@ def test_each_missing_tool_gets_one_line_saying_what_to_install() -> None:
     assert lines["npm"].startswith("MISSING            npm: not on PATH")
     assert lines["node"].startswith("ok")
     assert lines["go"].startswith("MISSING            go: not on PATH; install Go")
+    assert lines["openssl"].startswith("MISSING            openssl: not on PATH; install OpenSSL")
 
 
 def test_a_jre_without_javac_is_named() -> None:

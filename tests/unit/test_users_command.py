@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -138,12 +139,30 @@ def test_delete_needs_a_mechanism(config_file: Path) -> None:
         build_parser().parse_args(["users", "delete", "alice", "--yes", "--config", str(config_file)])
 
 
-def test_a_config_without_bootstrap_servers_or_unreadable_is_refused(tmp_path: Path, password_file: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_bootstrap_servers_the_embedded_broker_of_make_run_is_the_cluster(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where `make run` started its broker (its server.properties), else local_broker_port; while nothing
+    answers there, one line saying to run the command beside `make run`."""
+    port = free_port()
     embedded = tmp_path / "embedded.json"
-    embedded.write_text("{}")
+    embedded.write_text(json.dumps({"local_broker_dir": str(tmp_path / "kafka"), "local_broker_port": port}))
     assert main(["users", "list", "--config", str(embedded)]) == 2
-    assert _error(capsys).startswith(f"error: {embedded}: bootstrap_servers is not set")
+    assert _error(capsys) == (f"error: {embedded} has no bootstrap_servers, and no embedded broker answers on "
+                              f"127.0.0.1:{port}: the users of `make run`'s door live on the broker it starts, so "
+                              f"run this while `make run CONFIG={embedded}` runs (or name the gateway's cluster "
+                              "with --bootstrap-servers)")
+    with socket.socket() as broker:  # a broker started on another port: it listens where its properties say
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
+        started = f"127.0.0.1:{broker.getsockname()[1]}"
+        (tmp_path / "kafka").mkdir()
+        (tmp_path / "kafka" / "server.properties").write_text(
+            f"listeners=PLAINTEXT://{started},CONTROLLER://127.0.0.1:1\nadvertised.listeners=PLAINTEXT://{started}\n")
+        assert users_command._config(embedded).bootstrap_servers == started
+    assert users_command._config(embedded, "kafka-1.example.com:9093").bootstrap_servers == "kafka-1.example.com:9093"
+
+
+def test_an_unreadable_config_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"bootstrap_servers": "127.0.0.1:9092", "kafka": {"sasl.mechanism": "GSSAPI"}}))
     assert main(["users", "list", "--config", str(wrong)]) == 2
