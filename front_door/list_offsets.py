@@ -43,8 +43,9 @@ def _empty(target: int) -> Found:
 
 
 def look_up(root: Path, topic: str, partition: int, target: int, committed: bool = False) -> Found:
-    """Runs on a worker thread (file I/O). `committed` (READ_COMMITTED): nothing at or past the last stable
-    offset, which is also the latest offset (`ReplicaManager.fetchOffsetForTimestamp`'s lastFetchableOffset)."""
+    """Runs on a worker thread (file I/O). `committed` (READ_COMMITTED): the latest offset is the last stable
+    offset, and a lookup by time finds nothing at or past it (`Partition.fetchOffsetForTimestamp`'s
+    lastFetchableOffset); the earliest offset is the log start offset whatever the isolation, as Kafka answers."""
     try:
         reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet
@@ -59,7 +60,7 @@ def look_up(root: Path, topic: str, partition: int, target: int, committed: bool
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         if committed and target == LATEST_TIMESTAMP:
             return Found(ErrorCode.none, found.timestamp, reader.last_stable_offset, epoch)
-        if committed and found.offset >= reader.last_stable_offset:
+        if committed and target != EARLIEST_TIMESTAMP and found.offset >= reader.last_stable_offset:
             return Found(ErrorCode.none)
         return Found(ErrorCode.none, found.timestamp, found.offset, epoch)
 

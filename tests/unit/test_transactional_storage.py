@@ -13,7 +13,7 @@ from sinks.partition_task import append_partition
 from sinks.storage.commit_record import read_commit_head
 from sinks.storage.file_names import delete_segment_files, partition_dir
 from sinks.storage.file_records import split_batches
-from sinks.storage.log_reader import LATEST_TIMESTAMP, PartitionReader, read
+from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader, read
 from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
 from streaming.stage import IngressBatch, decide_group
 from validators.append_result import PartitionState
@@ -90,6 +90,19 @@ def test_an_aborted_transaction_is_indexed_and_read_committed_skips_it(tmp_path:
     assert index.all_aborted() == [AbortedTxn(7, 0, 3, 1)]  # a commit adds no entry
     # the markers are control batches: a reader of records skips them
     assert [r.value for r in read(root, "t", 0, 0, 100)] == [b"a7-0", b"c8-0", b"p-2"]
+
+
+def test_read_committed_list_offsets_give_the_log_start_as_earliest_even_behind_an_open_transaction(
+        tmp_path: Path) -> None:
+    """Kafka caps latest and lookups by time at the last stable offset for READ_COMMITTED, never the earliest
+    offset: a partition whose first batch is an open transaction has earliest 0 (a client resetting to the
+    start must not get -1)."""
+    root = tmp_path / "segments"
+    _micro_batch(root, 0, [_item(0, _data(7, 0, "open"), txn=True)], PartitionState())
+    assert look_up(root, "t", 0, EARLIEST_TIMESTAMP, committed=True).offset == 0
+    assert look_up(root, "t", 0, LATEST_TIMESTAMP, committed=True).offset == 0
+    assert look_up(root, "t", 0, 0, committed=True).offset == -1  # the only record is past the stable offset
+    assert look_up(root, "t", 0, 0).offset == 0
 
 
 def test_a_replayed_or_retried_micro_batch_writes_the_index_entry_once(tmp_path: Path) -> None:
