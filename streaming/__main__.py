@@ -249,9 +249,9 @@ def run(args: argparse.Namespace) -> int:
                                                f"write it ({f'{e.filename}: {e.strerror}' if e.filename else e})"]) from None
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:
-        log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
-                  "an embedded broker belongs to the driver that started it", args.config)
-        return 2
+        raise GatewayConfigError(args.config, ["bootstrap_servers is not set: --standby needs the active driver's "
+                                               "Kafka cluster (or --bootstrap-servers; an embedded broker belongs to "
+                                               "the driver that started it)"])
     if not args.standby and not lock.try_acquire():
         holder = lock.holder()
         log.error("another driver runs query '%s' on checkpoint %s (%s): stop it first, or start this one with "
@@ -400,8 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_status_arguments(st)
     ac = sub.add_parser("acls", help="the kafka-acls.sh lines granting the ACLs the gateway needs on its cluster")
     add_config_argument(ac)
-    ac.add_argument("--principal", type=principal, help="the gateway's principal (default: User:<kafka.sasl.username>, else "
-                    "User:gateway; a client certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
+    ac.add_argument("--principal", type=principal,
+                    help="the gateway's principal (default: User:<kafka.sasl.username>, else User:gateway; a client "
+                    "certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
     cp = sub.add_parser("client-properties", help="write the config's kafka block as a Java client properties "
                         "file, for Kafka's tools (--command-config) as the gateway's principal")
     add_config_argument(cp)

@@ -27,7 +27,7 @@ from sinks.kafka_admin import create_topics
 from sinks.metrics.health import Health
 from sinks.metrics.server import parse_address, serve_metrics
 from sinks.registry_store import RegistryStore
-from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import GatewayConfig, GatewayConfigError, add_config_argument, load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.query import topic_specs
 from streaming.registry_sync import open_registry_store
@@ -77,12 +77,12 @@ def run(args: argparse.Namespace) -> int:
                                  front_door_advertised_address=args.advertised, metrics_address=args.metrics_address,
                                  front_door_id=args.door_id)
     if not config.bootstrap_servers:
-        log.error("gateway door needs the gateway's Kafka cluster (bootstrap_servers in %s): an embedded broker "
-                  "belongs to the `gateway run` that started it", args.config)
-        return 2
+        raise GatewayConfigError(args.config, ["bootstrap_servers is not set: gateway door needs the gateway's Kafka "
+                                               "cluster (an embedded broker belongs to the `gateway run` that started "
+                                               "it)"])
     if not config.front_door_address:
-        log.error("no address to listen on: give --listen or front_door_address in %s", args.config)
-        return 2
+        raise GatewayConfigError(args.config, ["front_door_address is null: gateway door needs an address to listen on "
+                                               "(or --listen)"])
     health = Health()
     metrics = FrontDoorMetrics()
     try:

@@ -12,9 +12,9 @@ the command reaches a secured cluster as the gateway does, and its `dlq_topic` a
 default: the `gw.errors.ingress.topic` the dead letter came from, else the config's ingress_topic, else
 gateway.ingress), `--format table|jsonl`, `--timeout` (seconds without an answer or progress before giving up on
 the cluster: an unreachable one is one line after it).
-Filters: `--error NAME|CODE` (a Kafka error the gateway rejects with), `--target-topic`, `--target-partition`, `--since`, `--until` (epoch ms,
-ISO-8601 — UTC unless it names a zone — or relative `-15m`, `-2h`, `-7d`), `--request-id`,
-`--position P:O`. The time filters apply to the dead letter's Kafka timestamp, the rejection time.
+Filters: `--error NAME|CODE` (a Kafka error the gateway rejects with), `--target-topic`, `--target-partition`,
+`--since`, `--until` (epoch ms, ISO-8601 — UTC unless it names a zone — or relative `-15m`, `-2h`, `-7d`),
+`--request-id`, `--position P:O`. The time filters apply to the dead letter's Kafka timestamp, the rejection time.
 
 Reading: the end offsets of every partition are captured when the command starts and the topic is
 consumed up to them, message by message (never loaded whole), from the first offset whose timestamp

@@ -218,3 +218,11 @@ def test_status_reports_the_exporter_of_its_query(config_file: Path, capsys: pyt
     own.set_query_active(True)
     code, out, err = _status_of(own, config_file, capsys)
     assert (code, err) == (0, "") and "query            running; no micro-batch completed yet" in out
+
+
+def test_a_standby_without_a_cluster_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "gateway.json"
+    config.write_text("{}")
+    assert _one_line(["run", "--standby", "--config", str(config)], capsys) == (
+        f"error: {config}: bootstrap_servers is not set: --standby needs the active driver's Kafka cluster (or "
+        "--bootstrap-servers; an embedded broker belongs to the driver that started it)")

@@ -84,7 +84,7 @@ def test_submit_prints_the_spark_submit_command(tmp_path: Path, capsys: pytest.C
 
 @pytest.mark.parametrize(("settings", "said"), [
     ({}, "gateway door needs the gateway's Kafka cluster"),
-    ({"bootstrap_servers": "127.0.0.1:1", "front_door_address": None}, "no address to listen on"),
+    ({"bootstrap_servers": "127.0.0.1:1", "front_door_address": None}, "gateway door needs an address to listen on"),
     ({"bootstrap_servers": "127.0.0.1:1", "front_door_address": "0.0.0.0:19093"}, "would let anyone in"),
     ({"bootstrap_servers": "127.0.0.1:1", "front_door_adress": "127.0.0.1:0"},
      "front_door_adress: unknown setting; did you mean front_door_address?"),
