@@ -171,9 +171,10 @@ def _seconds(v: Any) -> bool:
 # Spark's master URLs (SparkContext.createTaskScheduler; spark-submit's --master)
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)\s*(,\s*\d+)?\])?|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
                            r"|spark://.+|yarn|k8s://.+)$")
-# A processing-time trigger's interval (Spark's IntervalUtils.stringToInterval without months and years)
-_INTERVAL = re.compile(r"^\s*(interval\s+)?(\d+(\.\d+)?\s*(week|day|hour|minute|second|millisecond|microsecond)s?\s*)+$",
-                       re.IGNORECASE)
+# A processing-time trigger's interval, as Spark's Trigger.ProcessingTime reads it (IntervalUtils.stringToInterval;
+# no months or years): "10 seconds", "1 hour 30 minutes", "interval 500 milliseconds"
+_INTERVAL = re.compile(r"^\s*(interval\s+)?(\d+(\.\d+)?\s+(week|day|hour|minute|second|millisecond|microsecond)s?"
+                       r"\s*)+$", re.IGNORECASE)
 _QUERY_NAME = re.compile(r"^[^/\\]+$")
 
 _TOPIC = Rule("a Kafka topic name", lambda v: isinstance(v, str), _checked(topic_name_error))

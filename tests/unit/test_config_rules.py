@@ -95,6 +95,26 @@ def test_the_defaults_and_the_shipped_configs_are_right() -> None:
     load_gateway_config(STANDBY_CONFIG)
 
 
+@pytest.mark.parametrize(("key", "value"), [
+    *[("trigger_interval", v) for v in ("0 seconds", "500 milliseconds", "1 MINUTE", "1 hour 30 minutes",
+                                         "interval 5 seconds", "0.5 seconds", "2 weeks")],  # as Spark 4.2 reads them
+    *[("spark_master", v) for v in ("local", "local[4]", "local[*]", "local[*,4]", "local[2, 3]",
+                                     "local-cluster[2,1,1024]", "spark://h1:7077,h2:7077", "yarn", "k8s://https://k:6443")],
+    ("bootstrap_servers", "kafka-1:9092, kafka-2:9092,SASL_SSL://[::1]:9094"),
+    ("front_door_address", ":9093"), ("front_door_address", None), ("metrics_address", "[::1]:0"),
+])
+def test_what_kafka_and_spark_take_is_taken(key: str, value: Any) -> None:
+    assert setting_problems({key: value}, REPO_ROOT) == []
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("trigger_interval", "1minute"), ("trigger_interval", "10s"), ("trigger_interval", "1 month"),
+    ("spark_master", "local[x]"), ("bootstrap_servers", "kafka-1:9092;kafka-2:9092"), ("metrics_address", "::1:9108"),
+])
+def test_what_kafka_and_spark_refuse_is_refused(key: str, value: Any) -> None:
+    assert len(setting_problems({key: value}, REPO_ROOT)) == 1
+
+
 @pytest.mark.parametrize("key", sorted(WRONG))
 def test_a_wrong_value_is_one_line_naming_the_setting_the_value_and_what_is_expected(key: str, tmp_path: Path) -> None:
     value, expected = WRONG[key]
