@@ -10,12 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from sinks.command_line import CommandParser
 from sinks.storage import cli as storage_cli
 from sinks.time_arguments import protect_relative_times
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m sinks", description=__doc__.split("\n\n")[0])
+    parser = CommandParser(prog="python -m sinks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (python -m sinks dlq --help)")
     storage_cli.register(sub)

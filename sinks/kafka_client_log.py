@@ -56,3 +56,9 @@ class KnownHarmless(logging.Filter):
 
 KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 KAFKA_CLIENT_LOG.addFilter(KnownHarmless())
+
+# The commands' clients (`dlq`, `status`): librdkafka's own lines (one per failed connection attempt, many a second
+# against a cluster that does not answer) go nowhere; the command says in one line what failed.
+COMMAND_CLIENT_LOG = logging.getLogger("gateway.kafka_client.command")
+COMMAND_CLIENT_LOG.addHandler(logging.NullHandler())
+COMMAND_CLIENT_LOG.propagate = False

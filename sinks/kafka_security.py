@@ -299,6 +299,8 @@ def load_cluster_file(path: Path, bootstrap_servers: str | None = None) -> Kafka
         raise KafkaSecurityError(f"cannot read {path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise KafkaSecurityError(f"{path} is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise KafkaSecurityError(f"{path}: expected a JSON object of settings")
     bootstrap = bootstrap_servers or doc.get("bootstrap_servers") or f"127.0.0.1:{doc.get('local_broker_port', 9092)}"
     return KafkaCluster(bootstrap, load_kafka_security(doc.get("kafka"), REPO_ROOT),
                         doc.get("consumer_group_prefix", DEFAULT_GROUP_PREFIX))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -40,6 +41,9 @@ from front_door.door_cluster import DuplicateDoorError
 from front_door.metrics import FrontDoorMetrics
 from front_door.security.store import SecurityStoreError
 from front_door.server import FrontDoor
+from sinks.command_line import CommandParser, principal
+from sinks.dlq.cli import DlqConfig
+from sinks.dlq.cli import main as dlq_main
 from sinks.kafka_access import KafkaAccessError, check_access
 from sinks.kafka_admin import create_topics
 from sinks.kafka_security import KafkaSecurityError
@@ -53,7 +57,14 @@ from sinks.storage import cli as storage_cli
 from sinks.storage.log_manager import close_logs
 from sinks.time_arguments import protect_relative_times
 from streaming import door_command, users_command
-from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import (
+    REPO_ROOT,
+    GatewayConfig,
+    GatewayConfigError,
+    add_config_argument,
+    load_gateway_config,
+)
+from streaming.config_rules import setting_argument
 from streaming.door_command import start_front_door
 from streaming.door_hint import kcat_hint, listeners_line
 from streaming.driver_lock import DriverLock
@@ -65,7 +76,7 @@ from streaming.session import QUICK_START_DRIVER_JVM, build_spark_session, is_lo
 from streaming.shared_storage import SharedStorageError, check_shared_storage
 from streaming.standby import KeepWarm, rehearse, warm_up
 from streaming.status import add_arguments as add_status_arguments
-from streaming.status import run_status
+from streaming.status import cluster_for, run_status
 from streaming.submit import add_arguments as add_submit_arguments
 from streaming.submit import run_submit
 from streaming.supervisor import Backoff, QuerySupervisor
@@ -92,6 +103,7 @@ def _start_observability(
     """Metrics exporter and health probes on config.metrics_address (a free port if that one is taken)
     and the query listener, registered before the query starts so it sees the start event."""
     metrics = GatewayMetrics.for_registry(registry, config.path(config.segments_root))
+    metrics.describe_query(config.query_name, gateway_version())
     try:
         server = serve_metrics(metrics, config.metrics_address, health)
     except OSError as e:
@@ -227,26 +239,19 @@ def _stand_by(spark: SparkSession, config: GatewayConfig, lock: DriverLock, stop
 
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    try:
-        config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
-    except (OSError, ValueError, TypeError) as e:  # a restart cannot fix a bad config: say what is wrong
-        log.error("cannot read the gateway configuration %s: %s", args.config, e)
-        return 2
+    # every setting checked before a JVM starts (GatewayConfigError: one line each, exit 2, from `main`)
+    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers, spark_master=args.master)
     config = config.with_overrides(spark_conf={**config.spark_conf, **dict(args.conf)})
-    if (refusal := config.exposure_refusal()) is not None:
-        log.error("%s", refusal)
-        return 2
     try:
         metrics_log = MetricsLogFile.open(config.path(config.metrics_log_file)) if config.metrics_log_file else None
-    except OSError as e:
-        log.error("cannot write metrics_log_file %s: %s", config.metrics_log_file,
-                  f"{e.filename}: {e.strerror}" if e.filename else e)  # the file or the folder it would be made in
-        return 2
+    except OSError as e:  # the file, or the folder it would be made in
+        raise GatewayConfigError(args.config, [f"metrics_log_file = {json.dumps(config.metrics_log_file)}: cannot "
+                                               f"write it ({f'{e.filename}: {e.strerror}' if e.filename else e})"]) from None
     lock = DriverLock(config.checkpoint_location)
     if args.standby and not config.bootstrap_servers:
-        log.error("--standby needs the active driver's Kafka cluster (bootstrap_servers in %s or --bootstrap-servers): "
-                  "an embedded broker belongs to the driver that started it", args.config)
-        return 2
+        raise GatewayConfigError(args.config, ["bootstrap_servers is not set: --standby needs the active driver's "
+                                               "Kafka cluster (or --bootstrap-servers; an embedded broker belongs to "
+                                               "the driver that started it)"])
     if not args.standby and not lock.try_acquire():
         holder = lock.holder()
         log.error("another driver runs query '%s' on checkpoint %s (%s): stop it first, or start this one with "
@@ -338,11 +343,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_acls(args: argparse.Namespace) -> int:
     """`gateway acls`: the kafka-acls.sh lines that give the gateway's principal what it needs."""
-    try:
-        config = load_gateway_config(args.config)
-    except (OSError, ValueError, TypeError) as e:
-        log.error("cannot read the gateway configuration %s: %s", args.config, e)
-        return 2
+    config = load_gateway_config(args.config)
     principal = args.principal or (f"User:{config.kafka['sasl.username']}" if config.kafka.get("sasl.username")
                                    else "User:gateway")
     bootstrap = config.bootstrap_servers or "<bootstrap>"
@@ -353,11 +354,7 @@ def print_acls(args: argparse.Namespace) -> int:
 
 def write_client_properties(args: argparse.Namespace) -> int:
     """`gateway client-properties`: Kafka's tools connect as the gateway does (sinks/kafka_security.py)."""
-    try:
-        text = load_gateway_config(args.config).kafka_security.command_config()
-    except (OSError, ValueError, TypeError) as e:
-        log.error("cannot read the gateway configuration %s: %s", args.config, e)
-        return 2
+    text = load_gateway_config(args.config).kafka_security.command_config()
     try:
         fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -381,15 +378,17 @@ EPILOG = "exit status: 0 done; 1 Spark's JVM died; 2 bad arguments or configurat
 
 def build_parser() -> argparse.ArgumentParser:
     """The `gateway` command's parser (`dlq` is listed here; its options are parsed by `sinks.dlq.cli`)."""
-    parser = argparse.ArgumentParser(prog="gateway", description=__doc__.split("\n\n")[0], epilog=EPILOG)
+    parser = CommandParser(prog="gateway", description=__doc__.split("\n\n")[0], epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"%(prog)s {gateway_version()}")
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (gateway dlq --help)")
     storage_cli.register(sub)
     r = sub.add_parser("run", help="run the gateway query", epilog=EPILOG)
     add_config_argument(r)
-    r.add_argument("--bootstrap-servers", help="use this Kafka cluster instead of starting a local broker")
-    r.add_argument("--master", help="Spark master (default from config: local[*,4])")
+    r.add_argument("--bootstrap-servers", type=setting_argument("bootstrap_servers"),
+                   help="use this Kafka cluster instead of starting a local broker")
+    r.add_argument("--master", type=setting_argument("spark_master"),
+                   help="Spark master (default from config: local[*,4])")
     r.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting (repeatable), added to the config's spark_conf")
     r.add_argument("--demo", action="store_true", help="feed demo batches and print a live summary")
@@ -401,8 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_status_arguments(st)
     ac = sub.add_parser("acls", help="the kafka-acls.sh lines granting the ACLs the gateway needs on its cluster")
     add_config_argument(ac)
-    ac.add_argument("--principal", help="the gateway's principal (default: User:<kafka.sasl.username>, else "
-                    "User:gateway; a client certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
+    ac.add_argument("--principal", type=principal,
+                    help="the gateway's principal (default: User:<kafka.sasl.username>, else User:gateway; a client "
+                    "certificate's is the broker's mapping of its subject, e.g. User:CN=gw)")
     cp = sub.add_parser("client-properties", help="write the config's kafka block as a Java client properties "
                         "file, for Kafka's tools (--command-config) as the gateway's principal")
     add_config_argument(cp)
@@ -412,14 +412,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
-        from sinks.dlq.cli import main as dlq_main
+def _dlq_config(path: Path, bootstrap_servers: str | None) -> DlqConfig:
+    """What `gateway dlq --config` takes from a gateway config, every setting of it checked."""
+    config = load_gateway_config(path)
+    cluster = cluster_for(config.with_overrides(bootstrap_servers=bootstrap_servers))
+    return DlqConfig(cluster, config.dlq_topic, config.ingress_topic)
 
-        return dlq_main(argv[1:], prog="gateway dlq")
-    configure_logging()
-    args = build_parser().parse_args(protect_relative_times(argv))
+
+def main(argv: list[str] | None = None) -> int:
+    """The command's exit status; a gateway config that cannot be used is one `error:` line per problem, 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["dlq"]:  # the dead-letter command parses its own options
+            return dlq_main(argv[1:], prog="gateway dlq", read_config=_dlq_config)
+        configure_logging()
+        return _run_command(build_parser().parse_args(protect_relative_times(argv)))
+    except GatewayConfigError as e:
+        for line in e.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
+
+
+def _run_command(args: argparse.Namespace) -> int:
     if args.group == "acls":
         return print_acls(args)
     if args.group == "client-properties":

@@ -6,7 +6,8 @@ import argparse
 import functools
 import json
 import logging
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,11 +37,13 @@ from sinks.kafka_security import (
     load_kafka_security,
 )
 from sinks.metrics.log_summary import DEFAULT_INTERVAL_MS as DEFAULT_LOG_SUMMARY_INTERVAL_MS
+from streaming.config_rules import agreement_problems, setting_problems
 from validators.topic_config import TopicRegistry
 from validators.transaction_state import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
     from front_door.security.config import FrontDoorSecurity
+    from front_door.security.listeners import Listener
     from front_door.server import FrontDoorSettings
 
 log = logging.getLogger("gateway.config")
@@ -158,15 +161,6 @@ class GatewayConfig:
     # A listener beyond loopback with neither TLS nor SASL lets anyone in: refused at start unless true.
     front_door_allow_unauthenticated: bool = False
 
-    def __post_init__(self) -> None:
-        # here, so a wrong value fails `load_gateway_config` (one line, exit 2) before anything starts
-        for name in ("startup_timeout_ms", "log_summary_interval_ms"):
-            ms = getattr(self, name)
-            if isinstance(ms, bool) or not isinstance(ms, int) or ms < 1:  # bool is an int to Python
-                raise ValueError(f"{name} must be a positive whole number of milliseconds, got {ms!r}")
-        if self.metrics_log_file is not None and not isinstance(self.metrics_log_file, str):
-            raise ValueError(f"metrics_log_file must be a path or null, got {self.metrics_log_file!r}")
-
     @property
     def registry_topic_name(self) -> str:
         return self.registry_topic or default_registry_topic(self.ingress_topic)
@@ -211,16 +205,21 @@ class GatewayConfig:
 
         return load_front_door_security(self.front_door_security, REPO_ROOT)
 
-    def exposed_listeners(self) -> list[str]:
-        """The door's listeners that let anyone beyond this host in (no TLS, no SASL, not on loopback)."""
-        from front_door.security.config import exposed_unauthenticated
+    def door_listeners(self) -> tuple[Listener, ...]:
+        """The door's listeners: front_door_security's, else one PLAINTEXT listener on front_door_address; none
+        without a front_door_address."""
         from front_door.security.listeners import plaintext_listener
 
         if not self.front_door_address:
-            return []
-        listeners = self.door_security.listeners or (
+            return ()
+        return self.door_security.listeners or (
             plaintext_listener(self.front_door_address, self.front_door_advertised_address),)
-        return [str(li) for li in exposed_unauthenticated(listeners)]
+
+    def exposed_listeners(self) -> list[str]:
+        """The door's listeners that let anyone beyond this host in (no TLS, no SASL, not on loopback)."""
+        from front_door.security.config import exposed_unauthenticated
+
+        return [str(li) for li in exposed_unauthenticated(self.door_listeners())]
 
     def exposure_refusal(self) -> str | None:
         """Why the door may not start as configured (a listener beyond loopback with neither TLS nor SASL, and
@@ -272,18 +271,34 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
                         help="the gateway config, JSON (docs/configuration.md; default %(default)s)")
 
 
+class GatewayConfigError(ValueError):
+    """A gateway config that cannot be used: one line per problem, each naming the file and the setting."""
+
+    def __init__(self, path: str | Path, problems: Sequence[str]) -> None:
+        self.lines = tuple(f"{path}: {problem}" for problem in problems)
+        super().__init__("\n".join(self.lines))
+
+
 def load_gateway_config(path: str | Path = DEFAULT_CONFIG, **overrides: Any) -> GatewayConfig:
-    doc = json.loads(Path(path).read_text())
+    """The gateway config in `path`, with `overrides` (a None one leaves the file's setting), every setting checked
+    (`streaming.config_rules`) before anything starts: GatewayConfigError with one line per problem."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise GatewayConfigError(path, [f"cannot read the gateway configuration: {e.strerror or e}"]) from None
+    except ValueError as e:  # not JSON, or not UTF-8
+        raise GatewayConfigError(path, [f"the gateway configuration is not JSON: {e}"]) from None
+    if not isinstance(doc, dict):
+        raise GatewayConfigError(path, ["expected a JSON object of settings (docs/configuration.md)"])
     for key in REMOVED_SETTINGS.keys() & doc.keys():
         log.warning("%s: the setting %s is no longer used and is ignored: %s; remove it", path, key, REMOVED_SETTINGS[key])
         del doc[key]
-    known = {f.name for f in fields(GatewayConfig)}
-    unknown = set(doc) - known
-    if unknown:
-        raise ValueError(f"Unknown gateway settings in {path}: {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    config = GatewayConfig(**doc).with_overrides(**overrides)
-    _ = config.kafka_security  # a wrong `kafka` block fails here, naming the setting
-    _ = config.door_security  # and a wrong `front_door_security` block
+    doc.update({key: value for key, value in overrides.items() if value is not None})
+    if problems := setting_problems(doc, REPO_ROOT):
+        raise GatewayConfigError(path, problems)
+    config = GatewayConfig(**doc)
+    if problems := agreement_problems(config):
+        raise GatewayConfigError(path, problems)
     for key in literal_secrets(config.kafka):
         log.warning("%s: kafka.%s is written in the file; give it as ${file:PATH} or ${env:NAME} instead", path, key)
     for key in literal_secrets(config.front_door_security):

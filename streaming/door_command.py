@@ -27,7 +27,8 @@ from sinks.kafka_admin import create_topics
 from sinks.metrics.health import Health
 from sinks.metrics.server import parse_address, serve_metrics
 from sinks.registry_store import RegistryStore
-from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import GatewayConfig, GatewayConfigError, add_config_argument, load_gateway_config
+from streaming.config_rules import setting_argument
 from streaming.query import topic_specs
 from streaming.registry_sync import open_registry_store
 
@@ -39,15 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     door = sub.add_parser("door", help="run a front door on its own, no Spark (clients' Kafka protocol in front of "
                           "the gateway's ingress and response topics)")
     add_config_argument(door)
-    door.add_argument("--listen", metavar="HOST:PORT",
+    door.add_argument("--listen", metavar="HOST:PORT", type=setting_argument("front_door_address"),
                       help="node 1's address (node i on port + i - 1); default: front_door_address of the config")
-    door.add_argument("--advertised", metavar="HOST:PORT",
+    door.add_argument("--advertised", metavar="HOST:PORT", type=setting_argument("front_door_advertised_address"),
                       help="what Metadata tells clients for node 1; default: front_door_advertised_address, else "
                       "the bound address")
-    door.add_argument("--id", type=int, metavar="N", dest="door_id",
+    door.add_argument("--id", type=setting_argument("front_door_id"), metavar="N", dest="door_id",
                       help="this door's id among several doors (front_door_id; each door its own); default: the "
                       "config's")
-    door.add_argument("--metrics-address", metavar="HOST:PORT",
+    door.add_argument("--metrics-address", metavar="HOST:PORT", type=setting_argument("metrics_address"),
                       help="the door's Prometheus exporter and /healthz, /readyz; default: metrics_address")
 
 
@@ -71,26 +72,17 @@ def start_front_door(config: GatewayConfig, metrics: FrontDoorMetrics,
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_gateway_config(args.config)
-    except (OSError, ValueError, TypeError) as e:
-        log.error("cannot read the gateway configuration %s: %s", args.config, e)
-        return 2
-    config = config.with_overrides(
-        front_door_address=args.listen or config.front_door_address,
-        front_door_advertised_address=args.advertised or config.front_door_advertised_address,
-        metrics_address=args.metrics_address or config.metrics_address,
-        front_door_id=args.door_id or config.front_door_id)
+    # the options checked with the settings they stand for (GatewayConfigError: a line per problem, exit 2)
+    config = load_gateway_config(args.config, front_door_address=args.listen,
+                                 front_door_advertised_address=args.advertised, metrics_address=args.metrics_address,
+                                 front_door_id=args.door_id)
     if not config.bootstrap_servers:
-        log.error("gateway door needs the gateway's Kafka cluster (bootstrap_servers in %s): an embedded broker "
-                  "belongs to the `gateway run` that started it", args.config)
-        return 2
+        raise GatewayConfigError(args.config, ["bootstrap_servers is not set: gateway door needs the gateway's Kafka "
+                                               "cluster (an embedded broker belongs to the `gateway run` that started "
+                                               "it)"])
     if not config.front_door_address:
-        log.error("no address to listen on: give --listen or front_door_address in %s", args.config)
-        return 2
-    if (refusal := config.exposure_refusal()) is not None:
-        log.error("%s", refusal)
-        return 2
+        raise GatewayConfigError(args.config, ["front_door_address is null: gateway door needs an address to listen on "
+                                               "(or --listen)"])
     health = Health()
     metrics = FrontDoorMetrics()
     try:

@@ -5,8 +5,12 @@ its readiness probe beside it (what the driver is doing: running, restarting, a 
 the tail of the response topic (the most recent error responses). Both are what an operator
 without Grafana can reach; neither needs Spark.
 
+The exporter must be the one of the query the config names (`query_name`, which the driver exports as
+`gateway_query_info{query=...}`): another query's, or a `gateway door`'s, is refused in one line rather than
+reported as this one.
+
 Exit status: 0 the query runs, 1 the exporter answers but the query is not active, 2 the exporter
-cannot be reached (the gateway is not running there).
+cannot be reached (the gateway is not running there), is not the query's, or bad arguments or configuration.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,9 +30,13 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from embedded.local_kafka import started_address
+from sinks.command_line import positive_seconds, whole_number
+from sinks.kafka_client_log import COMMAND_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
+from sinks.metrics.gateway_metrics import QUERY_INFO
 from sinks.text_table import table_lines
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config_rules import setting_argument
 
 _TOPIC_COLUMNS = ("topic", "appended", "records", "bytes", "duplicate", "rejected", "errors")
 
@@ -64,6 +73,19 @@ def fetch_health(metrics_url: str, timeout_s: float = 5.0) -> dict[str, Any] | N
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def not_the_query(samples: list[Sample], query_name: str) -> str | None:
+    """Why the exporter's metrics are not those of query `query_name` (another query's, or no gateway query's:
+    a `gateway door`'s exporter, another program's), or None when they are."""
+    queries = sorted({s.labels["query"] for s in samples if s.name == QUERY_INFO and "query" in s.labels})
+    if not queries:
+        return (f"no gateway query exports its metrics there (no {QUERY_INFO}: a `gateway door`'s exporter, or "
+                f"another program's); give --metrics-url of the driver running query '{query_name}'")
+    if query_name not in queries:
+        return (f"the metrics there are of query {', '.join(repr(q) for q in queries)}, not of '{query_name}' "
+                "(query_name of the config); give that query's --config, or --metrics-url of this one's driver")
+    return None
 
 
 def _value(samples: list[Sample], name: str, default: float | None = None) -> float | None:
@@ -139,7 +161,7 @@ def recent_errors(cluster: KafkaCluster, topic: str, limit: int = 10, scan_per_p
     try:
         return _recent_errors(cluster, topic, limit, scan_per_partition, timeout_s)
     except KafkaException as e:
-        raise ConnectionError(f"cannot read '{topic}' from Kafka at {cluster}: {e}") from None
+        raise ConnectionError(f"cannot read '{topic}' from Kafka at {cluster}: {e.args[0].str()}") from None
 
 
 def _recent_errors(cluster: KafkaCluster, topic: str, limit: int, scan_per_partition: int,
@@ -151,8 +173,7 @@ def _recent_errors(cluster: KafkaCluster, topic: str, limit: int, scan_per_parti
     consumer = Consumer(cluster.client({
         "group.id": cluster.group_id("status"),
         "enable.auto.commit": False, "auto.offset.reset": "earliest", "socket.timeout.ms": int(timeout_s * 1000),
-        # librdkafka would print every failed connection attempt on stderr; the failure is reported once below.
-        "log_level": 0,
+        "logger": COMMAND_CLIENT_LOG,  # not a line per failed connection attempt: the failure is reported once
     }))
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s)
@@ -244,12 +265,24 @@ def render(url: str, status: dict[str, Any] | None, problem: str | None, errors:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
-    parser.add_argument("--metrics-url", help="the gateway's exporter (default: http://<metrics_address>/metrics)")
-    parser.add_argument("--bootstrap-servers", help="Kafka cluster holding the response topic "
-                        "(default: from config, else the embedded broker of `make run`)")
-    parser.add_argument("--errors", type=int, default=10, help="how many recent error responses to show (0: none)")
+    parser.add_argument("--metrics-url", type=metrics_url,
+                        help="the gateway's exporter (default: http://<metrics_address>/metrics)")
+    parser.add_argument("--bootstrap-servers", type=setting_argument("bootstrap_servers"),
+                        help="Kafka cluster holding the response topic (default: from config, else the embedded "
+                        "broker of `make run`)")
+    parser.add_argument("--errors", type=whole_number(0), default=10,
+                        help="how many recent error responses to show (0: none)")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each source")
+    parser.add_argument("--timeout", type=positive_seconds, default=5.0, metavar="SECONDS",
+                        help="seconds to wait for each source (default %(default)s)")
+
+
+def metrics_url(text: str) -> str:
+    """`--metrics-url`: an http(s) URL with a host."""
+    url = urllib.parse.urlsplit(text)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise argparse.ArgumentTypeError(f"expected an http:// URL such as http://127.0.0.1:9108/metrics, got {text!r}")
+    return text
 
 
 def cluster_for(config: GatewayConfig) -> KafkaCluster:
@@ -260,17 +293,18 @@ def cluster_for(config: GatewayConfig) -> KafkaCluster:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    try:
-        config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)
-    except (OSError, ValueError, TypeError) as e:  # one line, as for every command
-        print(f"error: cannot read the gateway configuration {args.config}: {e}", file=sys.stderr)
-        return 2
+    config = load_gateway_config(args.config, bootstrap_servers=args.bootstrap_servers)  # GatewayConfigError: main's
     url = args.metrics_url or f"http://{config.metrics_address}/metrics"
     status = problem = None
     try:
-        status = summarize(fetch_samples(url, args.timeout))
+        samples = fetch_samples(url, args.timeout)
     except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError) as e:
         problem = str(getattr(e, "reason", e))
+    else:
+        if (stranger := not_the_query(samples, config.query_name)) is not None:
+            print(f"error: {url}: {stranger}", file=sys.stderr)
+            return 2
+        status = summarize(samples)
     health = fetch_health(url, args.timeout) if status is not None else None
     errors = errors_problem = None
     if args.errors > 0:

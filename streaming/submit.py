@@ -17,6 +17,7 @@ from pathlib import Path
 import pyspark
 
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config_rules import setting_argument
 from streaming.session import ENVIRONMENT_DIR, is_local, spark_jars
 
 ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
@@ -40,15 +41,15 @@ def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_argument(parser)
-    parser.add_argument("--master", help="Spark master (default from config)")
+    parser.add_argument("--master", type=setting_argument("spark_master"), help="Spark master (default from config)")
     parser.add_argument("--print-only", action="store_true", help="print the command, do not run it")
 
 
 def run_submit(args: argparse.Namespace) -> int:
+    config = load_gateway_config(args.config, spark_master=args.master)  # GatewayConfigError: a line per problem
     try:
-        config = load_gateway_config(args.config, spark_master=args.master)
         command = submit_command(config, args.config.resolve())
-    except (OSError, ValueError, TypeError) as e:  # a bad config, or jars `make jars` has not resolved
+    except (OSError, ValueError) as e:  # jars `make jars` has not resolved
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(shlex.join(command), flush=True)

@@ -48,16 +48,18 @@ from front_door.security.scram_credentials import (
     ScramCredentials,
 )
 from front_door.security.store import SecurityStoreError
+from sinks.command_line import positive_seconds
 from sinks.kafka_access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
 from sinks.kafka_admin import create_topics
 from sinks.kafka_security import SaslMechanism
 from sinks.text_table import table_lines
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config_rules import setting_argument
 from streaming.query import security_topic_spec
 
 # Twice Kafka's minimum (kafka-configs.sh's default when `iterations=` is left out is the minimum, 4096)
 DEFAULT_ITERATIONS = 8192
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = 10.0
 EPILOG = ("exit status: 0 done; 1 delete: the user has no such credential; 2 bad arguments or configuration, an "
           "unreadable password, or a cluster that cannot be reached or refuses the gateway")
 MECHANISM_NAMES = "|".join(m.value for m in reversed(SCRAM_MECHANISMS))
@@ -79,10 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def common(p: argparse.ArgumentParser) -> None:
         add_config_argument(p)
-        p.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+        p.add_argument("--bootstrap-servers", metavar="HOST:PORT", type=setting_argument("bootstrap_servers"),
                        help="the gateway's Kafka cluster (default: the config's, else the embedded broker of a "
                        "running `make run`)")
-        p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        p.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                        help="give up on the Kafka cluster after this long (default %(default)s)")
 
     add = cmds.add_parser("add", help="add a user, or replace its credential for the mechanism", epilog=EPILOG)
@@ -127,8 +129,6 @@ class Addition:
 
 def _run(args: argparse.Namespace) -> int:
     # Every argument is checked before the cluster is reached: a typo costs no timeout.
-    if args.timeout <= 0:
-        raise UsersError(f"--timeout: a positive number of seconds, got {args.timeout}")
     if args.users_command == "add":
         addition = Addition(_user(args.name), parse_mechanism(args.mechanism), check_iterations(args.iterations),
                              read_password(args.password_file, args.password_env))
@@ -187,10 +187,8 @@ def _user(name: str) -> str:
 
 
 def _config(path: Path, bootstrap_servers: str | None = None) -> GatewayConfig:
-    try:
-        config = load_gateway_config(path, bootstrap_servers=bootstrap_servers)
-    except (OSError, ValueError, TypeError) as e:  # KafkaSecurityError is a ValueError
-        raise UsersError(f"cannot read the gateway configuration {path}: {e}") from None
+    # GatewayConfigError: a line per problem, status 2 (streaming.__main__)
+    config = load_gateway_config(path, bootstrap_servers=bootstrap_servers)
     if config.bootstrap_servers:
         return config
     address = started_address(config.path(config.local_broker_dir), config.local_broker_port)

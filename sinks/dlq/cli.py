@@ -5,15 +5,16 @@
     python -m sinks dlq show   PARTITION:OFFSET | --request-id ID [--raw FILE]
     python -m sinks dlq replay [filters] (--position P:O ... | --all) [--to-topic T] [--to-partition N] [--yes]
 
-Common options: `--config` (a gateway config: its `bootstrap_servers` and its `kafka` security block, so
-the command reaches a secured cluster as the gateway does), `--bootstrap-servers` (default: the config's, else
-$GATEWAY_BOOTSTRAP_SERVERS or 127.0.0.1:9092), `--topic`
-(the dead-letter topic, default gateway.dlq), `--ingress-topic` (where replays go; default: the
-`gw.errors.ingress.topic` the dead letter came from, else gateway.ingress), `--format table|jsonl`,
-`--timeout` (seconds without progress before giving up on the broker).
-Filters: `--error NAME|CODE`, `--target-topic`, `--target-partition`, `--since`, `--until` (epoch ms,
-ISO-8601 — UTC unless it names a zone — or relative `-15m`, `-2h`, `-7d`), `--request-id`,
-`--position P:O`. The time filters apply to the dead letter's Kafka timestamp, the rejection time.
+Common options: `--config` (a gateway config: its `bootstrap_servers`, its `kafka` security block, so
+the command reaches a secured cluster as the gateway does, and its `dlq_topic` and `ingress_topic`),
+`--bootstrap-servers` (default: the config's, else $GATEWAY_BOOTSTRAP_SERVERS or 127.0.0.1:9092), `--topic`
+(the dead-letter topic, default: the config's dlq_topic, else gateway.dlq), `--ingress-topic` (where replays go;
+default: the `gw.errors.ingress.topic` the dead letter came from, else the config's ingress_topic, else
+gateway.ingress), `--format table|jsonl`, `--timeout` (seconds without an answer or progress before giving up on
+the cluster: an unreachable one is one line after it).
+Filters: `--error NAME|CODE` (a Kafka error the gateway rejects with), `--target-topic`, `--target-partition`,
+`--since`, `--until` (epoch ms, ISO-8601 — UTC unless it names a zone — or relative `-15m`, `-2h`, `-7d`),
+`--request-id`, `--position P:O`. The time filters apply to the dead letter's Kafka timestamp, the rejection time.
 
 Reading: the end offsets of every partition are captured when the command starts and the topic is
 consumed up to them, message by message (never loaded whole), from the first offset whose timestamp
@@ -38,15 +39,26 @@ refused for replay.
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from contract.topics import DEFAULT_DLQ_TOPIC
+from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC
+from sinks.command_line import (
+    CommandParser,
+    bootstrap_servers,
+    positive_seconds,
+    principal,
+    topic_name,
+    whole_number,
+)
 from sinks.dlq.reader import DlqError, DlqReader, read_dead_letters
 from sinks.dlq.render import _LIST_COLUMNS, _jsonl, _SafeWriter, _write_show, _write_stats, render_table
 from sinks.dlq.replay import ReplayOutcome, ReplayPlan, ReplaySender, plan_replay
@@ -54,6 +66,8 @@ from sinks.dlq.report import Filter, compute_stats, list_row, show_view
 from sinks.dlq.times import parse_position
 from sinks.kafka_security import KafkaCluster, KafkaSecurityError, load_cluster_file
 from sinks.time_arguments import TIME_FORMS, parse_time, protect_relative_times
+from validators.errors import Errors
+from validators.topic_config import topic_name_error
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "GATEWAY_BOOTSTRAP_SERVERS"
@@ -63,33 +77,99 @@ EXIT_OK = 0
 EXIT_KAFKA = 1
 EXIT_USAGE = 2
 EXIT_NOTHING = 3
+DEFAULT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class DlqConfig:
+    """What the command takes from a gateway config: its cluster, its dead-letter topic and its ingress topic."""
+
+    cluster: KafkaCluster
+    dlq_topic: str = DEFAULT_DLQ_TOPIC
+    ingress_topic: str = DEFAULT_INGRESS_TOPIC
+
+
+# The reader of `--config` (path, --bootstrap-servers): `gateway dlq` checks the whole config (streaming.config);
+# `python -m sinks dlq` reads the cluster and the topics of it.
+ConfigReader = Callable[[Path, str | None], DlqConfig]
+
+
+def read_config_file(path: Path, bootstrap_servers: str | None) -> DlqConfig:
+    cluster = load_cluster_file(path, bootstrap_servers)
+    doc = json.loads(path.read_text())  # JSON: load_cluster_file has just read it
+    topics = {key: doc.get(key, default) for key, default in (("dlq_topic", DEFAULT_DLQ_TOPIC),
+                                                              ("ingress_topic", DEFAULT_INGRESS_TOPIC))}
+    for key, topic in topics.items():
+        if not isinstance(topic, str) or topic_name_error(topic) is not None:
+            raise ValueError(f"{path}: {key} = {json.dumps(topic)}: expected a Kafka topic name")
+    return DlqConfig(cluster, topics["dlq_topic"], topics["ingress_topic"])
+
+
+# The Kafka errors a dead letter can carry (Kafka's names and codes; NONE is never a rejection)
+_ERRORS = {e.name: e for e in Errors if e is not Errors.NONE}
+
+
+def error_name(text: str) -> str:
+    """`--error`: a Kafka error's name (any case) or code, as the name."""
+    name = text.strip().upper()
+    if name in _ERRORS:
+        return name
+    by_code = {str(e.value[0]): e.name for e in _ERRORS.values()}
+    if name in by_code:
+        return by_code[name]
+    close = difflib.get_close_matches(name, _ERRORS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    raise argparse.ArgumentTypeError(f"{text!r} is not a Kafka error the gateway rejects with; {hint}one of "
+                                     f"{', '.join(_ERRORS)} (or their codes)")
+
+
+def position(text: str) -> tuple[int, int]:
+    try:
+        return parse_position(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def time_argument(text: str) -> str:
+    """A time as written (it is read relative to when the command runs), checked."""
+    try:
+        parse_time(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, default=None,
-                   help="the gateway's config file, for its bootstrap_servers and kafka security block (TLS, SASL) "
-                        "(default: none; plaintext to --bootstrap-servers)")
-    p.add_argument("--bootstrap-servers", default=None,
+                   help="the gateway's config file, for its bootstrap_servers, kafka security block (TLS, SASL), "
+                        "dlq_topic and ingress_topic (default: none; plaintext to --bootstrap-servers)")
+    p.add_argument("--bootstrap-servers", type=bootstrap_servers, default=None,
                    help=f"the Kafka cluster (default: the config's, else ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
-    p.add_argument("--topic", default=DEFAULT_DLQ_TOPIC, help="the dead-letter topic (default %(default)s)")
-    p.add_argument("--ingress-topic", default=None,
-                   help="where replays go (default: the dead letter's gw.errors.ingress.topic, else gateway.ingress)")
+    p.add_argument("--topic", type=topic_name, default=None,
+                   help=f"the dead-letter topic (default: the config's dlq_topic, else {DEFAULT_DLQ_TOPIC})")
+    p.add_argument("--ingress-topic", type=topic_name, default=None,
+                   help="where replays go (default: the dead letter's gw.errors.ingress.topic, else the config's "
+                        f"ingress_topic, else {DEFAULT_INGRESS_TOPIC})")
     p.add_argument("--format", choices=("table", "jsonl"), default="table",
                    help="a table, or one JSON object per line (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds without progress before giving up")
+    p.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="seconds without an answer or progress from the cluster before giving up (default "
+                        "%(default)s)")
 
 
 def _filters(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--error", action="append", default=[], metavar="NAME|CODE", help="error name or code (repeatable)")
-    p.add_argument("--target-topic", action="append", default=[],
+    p.add_argument("--error", action="append", type=error_name, default=[], metavar="NAME|CODE",
+                   help="the Kafka error name or code of the rejection (repeatable)")
+    p.add_argument("--target-topic", action="append", type=topic_name, default=[],
                    help="target topic of the rejected batch (repeatable)")
-    p.add_argument("--target-partition", action="append", type=int, default=[],
+    p.add_argument("--target-partition", action="append", type=whole_number(0), default=[],
                    help="target partition of the rejected batch (repeatable)")
-    p.add_argument("--since", help=f"rejected at or after this time: {TIME_FORMS}")
-    p.add_argument("--until", help="rejected before this time (the same forms)")
+    p.add_argument("--since", type=time_argument, help=f"rejected at or after this time: {TIME_FORMS}")
+    p.add_argument("--until", type=time_argument, help="rejected before this time (the same forms)")
     p.add_argument("--request-id", action="append", default=[], help="the batch's request id (repeatable)")
-    p.add_argument("--position", action="append", default=[], metavar="P:O", help="DLQ partition:offset (repeatable)")
-    p.add_argument("--principal", action="append", default=[], metavar="User:NAME",
+    p.add_argument("--position", action="append", type=position, default=[], metavar="P:O",
+                   help="DLQ partition:offset (repeatable)")
+    p.add_argument("--principal", action="append", type=principal, default=[], metavar="User:NAME",
                    help="who produced the batch through the front door (repeatable)")
 
 
@@ -98,8 +178,7 @@ EPILOG = """exit status: 0 done; 1 a Kafka problem (topic missing, broker unreac
 
 
 def build_parser(prog: str = "python -m sinks dlq") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Inspect and replay the gateway's dead letters.",
-                                     epilog=EPILOG)
+    parser = CommandParser(prog=prog, description="Inspect and replay the gateway's dead letters.", epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("stats", help="counts by error name, target topic and partition, and the time range")
     _common(p)
@@ -107,10 +186,11 @@ def build_parser(prog: str = "python -m sinks dlq") -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="one line per dead letter")
     _common(p)
     _filters(p)
-    p.add_argument("--limit", type=int, default=None, help="stop after N dead letters")
+    p.add_argument("--limit", type=whole_number(1), default=None, help="stop after N dead letters")
     p = sub.add_parser("show", help="one dead letter in full: headers, error, window, decoded records")
     _common(p)
-    p.add_argument("position", nargs="?", help="the dead letter's PARTITION:OFFSET on the dead-letter topic")
+    p.add_argument("position", nargs="?", type=position,
+                   help="the dead letter's PARTITION:OFFSET on the dead-letter topic")
     p.add_argument("--request-id", help="the first dead letter with this request id")
     p.add_argument("--raw", type=Path, metavar="FILE",
                    help="also write the rejected batch's bytes, unchanged, to FILE (input for `validators decide`)")
@@ -118,8 +198,9 @@ def build_parser(prog: str = "python -m sinks dlq") -> argparse.ArgumentParser:
     _common(p)
     _filters(p)
     p.add_argument("--all", action="store_true", help="select every dead letter the filters match (also none)")
-    p.add_argument("--to-topic", help="replay to this target topic instead of the original")
-    p.add_argument("--to-partition", type=int, help="replay to this target partition instead of the original")
+    p.add_argument("--to-topic", type=topic_name, help="replay to this target topic instead of the original")
+    p.add_argument("--to-partition", type=whole_number(0),
+                   help="replay to this target partition instead of the original")
     p.add_argument("--yes", action="store_true", help="really send (default: dry run)")
     return parser
 
@@ -127,13 +208,13 @@ def build_parser(prog: str = "python -m sinks dlq") -> argparse.ArgumentParser:
 def _filter_from(args: argparse.Namespace) -> Filter:
     now = int(time.time() * 1000)
     return Filter(
-        error_names=frozenset(e.strip() for e in args.error),
+        error_names=frozenset(args.error),
         topics=frozenset(args.target_topic),
         partitions=frozenset(args.target_partition),
         since_ms=parse_time(args.since, now) if args.since else None,
         until_ms=parse_time(args.until, now) if args.until else None,
         request_ids=frozenset(args.request_id),
-        positions=frozenset(parse_position(p) for p in args.position),
+        positions=frozenset(args.position),
         principals=frozenset(args.principal),
     )
 
@@ -142,7 +223,7 @@ def _has_selector(flt: Filter) -> bool:
     return bool(flt.needs_gateway_headers or flt.positions or flt.since_ms is not None or flt.until_ms is not None)
 
 
-def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run(args: argparse.Namespace, out: TextIO, err: TextIO, read_config: ConfigReader = read_config_file) -> int:
     fmt = args.format
     if fmt == "table":
         out = _SafeWriter(out)  # type: ignore[assignment]
@@ -158,31 +239,33 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if (args.position is None) == (args.request_id is None):
             err.write("show: give exactly one of PARTITION:OFFSET or --request-id\n")
             return EXIT_USAGE
-        flt = (Filter(positions=frozenset([parse_position(args.position)])) if args.position is not None
+        flt = (Filter(positions=frozenset([args.position])) if args.position is not None
                else Filter(request_ids=frozenset([args.request_id])))
 
     try:
-        cluster = _cluster(args)
+        config = _config(args, read_config)
     except KafkaSecurityError as e:
         err.write(f"{e}\n")
         return EXIT_USAGE
-    with DlqReader(cluster, args.topic, args.timeout) as reader:
+    topic = args.topic or config.dlq_topic
+    with DlqReader(config.cluster, topic, args.timeout) as reader:
         if reader.is_empty and args.command != "stats":
-            err.write(f"{args.topic}: no dead letters (the topic is empty)\n")
+            err.write(f"{topic}: no dead letters (the topic is empty)\n")
             if args.command == "show":
                 return EXIT_NOTHING
             if fmt == "table" and args.command == "list":
-                out.write(f"{args.topic}: no dead letters\n")
+                out.write(f"{topic}: no dead letters\n")
             return EXIT_OK
         if args.command == "stats":
-            _write_stats(compute_stats(read_dead_letters(reader, flt)), args.topic, fmt, out)
+            _write_stats(compute_stats(read_dead_letters(reader, flt)), topic, fmt, out)
             return EXIT_OK
         if args.command == "list":
             return _cmd_list(reader, flt, args, out)
         if args.command == "show":
             dl = next(iter(read_dead_letters(reader, flt)), None)
             if dl is None:
-                err.write(f"{args.topic}: no dead letter at {args.position or 'request id ' + str(args.request_id)}\n")
+                where = f"{args.position[0]}:{args.position[1]}" if args.position else f"request id {args.request_id}"
+                err.write(f"{topic}: no dead letter at {where}\n")
                 return EXIT_NOTHING
             if args.raw is not None:
                 if dl.message.value is None:
@@ -197,13 +280,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             view = show_view(dl)
             _jsonl(view, out) if fmt == "jsonl" else _write_show(view, out)
             return EXIT_OK
-        return _cmd_replay(reader, flt, args, cluster, out, err)
+        return _cmd_replay(reader, flt, args, config, out, err)
 
 
-def _cluster(args: argparse.Namespace) -> KafkaCluster:
+def _config(args: argparse.Namespace, read_config: ConfigReader) -> DlqConfig:
     if args.config is not None:
-        return load_cluster_file(args.config, args.bootstrap_servers)
-    return KafkaCluster(args.bootstrap_servers or os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP))
+        return read_config(args.config, args.bootstrap_servers)
+    return DlqConfig(KafkaCluster(args.bootstrap_servers or os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP)))
 
 
 def _cmd_list(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: TextIO) -> int:
@@ -228,7 +311,7 @@ def _cmd_list(reader: DlqReader, flt: Filter, args: argparse.Namespace, out: Tex
     if page:
         render_table(page, _LIST_COLUMNS, out)
     if n == 0:
-        out.write(f"{args.topic}: no dead letters match\n")
+        out.write(f"{reader.topic}: no dead letters match\n")
     return EXIT_OK
 
 
@@ -255,9 +338,9 @@ def _replay_row(o: ReplayOutcome, sending: bool) -> dict[str, Any]:
     }
 
 
-def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluster: KafkaCluster, out: TextIO,
+def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, config: DlqConfig, out: TextIO,
                 err: TextIO) -> int:
-    sender = ReplaySender(cluster, args.topic, max(args.timeout, 10.0)) if args.yes else None
+    sender = ReplaySender(config.cluster, reader.topic, max(args.timeout, 10.0)) if args.yes else None
     counts: Counter = Counter()
     found: set[tuple[int, int]] = set()
 
@@ -278,7 +361,8 @@ def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluste
     for dl in read_dead_letters(reader, flt):
         if flt.positions:
             found.add((dl.message.partition, dl.message.offset))
-        chunk.append(plan_replay(dl, args.topic, args.ingress_topic, args.to_topic, args.to_partition))
+        chunk.append(plan_replay(dl, reader.topic, args.ingress_topic, args.to_topic, args.to_partition,
+                                 config.ingress_topic))
         if len(chunk) >= _REPLAY_CHUNK:
             flush(chunk)
             chunk = []
@@ -287,7 +371,7 @@ def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluste
           for p, o in sorted(flt.positions - found)])
     if args.format == "table":
         if not counts:
-            out.write(f"{args.topic}: no dead letters match\n")
+            out.write(f"{reader.topic}: no dead letters match\n")
         verb = "sent" if args.yes else "would send (dry run; add --yes to send)"
         out.write(f"{verb}: {counts['sent'] + counts['dry-run']}, refused: {counts['refused']}, "
                   f"missing: {counts['missing']}" + (f", failed: {counts['failed']}" if args.yes else "") + "\n")
@@ -300,8 +384,9 @@ def _cmd_replay(reader: DlqReader, flt: Filter, args: argparse.Namespace, cluste
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
-         prog: str = "python -m sinks dlq") -> int:
-    """`prog` is how the command names itself in its help and usage (`gateway dlq` through `gateway`)."""
+         prog: str = "python -m sinks dlq", read_config: ConfigReader = read_config_file) -> int:
+    """`prog` is how the command names itself in its help and usage (`gateway dlq` through `gateway`);
+    `read_config` reads `--config`."""
     out = out if out is not None else sys.stdout
     err = err if err is not None else sys.stderr
     parser = build_parser(prog)
@@ -310,9 +395,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0)
     try:
-        return run(args, out, err)
-    except ValueError as e:  # bad --since/--position
-        err.write(f"dlq: {e}\n")
+        return run(args, out, err, read_config)
+    except ValueError as e:  # a config that cannot be used: a line per problem
+        err.writelines(f"error: {line}\n" for line in str(e).splitlines())
         return EXIT_USAGE
     except DlqError as e:
         err.write(f"dlq: {e}\n")

@@ -7,9 +7,12 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from sinks.dlq.format import DeadLetter, DlqMessage, parse_dead_letter
 from sinks.dlq.report import Filter
 from sinks.kafka_admin import watermarks
+from sinks.kafka_client_log import COMMAND_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
 
@@ -26,6 +29,7 @@ def _consumer(cluster: KafkaCluster) -> Any:
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "allow.auto.create.topics": False,
+        "logger": COMMAND_CLIENT_LOG,
     }))
 
 
@@ -46,9 +50,11 @@ class DlqReader:
         self.consumer = _consumer(cluster)
         try:
             meta = self.consumer.list_topics(topic, timeout=timeout_s)
-        except Exception as e:  # KafkaException: broker unreachable
+        except KafkaException as e:  # no answer: unreachable, or a listener of another security protocol
             self.consumer.close()
-            raise DlqError(f"cannot read metadata of {topic} from {cluster}: {e}") from None
+            raise DlqError(f"cannot read {topic}: no answer from the Kafka cluster at {cluster} "
+                           f"({cluster.security.describe()}) within {timeout_s:g} s ({e.args[0].str()}): check the "
+                           "bootstrap servers and that the security protocol is the listener's") from None
         tmeta = meta.topics.get(topic)
         if tmeta is None or tmeta.error is not None or not tmeta.partitions:
             self.consumer.close()

@@ -10,6 +10,7 @@ from typing import Any
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import DEFAULT_INGRESS_TOPIC
 from sinks.dlq.format import DeadLetter, replay_request_id
+from sinks.kafka_client_log import COMMAND_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
 
 
@@ -36,9 +37,10 @@ class ReplayPlan:
 
 def plan_replay(
     dl: DeadLetter, dlq_topic: str, ingress_topic: str | None = None,
-    to_topic: str | None = None, to_partition: int | None = None,
+    to_topic: str | None = None, to_partition: int | None = None, default_ingress_topic: str = DEFAULT_INGRESS_TOPIC,
 ) -> ReplayPlan:
-    ingress = ingress_topic or dl.ingress_topic or DEFAULT_INGRESS_TOPIC
+    """The replay of `dl` to `ingress_topic`, else the ingress topic it came from, else `default_ingress_topic`."""
+    ingress = ingress_topic or dl.ingress_topic or default_ingress_topic
     topic = to_topic if to_topic is not None else dl.topic
     partition = to_partition if to_partition is not None else dl.partition
     refused = None
@@ -77,6 +79,7 @@ class ReplaySender:
             "acks": "all",
             "message.max.bytes": 64 * 1024 * 1024,
             "client.id": "gw-dlq-replay",
+            "logger": COMMAND_CLIENT_LOG,
         }))
 
     def send(self, plans: Sequence[ReplayPlan]) -> list[ReplayOutcome]:

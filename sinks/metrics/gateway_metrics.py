@@ -37,6 +37,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    Info,
 )
 
 from sinks.batch_metrics import (
@@ -89,6 +90,9 @@ class BatchAggregate:
     skew_sum_s: float = 0.0
     skew_buckets: list[int] = field(default_factory=list)
 
+
+# The sample naming the query the metrics are of: `gateway_query_info{query="...", version="..."} 1`
+QUERY_INFO = f"{PREFIX}query_info"
 
 # The `cause` label of gateway_query_restarts_total (bounded): what the failed query's error points at.
 RESTART_CAUSES = ("kafka", "executor_lost", "storage_io", "other")
@@ -156,6 +160,9 @@ class GatewayMetrics:
                                          "completed.", registry=r)
         self.last_micro_batch_clock = Gauge(f"{PREFIX}last_micro_batch_clock_seconds", "Micro-batch clock (append "
                                             "time base) of the last completed micro-batch, Unix time.", registry=r)
+        # Whose metrics these are: `gateway status` checks that the query is the one its config names
+        self.query_info = Info(QUERY_INFO.removesuffix("_info"), "The streaming query these metrics are of, and the gateway's version.",
+                               registry=r)
         # From the query listener
         self.query_active = Gauge(f"{PREFIX}query_active", "1 while the gateway's streaming query runs.",
                                   registry=r)
@@ -335,6 +342,10 @@ class GatewayMetrics:
     def count_restart(self, cause: str) -> None:
         self.query_restarts.labels(cause if cause in RESTART_CAUSES else "other").inc()
 
+    def describe_query(self, query_name: str, version: str) -> None:
+        """`gateway_query_info{query, version}`: the query these metrics are of."""
+        self.query_info.info({"query": query_name, "version": version})
+
     def set_query_active(self, active: bool) -> None:
         self.query_active.set(1 if active else 0)
 
@@ -351,6 +362,8 @@ class GatewayMetrics:
                 names.add(family.name + "_total")
             elif family.type == "histogram":
                 names.update(family.name + s for s in ("_bucket", "_sum", "_count"))
+            elif family.type == "info":
+                names.add(family.name + "_info")
             else:
                 names.add(family.name)
         return names

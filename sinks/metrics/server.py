@@ -15,6 +15,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, disable_created_metrics, make_wsgi_app
 
+from sinks.addresses import address_problem, split_address
 from sinks.metrics.health import Health
 
 
@@ -26,10 +27,9 @@ class Exported(Protocol):
 
 def parse_address(address: str, setting: str = "metrics_address") -> tuple[str, int]:
     """(host, port) of a `host:port` setting; an empty host is every interface, `[::1]` IPv6."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{setting} must be host:port, got {address!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    if (problem := address_problem(address)) is not None:
+        raise ValueError(f"{setting} must be host:port: {problem}")
+    return split_address(address)
 
 
 class _Server(ThreadingMixIn, WSGIServer):

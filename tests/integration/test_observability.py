@@ -30,6 +30,7 @@ from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT
 from streaming.listener import GatewayListener
 from streaming.query import start_gateway
+from streaming.version import gateway_version
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from tests.integration.ports import free_port
 from tests.integration.prometheus_server import PrometheusServer
@@ -105,6 +106,7 @@ def test_prometheus_scrapes_the_gateway_and_answers_every_dashboard_panel(spark,
     create_gateway_topics(config)
 
     metrics = GatewayMetrics.for_registry(TopicRegistry.load(topics_file), config.path(config.segments_root))
+    metrics.describe_query(config.query_name, gateway_version())  # `gateway status` reads only its query's
     exporter = serve_metrics(metrics, config.metrics_address)
     listener = GatewayListener(metrics, config.query_name, config.ingress_topic)
     spark.streams.addListener(listener)

@@ -4,12 +4,15 @@ time parsing, output. Dead letters are built exactly as the gateway's sink build
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
 import pytest
 
+from contract.dead_letters import DeadLetterField
 from contract.ingress import HEADER_REPLAY_OF
+from contract.topics import DEFAULT_INGRESS_TOPIC
 from sinks.dlq.cli import EXIT_USAGE, main
 from sinks.dlq.dead_letters import dead_letter
 from sinks.dlq.format import DlqMessage, parse_dead_letter
@@ -186,6 +189,16 @@ def test_replay_plan_keeps_value_retargets_and_tags() -> None:
     assert (moved.ingress_topic, moved.target_partition, moved.key) == ("other.ingress", 1, b"ct/1")
 
 
+def test_a_replay_without_an_ingress_header_goes_to_the_default_ingress_topic() -> None:
+    message = as_dlq_message(row())
+    dl = parse_dead_letter(dataclasses.replace(message, headers=tuple(
+        (name, value) for name, value in message.headers if name != DeadLetterField.INGRESS_TOPIC.header)))
+    assert dl.ingress_topic is None
+    assert plan_replay(dl, "ops.dead").ingress_topic == DEFAULT_INGRESS_TOPIC
+    assert plan_replay(dl, "ops.dead", default_ingress_topic="ops.in").ingress_topic == "ops.in"  # the config's
+    assert plan_replay(dl, "ops.dead", "chosen", default_ingress_topic="ops.in").ingress_topic == "chosen"
+
+
 def test_replay_refuses_replays_foreign_and_targetless_dead_letters() -> None:
     # the gateway's dead letter of a rejected replay carries the replay request id: refused (no loop)
     again = parse_dead_letter(as_dlq_message(row(request_id="replay:gateway.dlq:0:7:req-1"), 0, 8))
@@ -245,9 +258,9 @@ def test_usage_errors_exit_2_without_touching_kafka() -> None:
 def test_relative_times_are_accepted_after_since_and_until() -> None:
     from sinks.dlq.cli import build_parser
 
-    argv = protect_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "X"])
+    argv = protect_relative_times(["list", "--since", "-2h", "--until", "-5m", "--error", "INVALID_TIMESTAMP"])
     args = build_parser().parse_args(argv)
-    assert (args.since, args.until, args.error) == ("-2h", "-5m", ["X"])
+    assert (args.since, args.until, args.error) == ("-2h", "-5m", ["INVALID_TIMESTAMP"])
 
 
 def test_hostile_header_text_is_escaped_in_tables_and_json() -> None:

@@ -23,11 +23,13 @@ from streaming.status import fetch_health, fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
 TOPICS = {"ct": 2, "lat": 3}
-ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le", "cause"}
+ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le", "cause", "query", "version"}
 
 
 def fresh(segments_root: Path | None = None) -> GatewayMetrics:
-    return GatewayMetrics(TOPICS, segments_root, create_time_topics=["ct"])
+    metrics = GatewayMetrics(TOPICS, segments_root, create_time_topics=["ct"])
+    metrics.describe_query("gateway", "0.9.0")
+    return metrics
 
 
 def families(m: GatewayMetrics) -> dict:
