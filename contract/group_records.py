@@ -19,7 +19,7 @@ gateway keys them by one and writes the marker as a record too:
                      value = int16 0, int64 the transaction's start, int8 1 commit / 0 abort
 
 The transaction's start tells one transaction of a producer from its next. The coordinator writes the end to
-each offsets partition of the transaction before the transaction is complete; the group's coordinator then
+every partition of the topic (wherever the transaction's groups are) before the transaction is complete; the group's coordinator then
 writes the committed offsets as ordinary OffsetCommit records and tombstones the pending keys and the end, in one
 write. A load applies an end to the pending offsets of its transaction read before it.
 """

@@ -16,7 +16,6 @@ from contract.group_records import (
     StoredGroups,
     TxnEnd,
 )
-from front_door.groups.placement import partition_for
 
 
 class MemoryGroupStore:
@@ -24,7 +23,7 @@ class MemoryGroupStore:
         self.groups: dict[str, StoredGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.pending: dict[int, dict[str, PendingOffsets]] = {}
-        self.ends: dict[tuple[int, int], TxnEnd] = {}  # (offsets partition, producer id) -> its last end
+        self.ends: dict[int, TxnEnd] = {}  # producer id -> its last end
         self.writes: list[tuple[str, str]] = []  # (kind, group) in the order written
         self.fail = False
 
@@ -45,9 +44,9 @@ class MemoryGroupStore:
             held = self.pending[producer_id][group] = PendingOffsets(pending.txn_start_ms, {})
         held.offsets.update(pending.offsets)
 
-    async def write_txn_end(self, partition: int, producer_id: int, end: TxnEnd) -> None:
-        await self._written("txn-end", str(partition))
-        self.ends[partition, producer_id] = end
+    async def write_txn_end(self, producer_id: int, end: TxnEnd) -> None:
+        await self._written("txn-end", str(producer_id))
+        self.ends[producer_id] = end
 
     async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[tuple[str, int]],
                                   committed: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
@@ -57,7 +56,7 @@ class MemoryGroupStore:
         for tp in pending:
             if held is not None:
                 held.offsets.pop(tp, None)
-        self.ends.pop((partition_for(group), producer_id), None)
+        self.ends.pop(producer_id, None)
 
     async def write_group(self, group: str, group_record: StoredGroup) -> None:
         await self._written("group", group)
@@ -82,7 +81,7 @@ class MemoryGroupStore:
             for group, held in groups.items():
                 if not held.offsets:
                     continue
-                end = self.ends.get((partition_for(group), producer_id))
+                end = self.ends.get(producer_id)
                 if end is not None and end.txn_start_ms == held.txn_start_ms:
                     if end.commit:
                         offsets.setdefault(group, {}).update(held.offsets)

@@ -188,9 +188,11 @@ class KafkaGroupStore:
         await self._write(group, [(encode_key(PendingOffsetKey(producer_id, group, t, p)),
                                    encode_pending_offset(pending.txn_start_ms, o)) for (t, p), o in pending.offsets.items()])
 
-    async def write_txn_end(self, partition: int, producer_id: int, end: TxnEnd) -> None:
-        """The transaction coordinator's end of a transaction on one offsets partition (Kafka's marker there)."""
-        await self._write_to(partition, [(encode_key(TxnEndKey(producer_id)), encode_txn_end(end))])
+    async def write_txn_end(self, producer_id: int, end: TxnEnd) -> None:
+        """The transaction coordinator's end of a transaction with consumer offsets (Kafka's marker on each of its
+        offsets partitions), on every partition of the topic: wherever its groups' pending offsets are."""
+        record = [(encode_key(TxnEndKey(producer_id)), encode_txn_end(end))]
+        await asyncio.gather(*(self._write_to(partition, record) for partition in range(self._partitions)))
 
     async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[tuple[str, int]],
                                   committed: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:

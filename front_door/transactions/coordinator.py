@@ -54,12 +54,12 @@ FINAL_MARKER_ERRORS = frozenset({Errors.NONE.code, Errors.UNKNOWN_TOPIC_OR_PARTI
                                  Errors.INVALID_RECORD.code, Errors.INVALID_TOPIC_EXCEPTION.code})
 
 SendMarker = Callable[[str, int, bytes], Awaitable[int]]  # (topic, partition, control batch) -> the error code
-# (offsets partition, producer id, transaction start, commit): the transaction's end written to the groups topic's
-# partition of its consumer offsets (Kafka's marker there); raises when the topic does not take it
-EndOffsets = Callable[[int, int, int, bool], Awaitable[None]]
+# (producer id, transaction start, commit): the end of a transaction with consumer offsets written to the groups
+# topic (Kafka's marker on its offsets partitions); raises when the topic does not take it
+EndOffsets = Callable[[int, int, bool], Awaitable[None]]
 
 
-async def _no_offsets(_partition: int, _producer_id: int, _txn_start_ms: int, _commit: bool) -> None:
+async def _no_offsets(_producer_id: int, _txn_start_ms: int, _commit: bool) -> None:
     return None
 
 
@@ -178,15 +178,13 @@ class TransactionCoordinator:
             # offsets it holds when it sees the Complete state below
             await asyncio.gather(*(self._mark(prepared, marker, topic, partition)
                                    for topic, partition in sorted(prepared.partitions) if topic != OFFSETS_TOPIC))
-            for _topic, partition in sorted(p for p in prepared.partitions if p[0] == OFFSETS_TOPIC):
-                while True:
-                    try:
-                        await self._end_offsets(partition, prepared.producer_id, prepared.start_ms, commit)
-                        break
-                    except Exception as e:  # noqa: BLE001 - the groups topic's failure: try again, as a marker
-                        log.warning("transactional id %s: its end for offsets partition %d: %s; trying again", tid,
-                                    partition, e)
-                        await asyncio.sleep(MARKER_RETRY_S)
+            while any(topic == OFFSETS_TOPIC for topic, _ in prepared.partitions):
+                try:
+                    await self._end_offsets(prepared.producer_id, prepared.start_ms, commit)
+                    break
+                except Exception as e:  # noqa: BLE001 - the groups topic's failure: try again, as a marker
+                    log.warning("transactional id %s: its end on the groups topic: %s; trying again", tid, e)
+                    await asyncio.sleep(MARKER_RETRY_S)
             while True:
                 try:
                     await self.store.write(complete(prepared, self._now()))

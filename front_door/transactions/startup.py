@@ -60,8 +60,8 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
 
     groups = ctx.groups
 
-    async def end_offsets(partition: int, producer_id: int, txn_start_ms: int, commit: bool) -> None:
-        await groups.store.write_txn_end(partition, producer_id, TxnEnd(txn_start_ms, commit))
+    async def end_offsets(producer_id: int, txn_start_ms: int, commit: bool) -> None:
+        await groups.store.write_txn_end(producer_id, TxnEnd(txn_start_ms, commit))
 
     def ended(meta: TransactionMetadata) -> None:
         """A Complete state seen (this door's or another's): the group coordinator ends the offsets it holds."""

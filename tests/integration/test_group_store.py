@@ -23,7 +23,6 @@ from contract.group_records import (
     encode_key,
 )
 from contract.topics import GROUPS_TOPIC_CONFIGS
-from front_door.groups.placement import partition_for
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
 
 pytestmark = pytest.mark.integration
@@ -75,12 +74,11 @@ def test_pending_transactional_offsets_load_until_their_transaction_ends(kafka) 
     group coordinator's end of them tombstones the records, so the next load holds nothing of them."""
     name = topic(kafka)
     first, second = OffsetAndMetadata(5, -1, "", 1), OffsetAndMetadata(8, -1, "", 2)
-    partition = partition_for("g", 1)
 
     async def open_two(store: KafkaGroupStore) -> None:
         await store.write_pending_offsets("g", 7, PendingOffsets(100, {("t", 0): first}))
         await store.write_pending_offsets("g", 9, PendingOffsets(100, {("t", 1): second}))
-        await store.write_txn_end(partition, 9, TxnEnd(99, True))  # an earlier transaction of producer 9's
+        await store.write_txn_end(9, TxnEnd(99, True))  # an earlier transaction of producer 9's
 
     written(kafka, name, open_two)
     loaded = KafkaGroupStore(kafka.cluster, name).load()
@@ -89,8 +87,8 @@ def test_pending_transactional_offsets_load_until_their_transaction_ends(kafka) 
     assert loaded.ended == ()
 
     async def end_them(store: KafkaGroupStore) -> None:
-        await store.write_txn_end(partition, 7, TxnEnd(100, True))
-        await store.write_txn_end(partition, 9, TxnEnd(100, False))
+        await store.write_txn_end(7, TxnEnd(100, True))
+        await store.write_txn_end(9, TxnEnd(100, False))
 
     written(kafka, name, end_them)
     loaded = KafkaGroupStore(kafka.cluster, name).load()

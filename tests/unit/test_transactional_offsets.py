@@ -102,7 +102,7 @@ def test_a_load_applies_the_end_the_groups_topic_holds_and_the_one_its_transacti
         offset = OffsetAndMetadata(42, -1, "", 1)
         await first.commit_transactional(7, T1, GROUP, -1, "", None, {("orders", 0): offset})
         await first.commit_transactional(8, T1, GROUP, -1, "", None, {("orders", 1): offset})
-        await store.write_txn_end(partition_for(GROUP), 7, TxnEnd(T1, True))
+        await store.write_txn_end(7, TxnEnd(T1, True))
         loaded = _groups(store)
         loaded.transaction_outcome = lambda producer_id, start: False if (producer_id, start) == (8, T1) else None
         loaded.load(store.load())
