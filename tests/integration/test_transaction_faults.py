@@ -57,6 +57,7 @@ from tests.integration.test_kafka_streams import EXACTLY_ONCE
 pytestmark = pytest.mark.integration
 
 TOPIC, TOPIC_PARTITIONS = "payments", 4
+ETL_TOPIC = "etl-out"  # the consume-transform-produce transactions' output
 RECORDS_PER_TRANSACTION = 6
 SESSION_TIMEOUT_MS = 6000  # a killed door is fenced after it
 METADATA_REFRESH_MS = 10_000  # clients of several doors refresh their metadata this often (docs/deployment.md)
@@ -146,7 +147,7 @@ def _offsets_sent_across_doors(bootstrap: str) -> None:
     try:
         for offset, commit in ((5, True), (9, False)):
             producer.begin_transaction()
-            producer.produce(TOPIC, value=f"etl-{offset}".encode(), partition=0)
+            producer.produce(ETL_TOPIC, value=f"etl-{offset}".encode(), partition=0)
             producer.send_offsets_to_transaction([TopicPartition(TOPIC, 1, offset)],
                                                  consumer.consumer_group_metadata(), 60)
             if commit:
@@ -187,7 +188,7 @@ def _settled_read(bootstrap: str, committed: set[str], timeout_s: float = 120) -
 def test_transactions_hold_through_door_and_driver_kills(gateway_config: GatewayConfig, tmp_path: Path) -> None:
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"defaults": {"log.message.timestamp.after.max.ms": "3600000"}, "topics": {
-        TOPIC: {"partitions": TOPIC_PARTITIONS}, INPUT: {"partitions": PARTITIONS}, OUTPUT: {"partitions": PARTITIONS}}}))
+        TOPIC: {"partitions": TOPIC_PARTITIONS}, ETL_TOPIC: {"partitions": 1}, INPUT: {"partitions": PARTITIONS}, OUTPUT: {"partitions": PARTITIONS}}}))
     config = gateway_config.with_overrides(
         topics_file=str(topics_file), shuffle_partitions=1, restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0,
         doors_topic=f"doors-{uuid.uuid4().hex[:8]}", front_door_nodes=1,
