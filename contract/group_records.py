@@ -7,23 +7,21 @@ org.apache.kafka.tools.consumer.OffsetsMessageFormatter` / `GroupMetadataMessage
                                   version 2   GroupMetadataKey (group)
     value = int16 version, then the value of that version; null is a tombstone (compaction drops the key)
 
-and one layout of the gateway's own, for offsets committed inside a transaction (TxnOffsetCommit) that wait for
-its end. Kafka writes those as OffsetCommit records in the producer's transactional batches, made the group's
-(or dropped) by the transaction's marker in the same partition; a record on the groups topic cannot carry a
-producer id, so the gateway keys it by one:
+and two layouts of the gateway's own, for offsets committed inside a transaction (TxnOffsetCommit). Kafka writes
+those as OffsetCommit records in the producer's transactional batches, made the group's (or dropped) by the
+transaction's marker in the same partition; a record on the groups topic cannot carry a producer id, so the
+gateway keys them by one and writes the marker as a record too:
 
-    key   = int16 PENDING_OFFSET_KEY_VERSION (32001), int64 producer id, group, topic, partition int32
-    value = OffsetCommitValue v3, as above
+    pending offset: key   = int16 32001, int64 producer id, group, topic, partition int32
+                    value = int16 0, int64 the transaction's start (txnStartTimestamp), then OffsetCommitValue v3's
+                            fields (offset, leader epoch, metadata, commit timestamp)
+    transaction end: key   = int16 32002, int64 producer id
+                     value = int16 0, int64 the transaction's start, int8 1 commit / 0 abort
 
-When the transaction ends, its offsets are written as ordinary OffsetCommit records (a commit) and its pending
-keys get tombstones, in one write to the group's partition, so a load never finds a pending record of a
-transaction that is over. Kafka's formatters do not know the gateway's key version and skip or reject it.
-
-Written: OffsetCommitValue v3 (offset, leader epoch, metadata, commit timestamp) and GroupMetadataValue v3
-(protocol type, generation, protocol, leader, state timestamp, members), non-flexible encodings (strings
-with int16 lengths, bytes and arrays with int32 ones); read: those, and OffsetCommitValue v1 (with an
-expire timestamp) written by older Kafka. Keys are deterministic bytes, so compaction keeps the last
-value per (group, topic, partition) and per group.
+The transaction's start tells one transaction of a producer from its next. The coordinator writes the end to
+every partition of the topic (wherever the transaction's groups are) before the transaction is complete; the group's coordinator then
+writes the committed offsets as ordinary OffsetCommit records and tombstones the pending keys and the end, in one
+write. A load applies an end to the pending offsets of its transaction read before it.
 """
 
 from __future__ import annotations
@@ -73,13 +71,33 @@ class StoredGroup:
 
 
 @dataclass(frozen=True)
+class PendingOffsets:
+    """Offsets a producer's transaction (told by its start, `txnStartTimestamp`) committed for one group."""
+
+    txn_start_ms: int
+    offsets: dict[tuple[str, int], OffsetAndMetadata]
+
+
+@dataclass(frozen=True)
+class EndedOffsets:
+    """A transaction's pending offsets for a group, and how it ended."""
+
+    group: str
+    producer_id: int
+    pending: PendingOffsets
+    commit: bool
+
+
+@dataclass(frozen=True)
 class StoredGroups:
     """What a load of the groups topic found."""
 
     groups: dict[str, StoredGroup]
     offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]  # group -> (topic, partition) -> offset
-    # producer id -> group -> (topic, partition) -> offset: committed inside a transaction still open
-    pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = field(default_factory=dict)
+    # producer id -> group -> offsets committed inside a transaction whose end the topic does not hold
+    pending: dict[int, dict[str, PendingOffsets]] = field(default_factory=dict)
+    # transactions whose end the load applied: their records to tombstone (and commits to write as the group's)
+    ended: tuple[EndedOffsets, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +122,19 @@ class PendingOffsetKey:
     partition: int
 
 
+@dataclass(frozen=True)
+class TxnEndKey:
+    """The end of `producer_id`'s transaction on this offsets partition (the gateway's own key version, above)."""
+
+    producer_id: int
+
+
+@dataclass(frozen=True)
+class TxnEnd:
+    txn_start_ms: int
+    commit: bool
+
+
 class GroupRecordError(ValueError):
     """A record of the groups topic that is not one of Kafka's layouts (the message says what is wrong)."""
 
@@ -111,16 +142,21 @@ class GroupRecordError(ValueError):
 OFFSET_KEY_VERSIONS = (0, 1)
 GROUP_KEY_VERSION = 2
 PENDING_OFFSET_KEY_VERSION = 32001  # the gateway's own: far above every version Kafka's coordinators write
+TXN_END_KEY_VERSION = 32002
+GATEWAY_VALUE_VERSION = 0
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
 
-GroupsKey = OffsetKey | GroupKey | PendingOffsetKey
+GroupsKey = OffsetKey | GroupKey | PendingOffsetKey | TxnEndKey
 
 
 def encode_key(key: GroupsKey) -> bytes:
     b = io.BytesIO()
-    if isinstance(key, PendingOffsetKey):
+    if isinstance(key, TxnEndKey):
+        w.write_int16(b, TXN_END_KEY_VERSION)
+        w.write_int64(b, key.producer_id)
+    elif isinstance(key, PendingOffsetKey):
         w.write_int16(b, PENDING_OFFSET_KEY_VERSION)
         w.write_int64(b, key.producer_id)
         w.write_legacy_string(b, key.group)
@@ -144,6 +180,25 @@ def encode_offset(value: OffsetAndMetadata) -> bytes:
     w.write_int32(b, value.leader_epoch)
     w.write_legacy_string(b, value.metadata)
     w.write_int64(b, value.commit_timestamp_ms)
+    return b.getvalue()
+
+
+def encode_pending_offset(txn_start_ms: int, value: OffsetAndMetadata) -> bytes:
+    b = io.BytesIO()
+    w.write_int16(b, GATEWAY_VALUE_VERSION)
+    w.write_int64(b, txn_start_ms)
+    w.write_int64(b, value.offset)
+    w.write_int32(b, value.leader_epoch)
+    w.write_legacy_string(b, value.metadata)
+    w.write_int64(b, value.commit_timestamp_ms)
+    return b.getvalue()
+
+
+def encode_txn_end(value: TxnEnd) -> bytes:
+    b = io.BytesIO()
+    w.write_int16(b, GATEWAY_VALUE_VERSION)
+    w.write_int64(b, value.txn_start_ms)
+    w.write_int8(b, 1 if value.commit else 0)
     return b.getvalue()
 
 
@@ -189,12 +244,15 @@ def _read(what: str, data: bytes, parse: object) -> object:
 def decode_key(data: bytes) -> GroupsKey:
     def parse(buf: bytes, at: int) -> tuple[GroupsKey, int]:
         version, at = _next(r.read_int16, buf, at)
-        if version not in (*OFFSET_KEY_VERSIONS, GROUP_KEY_VERSION, PENDING_OFFSET_KEY_VERSION):
-            raise GroupRecordError(f"key version {version} is neither an offset (0, 1), a group (2) nor a pending "
-                                   f"transactional offset ({PENDING_OFFSET_KEY_VERSION}) key")
+        if version not in (*OFFSET_KEY_VERSIONS, GROUP_KEY_VERSION, PENDING_OFFSET_KEY_VERSION, TXN_END_KEY_VERSION):
+            raise GroupRecordError(f"key version {version} is neither an offset (0, 1), a group (2), a pending "
+                                   f"transactional offset ({PENDING_OFFSET_KEY_VERSION}) nor a transaction end "
+                                   f"({TXN_END_KEY_VERSION}) key")
         producer_id = -1
-        if version == PENDING_OFFSET_KEY_VERSION:
+        if version in (PENDING_OFFSET_KEY_VERSION, TXN_END_KEY_VERSION):
             producer_id, at = _next(r.read_int64, buf, at)
+        if version == TXN_END_KEY_VERSION:
+            return TxnEndKey(producer_id), at
         group, at = _next(r.read_legacy_string, buf, at)
         if version == PENDING_OFFSET_KEY_VERSION:
             topic, at = _next(r.read_legacy_string, buf, at)
@@ -225,6 +283,39 @@ def decode_offset(data: bytes) -> OffsetAndMetadata:
         return OffsetAndMetadata(offset, epoch, metadata, timestamp), at
 
     return _read("offset value", data, parse)  # type: ignore[return-value]
+
+
+def _gateway_version(what: str, buf: bytes, at: int) -> int:
+    version, at = _next(r.read_int16, buf, at)
+    if version != GATEWAY_VALUE_VERSION:
+        raise GroupRecordError(f"{what} version {version} is not {GATEWAY_VALUE_VERSION}")
+    return at
+
+
+def decode_pending_offset(data: bytes) -> tuple[int, OffsetAndMetadata]:
+    """(the transaction's start, the offset)."""
+    def parse(buf: bytes, at: int) -> tuple[tuple[int, OffsetAndMetadata], int]:
+        at = _gateway_version("pending offset value", buf, at)
+        start, at = _next(r.read_int64, buf, at)
+        offset, at = _next(r.read_int64, buf, at)
+        epoch, at = _next(r.read_int32, buf, at)
+        metadata, at = _next(r.read_legacy_string, buf, at)
+        timestamp, at = _next(r.read_int64, buf, at)
+        return (start, OffsetAndMetadata(offset, epoch, metadata, timestamp)), at
+
+    return _read("pending offset value", data, parse)  # type: ignore[return-value]
+
+
+def decode_txn_end(data: bytes) -> TxnEnd:
+    def parse(buf: bytes, at: int) -> tuple[TxnEnd, int]:
+        at = _gateway_version("transaction end value", buf, at)
+        start, at = _next(r.read_int64, buf, at)
+        commit, at = _next(r.read_int8, buf, at)
+        if commit not in (0, 1):
+            raise GroupRecordError(f"transaction end value: result {commit} is neither 1 (commit) nor 0 (abort)")
+        return TxnEnd(start, commit == 1), at
+
+    return _read("transaction end value", data, parse)  # type: ignore[return-value]
 
 
 def decode_group(data: bytes) -> StoredGroup:

@@ -4,13 +4,12 @@ end reaches the offsets it commits with TxnOffsetCommit (`sendOffsetsToTransacti
 
 Kafka's order (`KafkaApis.handleAddOffsetsToTxnRequest`): WRITE on the transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; READ on the group, else GROUP_AUTHORIZATION_FAILED; then the coordinator.
-The group's coordinator must be a node of this door, whose group coordinator holds the offsets until the end:
-with several doors a group coordinated by another door gets UNSUPPORTED_VERSION (docs/kafka-compatibility.md).
+The group's coordinator may be on any door: the transaction's end reaches it through the groups topic and the
+transaction state topic (`groups/transactional_offsets.py`).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -24,19 +23,12 @@ from front_door.security.acls import AclOperation, ResourceType
 from front_door.transactions.requests import kafka_error, transaction_error
 from front_door.wire import Request
 
-log = logging.getLogger("gateway.front_door.transactions")
-
 
 async def handle(ctx: Context, request: Request) -> Any:
     body, module = request.body, response_module(ApiKey.ADD_OFFSETS_TO_TXN, request.api_version)
     refused = transaction_error(ctx, request, body.transactional_id)
     if refused is None and not access.authorize(ctx, request, AclOperation.READ, ResourceType.GROUP, body.group_id):
         refused = ErrorCode.group_authorization_failed
-    if refused is None and ctx.coordinator(body.group_id) not in ctx.own_node_ids():
-        log.warning("transactional id %s: group %s is coordinated by another front door; consumer offsets in a "
-                    "transaction need the group's and the transaction's coordinator on one door",
-                    body.transactional_id, body.group_id)
-        refused = ErrorCode.unsupported_version
     if refused is not None:
         return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=refused)
     assert ctx.transactions is not None

@@ -11,6 +11,7 @@ a node that does not coordinate the group, NOT_COORDINATOR.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -20,12 +21,42 @@ from contract.group_records import OffsetAndMetadata
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.context import Context
+from front_door.groups.placement import OFFSETS_TOPIC, partition_for
 from front_door.messages import NO_THROTTLE, build, response_module
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.wire import Request
+from validators.transaction_state import TransactionMetadata, TransactionState
+
+log = logging.getLogger("gateway.front_door.transactions")
 
 NO_LEADER_EPOCH = -1
 NO_GENERATION = -1
+NO_TRANSACTION_START = -1
+# How long a TxnOffsetCommit waits for this door to see its transaction's AddOffsetsToTxn (written by the
+# transaction's coordinator, perhaps another door, and followed here within moments)
+ADD_OFFSETS_SEEN_TIMEOUT_S = 10.0
+
+
+async def _transaction_start(ctx: Context, transactional_id: str, producer_id: int, group_id: str) -> int:
+    """The start of the producer's open transaction with the group's offsets partition in it, once this door has
+    seen it (`transactions/view.py`): the pending offsets are told apart by it, and every earlier transaction of
+    the producer has been seen to end. A transaction this door never sees so (the client skipped AddOffsetsToTxn)
+    is held as Kafka holds it, without an end to come."""
+    if ctx.transactions is None:
+        return NO_TRANSACTION_START
+    partition = (OFFSETS_TOPIC, partition_for(group_id))
+
+    def joined(meta: TransactionMetadata | None) -> bool:
+        return (meta is not None and meta.producer_id == producer_id and meta.state is TransactionState.ONGOING
+                and partition in meta.partitions)
+
+    meta = await ctx.transactions.store.view.wait_for(transactional_id, joined, ADD_OFFSETS_SEEN_TIMEOUT_S)
+    if not joined(meta):
+        log.warning("transactional id %s: offsets for group %s outside a transaction this door has seen it add "
+                    "them to; held without an end", transactional_id, group_id)
+        return NO_TRANSACTION_START
+    assert meta is not None
+    return meta.start_ms
 
 
 async def handle(ctx: Context, request: Request) -> Any:
@@ -56,8 +87,9 @@ async def handle(ctx: Context, request: Request) -> Any:
                     p.committed_offset, getattr(p, "committed_leader_epoch", NO_LEADER_EPOCH),
                     p.committed_metadata or "", now_ms)
         if offsets:
+            start = await _transaction_start(ctx, body.transactional_id, body.producer_id, body.group_id)
             errors.update(await ctx.groups.commit_transactional(
-                body.producer_id, body.group_id, getattr(body, "generation_id", NO_GENERATION),
+                body.producer_id, start, body.group_id, getattr(body, "generation_id", NO_GENERATION),
                 getattr(body, "member_id", ""), getattr(body, "group_instance_id", None), offsets))
     by_topic: dict[str, list[Any]] = {}
     for name, p in wanted:

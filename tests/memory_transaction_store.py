@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from front_door.transactions.store import TransactionStoreError
+from front_door.transactions.view import TransactionView
 from validators.transaction_state import TransactionMetadata
 
 
@@ -15,6 +16,7 @@ class MemoryTransactionStore:
         self.states: dict[str, TransactionMetadata] = {}
         self.writes: list[TransactionMetadata] = []
         self.fail = False
+        self.view = TransactionView()
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:
         return self.states.get(transactional_id)
@@ -28,7 +30,10 @@ class MemoryTransactionStore:
             raise TransactionStoreError("the store is down")
         self.writes.append(meta)
         self.states[meta.transactional_id] = meta
+        self.view.remember(meta)
+        self.view.seen(meta.transactional_id, meta)
 
     async def delete(self, transactional_id: str) -> None:
         await asyncio.sleep(0)
         self.states.pop(transactional_id, None)
+        self.view.seen(transactional_id, None)

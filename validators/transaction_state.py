@@ -203,8 +203,11 @@ def add_partitions(current: TransactionMetadata | None, producer_id: int, epoch:
     if current.state is _S.ONGOING and added <= current.partitions:
         return Transition()  # already in: answered without a write
     starts = current.state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
+    # a new transaction's start is later than the last one's, even within a millisecond: the gateway tells a
+    # producer's transactions apart by it (its pending consumer offsets, `contract/group_records.py`)
+    start_ms = max(now_ms, current.start_ms + 1) if starts else current.start_ms
     return Transition(write=current.transition(_S.ONGOING, now_ms, partitions=current.partitions | added,
-                                               start_ms=now_ms if starts else current.start_ms))
+                                               start_ms=start_ms))
 
 
 def end_transaction(current: TransactionMetadata | None, producer_id: int, epoch: int, commit: bool,

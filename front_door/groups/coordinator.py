@@ -26,9 +26,8 @@ from typing import Protocol as TypingProtocol
 
 from kio.schema.errors import ErrorCode
 
-from contract.group_records import OffsetAndMetadata, StoredGroup, StoredGroups
+from contract.group_records import OffsetAndMetadata, PendingOffsets, StoredGroup, StoredGroups, TxnEnd
 from front_door.groups.classic_group import ClassicGroup, GroupState, Member, Protocol
-from front_door.groups.placement import partition_for
 from front_door.groups.transactional_offsets import PendingTransactionalOffsets
 
 log = logging.getLogger("gateway.front_door.groups")
@@ -50,11 +49,12 @@ class GroupStore(TypingProtocol):
 
     async def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None: ...
 
-    async def write_pending_offsets(self, group: str, producer_id: int,
-                                    offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+    async def write_pending_offsets(self, group: str, producer_id: int, pending: PendingOffsets) -> None: ...
 
     async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[TopicPartition],
                                   committed: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+
+    async def write_txn_end(self, producer_id: int, end: TxnEnd) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -192,6 +192,9 @@ class GroupCoordinator:
         self.loading: dict[int, int] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self.transactional = PendingTransactionalOffsets()  # TxnOffsetCommit's, until their transaction ends
+        # (producer id, transaction start) -> True committed / False aborted / None not known to be over: the
+        # door's transaction view (`transactions/view.py`), when the door has transactions
+        self.transaction_outcome: Callable[[int, int], bool | None] = lambda _producer_id, _start: None
         self._runtime: dict[str, _Runtime] = {}
         self._writes: set[asyncio.Task[None]] = set()
         self._expiry: asyncio.TimerHandle | None = None
@@ -214,10 +217,16 @@ class GroupCoordinator:
                 self.offsets[group_id] = dict(offsets)
                 self.groups.setdefault(group_id, ClassicGroup(group_id))
         for producer_id, by_group in stored.pending.items():
-            for group_id, offsets in by_group.items():
-                if offsets and only(group_id):
-                    self.transactional.add(producer_id, group_id, offsets)
+            for group_id, held in by_group.items():
+                if only(group_id):
+                    self.transactional.add(producer_id, group_id, held.txn_start_ms, held.offsets)
                     self.groups.setdefault(group_id, ClassicGroup(group_id))
+        for ended in stored.ended:  # ends the load applied: their records tombstoned (the commits written again)
+            if only(ended.group):
+                committed = ended.pending.offsets if ended.commit else {}
+                self._spawn(self.store.end_pending_offsets(ended.group, ended.producer_id, ended.pending.offsets,
+                                                           committed), ended.group)
+        self.end_completed()
 
     def unload(self, which: Callable[[str], bool]) -> None:
         """Hand over the groups `which` names to another door (`GroupMetadataManager.removeGroupsForPartition`):
@@ -648,39 +657,49 @@ class GroupCoordinator:
             results.update(await self._store_offsets(group, accepted))
         return results
 
-    async def commit_transactional(self, producer_id: int, group_id: str, generation: int, member_id: str,
-                                   group_instance_id: str | None, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                                   ) -> dict[TopicPartition, ErrorCode]:
+    async def commit_transactional(self, producer_id: int, txn_start_ms: int, group_id: str, generation: int,
+                                   member_id: str, group_instance_id: str | None,
+                                   offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit (`commitTransactionalOffset`): validated as a commit, written to the store as pending
-        (`contract/group_records.py`) and held for the producer's transaction (`transactional_offsets.py`) until its
-        end reaches this group's offsets partition."""
+        (`contract/group_records.py`) and held for the producer's transaction, told by its start
+        (`transactional_offsets.py`), until it ends (`transaction_ended`)."""
         group, error = self._committing(group_id, generation, member_id, group_instance_id)
         if error is not None or group is None:
             return dict.fromkeys(offsets, error or ErrorCode.unknown_member_id)
         results, accepted = self._sized(offsets)
         if accepted:
+            pending = PendingOffsets(txn_start_ms, dict(accepted))
             try:
-                await self._spawn(self.store.write_pending_offsets(group_id, producer_id, accepted), group_id)
+                await self._spawn(self.store.write_pending_offsets(group_id, producer_id, pending), group_id)
             except Exception as e:  # noqa: BLE001 - the store's failure is the client's retriable error
                 log.warning("group %s: transactional offsets not stored: %s", group_id, e)
                 return {**results, **dict.fromkeys(accepted, ErrorCode.coordinator_not_available)}
-            self.transactional.add(producer_id, group_id, accepted)
+            self.transactional.add(producer_id, group_id, txn_start_ms, accepted)
         results.update(dict.fromkeys(accepted, ErrorCode.none))
         return results
 
-    async def complete_transaction(self, producer_id: int, offsets_partition: int, commit: bool) -> None:
-        """A transaction's marker for an offsets partition (`replayEndTransactionMarker`): the producer's offsets
-        of the groups placed there committed, or dropped, and their pending records tombstoned, in one store write
-        before the transaction is complete (a write that fails raises: the coordinator tries the marker again)."""
-        held = self.transactional.held(producer_id, lambda g: partition_for(g) == offsets_partition)
-        for group_id, offsets in held.items():
-            group = self.groups.get(group_id)
-            committed = offsets if commit and group is not None and not group.in_state(GroupState.DEAD) else {}
-            await self._spawn(self.store.end_pending_offsets(group_id, producer_id, offsets, committed), group_id)
+    def transaction_ended(self, producer_id: int, txn_start_ms: int, commit: bool) -> None:
+        """The producer's transaction that started at `txn_start_ms` completed (its Complete state seen, or its end
+        read from the groups topic: `replayEndTransactionMarker`): the offsets held for it become the groups'
+        committed offsets, or are dropped, at once; the store gets the commits and the tombstones of the pending
+        records and of the end in one write per group (a failed write leaves them to the next load, which applies
+        the end again)."""
+        for group_id, held in self.transactional.of_transaction(producer_id, txn_start_ms).items():
             self.transactional.drop(producer_id, group_id)
+            group = self.groups.get(group_id)
+            committed = held.offsets if commit and group is not None and not group.in_state(GroupState.DEAD) else {}
+            self._spawn(self.store.end_pending_offsets(group_id, producer_id, held.offsets, committed), group_id)
             if committed:
                 self.offsets.setdefault(group_id, {}).update(committed)
                 self._on_commit(group_id, len(committed))
+
+    def end_completed(self) -> None:
+        """Every held transaction `transaction_outcome` knows to be over, ended (after a load, which may find the
+        pending offsets of a transaction whose Complete state was seen before)."""
+        for producer_id, _group_id, held in list(self.transactional.held()):
+            outcome = self.transaction_outcome(producer_id, held.txn_start_ms)
+            if outcome is not None:
+                self.transaction_ended(producer_id, held.txn_start_ms, outcome)
 
     def _sized(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> tuple[
             dict[TopicPartition, ErrorCode], dict[TopicPartition, OffsetAndMetadata]]:

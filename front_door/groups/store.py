@@ -24,19 +24,27 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from contract.group_records import (
+    EndedOffsets,
     GroupKey,
     GroupRecordError,
     OffsetAndMetadata,
     OffsetKey,
     PendingOffsetKey,
+    PendingOffsets,
     StoredGroup,
     StoredGroups,
+    TxnEnd,
+    TxnEndKey,
     decode_group,
     decode_key,
     decode_offset,
+    decode_pending_offset,
+    decode_txn_end,
     encode_group,
     encode_key,
     encode_offset,
+    encode_pending_offset,
+    encode_txn_end,
 )
 from contract.topics import GROUPS_TOPIC_PARTITIONS
 from front_door.groups.placement import partition_for
@@ -73,7 +81,7 @@ class KafkaGroupStore:
             self._partitions = max(len(ends), 1)
             groups: dict[str, StoredGroup] = {}
             offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-            pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+            pending = _Pending()
             todo = {p: end for p, end in ends.items() if end > 0}
             consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in todo])
             while todo:
@@ -86,9 +94,8 @@ class KafkaGroupStore:
                 if msg.partition() in todo and msg.offset() >= todo[msg.partition()] - 1:
                     del todo[msg.partition()]
                 self._apply(msg, groups, offsets, pending)
-            return StoredGroups(groups, {g: o for g, o in offsets.items() if o},
-                                {p: {g: o for g, o in by_group.items() if o} for p, by_group in pending.items()
-                                 if any(by_group.values())})
+            return StoredGroups(groups, {g: o for g, o in offsets.items() if o}, pending.held(),
+                                tuple(e for e in pending.ended if e.pending.offsets))
         finally:
             consumer.close()
 
@@ -106,7 +113,7 @@ class KafkaGroupStore:
 
     def _apply(self, msg: Any, groups: dict[str, StoredGroup],
                offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]],
-               pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]]) -> None:
+               pending: _Pending) -> None:
         where = f"{self.topic}-{msg.partition()}@{msg.offset()}"
         if msg.key() is None:
             log.warning("groups topic: a record without a key at %s; skipped", where)
@@ -115,11 +122,10 @@ class KafkaGroupStore:
             key = decode_key(msg.key())
             value = msg.value()
             if isinstance(key, PendingOffsetKey):
-                held = pending.setdefault(key.producer_id, {}).setdefault(key.group, {})
-                if value is None:
-                    held.pop((key.topic, key.partition), None)
-                else:
-                    held[key.topic, key.partition] = decode_offset(value)
+                pending.offset(msg.partition(), key, None if value is None else decode_pending_offset(value))
+            elif isinstance(key, TxnEndKey):
+                if value is not None:
+                    pending.end(msg.partition(), key.producer_id, decode_txn_end(value), offsets)
             elif isinstance(key, OffsetKey):
                 tp = (key.topic, key.partition)
                 if value is None:
@@ -149,6 +155,9 @@ class KafkaGroupStore:
 
     async def _write(self, group: str, records: list[tuple[bytes, bytes | None]]) -> None:
         """Produce every record now (in call order, on the group's partition); resolve when all are acked."""
+        await self._write_to(partition_for(group, self._partitions), records)
+
+    async def _write_to(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         assert self._producer is not None and self._loop is not None, "start() first"
         loop = self._loop
         done: asyncio.Future[None] = loop.create_future()
@@ -162,7 +171,6 @@ class KafkaGroupStore:
             if left[0] == 0:
                 loop.call_soon_threadsafe(_settle, done, failures)
 
-        partition = partition_for(group, self._partitions)
         try:
             for key, value in records:
                 self._producer.produce(self.topic, key=key, value=value, partition=partition, on_delivery=delivered)
@@ -175,19 +183,25 @@ class KafkaGroupStore:
     async def write_offsets(self, group: str, offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
         await self._write(group, [(encode_key(OffsetKey(group, t, p)), encode_offset(o)) for (t, p), o in offsets.items()])
 
-    async def write_pending_offsets(self, group: str, producer_id: int,
-                                    offsets: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
+    async def write_pending_offsets(self, group: str, producer_id: int, pending: PendingOffsets) -> None:
         """Offsets committed inside `producer_id`'s transaction, held until it ends (`contract/group_records.py`)."""
-        await self._write(group, [(encode_key(PendingOffsetKey(producer_id, group, t, p)), encode_offset(o))
-                                  for (t, p), o in offsets.items()])
+        await self._write(group, [(encode_key(PendingOffsetKey(producer_id, group, t, p)),
+                                   encode_pending_offset(pending.txn_start_ms, o)) for (t, p), o in pending.offsets.items()])
+
+    async def write_txn_end(self, producer_id: int, end: TxnEnd) -> None:
+        """The transaction coordinator's end of a transaction with consumer offsets (Kafka's marker on each of its
+        offsets partitions), on every partition of the topic: wherever its groups' pending offsets are."""
+        record = [(encode_key(TxnEndKey(producer_id)), encode_txn_end(end))]
+        await asyncio.gather(*(self._write_to(partition, record) for partition in range(self._partitions)))
 
     async def end_pending_offsets(self, group: str, producer_id: int, pending: Iterable[tuple[str, int]],
                                   committed: Mapping[tuple[str, int], OffsetAndMetadata]) -> None:
-        """A transaction's end: its `committed` offsets (none on an abort) the group's, and its pending keys
-        tombstoned, in one write to the group's partition."""
+        """A transaction's end applied: its `committed` offsets (none on an abort) the group's, its pending keys and
+        its end tombstoned, in one write to the group's partition."""
         await self._write(group, [
             *((encode_key(OffsetKey(group, t, p)), encode_offset(o)) for (t, p), o in committed.items()),
-            *((encode_key(PendingOffsetKey(producer_id, group, t, p)), None) for t, p in pending)])
+            *((encode_key(PendingOffsetKey(producer_id, group, t, p)), None) for t, p in pending),
+            (encode_key(TxnEndKey(producer_id)), None)])
 
     async def write_group(self, group: str, group_record: StoredGroup) -> None:
         await self._write(group, [(encode_key(GroupKey(group)), encode_group(group_record))])
@@ -206,6 +220,50 @@ class KafkaGroupStore:
         if self._producer is not None:
             self._producer.flush(10)
             self._producer = None
+
+
+class _Pending:
+    """A load's pending transactional offsets, by partition and producer, and the ends applied to them in log
+    order (`contract/group_records.py`): an end commits (into `offsets`) or drops the pending offsets of its
+    transaction read before it on its partition."""
+
+    def __init__(self) -> None:
+        self._by_partition: dict[int, dict[int, dict[str, PendingOffsets]]] = {}
+        self.ended: list[EndedOffsets] = []
+
+    def offset(self, partition: int, key: PendingOffsetKey, value: tuple[int, OffsetAndMetadata] | None) -> None:
+        groups = self._by_partition.setdefault(partition, {}).setdefault(key.producer_id, {})
+        tp = (key.topic, key.partition)
+        if value is None:  # tombstoned: held no more, and an end applied to it before was carried out
+            if key.group in groups:
+                groups[key.group].offsets.pop(tp, None)
+            for ended in self.ended:
+                if (ended.group, ended.producer_id) == (key.group, key.producer_id):
+                    ended.pending.offsets.pop(tp, None)
+            return
+        start, offset = value
+        held = groups.get(key.group)
+        if held is None or held.txn_start_ms != start:
+            held = groups[key.group] = PendingOffsets(start, {})
+        held.offsets[tp] = offset
+
+    def end(self, partition: int, producer_id: int, end: TxnEnd,
+            offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]]) -> None:
+        groups = self._by_partition.get(partition, {}).get(producer_id, {})
+        for group in [g for g, held in groups.items() if held.txn_start_ms == end.txn_start_ms]:
+            held = groups.pop(group)
+            if end.commit:
+                offsets.setdefault(group, {}).update(held.offsets)
+            self.ended.append(EndedOffsets(group, producer_id, held, end.commit))
+
+    def held(self) -> dict[int, dict[str, PendingOffsets]]:
+        found: dict[int, dict[str, PendingOffsets]] = {}
+        for producers in self._by_partition.values():
+            for producer_id, groups in producers.items():
+                for group, held in groups.items():
+                    if held.offsets:
+                        found.setdefault(producer_id, {})[group] = held
+        return found
 
 
 def _settle(done: asyncio.Future[None], failures: list[str]) -> None:

@@ -54,11 +54,12 @@ FINAL_MARKER_ERRORS = frozenset({Errors.NONE.code, Errors.UNKNOWN_TOPIC_OR_PARTI
                                  Errors.INVALID_RECORD.code, Errors.INVALID_TOPIC_EXCEPTION.code})
 
 SendMarker = Callable[[str, int, bytes], Awaitable[int]]  # (topic, partition, control batch) -> the error code
-# (producer id, offsets partition, commit): the group coordinator's end of a transaction's consumer offsets
-CompleteOffsets = Callable[[int, int, bool], Awaitable[None]]
+# (producer id, transaction start, commit): the end of a transaction with consumer offsets written to the groups
+# topic (Kafka's marker on its offsets partitions); raises when the topic does not take it
+EndOffsets = Callable[[int, int, bool], Awaitable[None]]
 
 
-async def _no_offsets(_producer_id: int, _partition: int, _commit: bool) -> None:
+async def _no_offsets(_producer_id: int, _txn_start_ms: int, _commit: bool) -> None:
     return None
 
 
@@ -75,9 +76,9 @@ class TransactionSettings:
 class TransactionCoordinator:
     def __init__(self, store: KafkaTransactionStore, new_producer_id: Callable[[], int], send_marker: SendMarker,
                  owns: Callable[[str], bool], settings: TransactionSettings = TransactionSettings(),
-                 clock: Callable[[], float] = time.time, complete_offsets: CompleteOffsets = _no_offsets) -> None:
+                 clock: Callable[[], float] = time.time, end_offsets: EndOffsets = _no_offsets) -> None:
         self.store, self._new_producer_id, self._send_marker = store, new_producer_id, send_marker
-        self._complete_offsets = complete_offsets
+        self._end_offsets = end_offsets
         self.owns, self.settings, self._clock = owns, settings, clock
         self._pending: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -173,11 +174,17 @@ class TransactionCoordinator:
             marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
                                           COORDINATOR_EPOCH)
             # a data partition gets a control batch through the ingress path; a consumer group's offsets partition
-            # (AddOffsetsToTxn) is this door's group coordinator's, which ends the offsets it holds
+            # (AddOffsetsToTxn) gets the end written to the groups topic, whose coordinator (on any door) ends the
+            # offsets it holds when it sees the Complete state below
             await asyncio.gather(*(self._mark(prepared, marker, topic, partition)
                                    for topic, partition in sorted(prepared.partitions) if topic != OFFSETS_TOPIC))
-            for _topic, partition in sorted(p for p in prepared.partitions if p[0] == OFFSETS_TOPIC):
-                await self._complete_offsets(prepared.producer_id, partition, commit)
+            while any(topic == OFFSETS_TOPIC for topic, _ in prepared.partitions):
+                try:
+                    await self._end_offsets(prepared.producer_id, prepared.start_ms, commit)
+                    break
+                except Exception as e:  # noqa: BLE001 - the groups topic's failure: try again, as a marker
+                    log.warning("transactional id %s: its end on the groups topic: %s; trying again", tid, e)
+                    await asyncio.sleep(MARKER_RETRY_S)
             while True:
                 try:
                     await self.store.write(complete(prepared, self._now()))

@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from contract.group_records import TxnEnd
 from contract.ingress import ORIGIN_COORDINATOR
 from front_door.context import Context
 from front_door.ingress_bridge import IngressBridge
 from front_door.transactions.coordinator import TransactionCoordinator
 from front_door.transactions.placement import transaction_coordinator
 from front_door.transactions.store import KafkaTransactionStore, TransactionStoreError
+from front_door.transactions.view import COMPLETE
+from validators.transaction_state import TransactionMetadata, TransactionState
 
 if TYPE_CHECKING:
     from front_door.server import FrontDoorSettings
@@ -55,8 +58,21 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
         nodes = ctx.cluster.node_ids() if ctx.cluster is not None else sorted(own)
         return transaction_coordinator(transactional_id, nodes) in own
 
+    groups = ctx.groups
+
+    async def end_offsets(producer_id: int, txn_start_ms: int, commit: bool) -> None:
+        await groups.store.write_txn_end(producer_id, TxnEnd(txn_start_ms, commit))
+
+    def ended(meta: TransactionMetadata) -> None:
+        """A Complete state seen (this door's or another's): the group coordinator ends the offsets it holds."""
+        if meta.state in COMPLETE:
+            groups.transaction_ended(meta.producer_id, meta.start_ms, meta.state is TransactionState.COMPLETE_COMMIT)
+
+    store.view.listeners.append(ended)
+    groups.transaction_outcome = store.view.outcome
+    groups.end_completed()  # offsets loaded before the view knew their transaction's end
     coordinator = TransactionCoordinator(store, ctx.producer_ids.generate, send_marker, owns, settings.transactions,
-                                         complete_offsets=ctx.groups.complete_transaction)
+                                         end_offsets=end_offsets)
     coordinator.start()
     log.info("front door transactions: %d transactional ids loaded from %s", len(store.snapshot()),
              settings.transaction_state_topic)

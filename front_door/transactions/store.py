@@ -5,6 +5,9 @@ transactional id per change, keyed by the id, so compaction keeps each id's last
 Every front door loads it at start and follows it: whichever door coordinates an id (`coordinator.py`) has its
 state, also after the door that coordinated it died. A write returns once the cluster has it (acks=all) and
 this door's view holds it; a delete is a tombstone (`transactional.id.expiration.ms`).
+
+Each change this door sees, its own writes and the followed ones in the topic's order, reaches its `view`
+(`view.py`) on the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from contract.transaction_records import (
     encode_key,
     encode_value,
 )
+from front_door.transactions.view import TransactionView
 from sinks.kafka_admin import create_topics, watermarks
 from sinks.kafka_client_log import KAFKA_CLIENT_LOG
 from sinks.kafka_security import KafkaCluster
@@ -74,6 +78,8 @@ class KafkaTransactionStore:
         self._thread: threading.Thread | None = None
         self._producer: Any = None
         self._written: dict[str, int] = {}  # this door's last write of an id: the follower never goes back past it
+        self.view = TransactionView()  # the loop's copy, its listeners and the completed transactions' outcomes
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _consumer(self, purpose: str) -> Any:
         return Consumer(self.cluster.client({
@@ -119,16 +125,24 @@ class KafkaTransactionStore:
         except (TransactionRecordError, ValueError) as e:
             log.warning("transaction state topic %s: record at offset %d skipped: %s", self.topic, msg.offset(), e)
             value, key = None, None
+        applied = False
         with self._lock:
             if key is not None and msg.offset() >= self._written.get(key.transactional_id, -1):
+                applied = True
                 if value is None:
                     self.states.pop(key.transactional_id, None)
                 else:
                     self.states[key.transactional_id] = value
+                    self.view.remember(value)
             self._position = msg.offset() + 1
+        if applied and key is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(self.view.seen, key.transactional_id, value)
 
     def start(self) -> None:
-        """Follow the topic and open the writer."""
+        """Follow the topic and open the writer (on the event loop: changes reach it)."""
+        self._loop = asyncio.get_running_loop()
+        with self._lock:
+            self.view.states = dict(self.states)
         self._producer = Producer(self.cluster.client({
             "enable.idempotence": False, "max.in.flight.requests.per.connection": 1, "acks": "all", "linger.ms": 0,
             "message.timeout.ms": self._timeout_ms, "client.id": "gateway-transactions", "logger": KAFKA_CLIENT_LOG}))
@@ -162,12 +176,15 @@ class KafkaTransactionStore:
         with self._lock:
             self.states[meta.transactional_id] = meta
             self._written[meta.transactional_id] = offset
+            self.view.remember(meta)
+        self.view.seen(meta.transactional_id, meta)
 
     async def delete(self, transactional_id: str) -> None:
         offset = await self._send(transactional_id, None)
         with self._lock:
             self.states.pop(transactional_id, None)
             self._written[transactional_id] = offset
+        self.view.seen(transactional_id, None)
 
     async def _send(self, transactional_id: str, value: bytes | None) -> int:
         """The record's offset once the cluster has it."""

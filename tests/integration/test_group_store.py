@@ -12,7 +12,16 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from contract.group_records import OffsetAndMetadata, OffsetKey, StoredGroup, StoredMember, encode_key
+from contract.group_records import (
+    EndedOffsets,
+    OffsetAndMetadata,
+    OffsetKey,
+    PendingOffsets,
+    StoredGroup,
+    StoredMember,
+    TxnEnd,
+    encode_key,
+)
 from contract.topics import GROUPS_TOPIC_CONFIGS
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
 
@@ -60,26 +69,42 @@ def test_a_new_store_loads_what_was_written_last_and_forgets_deleted_groups(kafk
 
 
 def test_pending_transactional_offsets_load_until_their_transaction_ends(kafka) -> None:
-    """A transaction's pending offsets load as pending; its end writes the committed ones as the group's and
-    tombstones the pending records, so the next load holds only what is still open."""
+    """A transaction's pending offsets load as pending until its end is on the topic: read after them, the end
+    makes them the group's (a commit) or drops them (an abort), and only for the transaction it names; the
+    group coordinator's end of them tombstones the records, so the next load holds nothing of them."""
     name = topic(kafka)
     first, second = OffsetAndMetadata(5, -1, "", 1), OffsetAndMetadata(8, -1, "", 2)
 
     async def open_two(store: KafkaGroupStore) -> None:
-        await store.write_pending_offsets("g", 7, {("t", 0): first})
-        await store.write_pending_offsets("g", 9, {("t", 1): second})
+        await store.write_pending_offsets("g", 7, PendingOffsets(100, {("t", 0): first}))
+        await store.write_pending_offsets("g", 9, PendingOffsets(100, {("t", 1): second}))
+        await store.write_txn_end(9, TxnEnd(99, True))  # an earlier transaction of producer 9's
 
     written(kafka, name, open_two)
-    assert KafkaGroupStore(kafka.cluster, name).load().pending == {7: {"g": {("t", 0): first}}, 9: {"g": {("t", 1): second}}}
+    loaded = KafkaGroupStore(kafka.cluster, name).load()
+    assert loaded.pending == {7: {"g": PendingOffsets(100, {("t", 0): first})},
+                              9: {"g": PendingOffsets(100, {("t", 1): second})}}
+    assert loaded.ended == ()
 
     async def end_them(store: KafkaGroupStore) -> None:
-        await store.end_pending_offsets("g", 7, [("t", 0)], {("t", 0): first})  # committed
-        await store.end_pending_offsets("g", 9, [("t", 1)], {})  # aborted
+        await store.write_txn_end(7, TxnEnd(100, True))
+        await store.write_txn_end(9, TxnEnd(100, False))
 
     written(kafka, name, end_them)
     loaded = KafkaGroupStore(kafka.cluster, name).load()
     assert loaded.pending == {}
     assert loaded.offsets == {"g": {("t", 0): first}}
+    assert loaded.ended == (EndedOffsets("g", 7, PendingOffsets(100, {("t", 0): first}), True),
+                            EndedOffsets("g", 9, PendingOffsets(100, {("t", 1): second}), False))
+
+    async def tombstone(store: KafkaGroupStore) -> None:
+        for ended in loaded.ended:
+            await store.end_pending_offsets("g", ended.producer_id, ended.pending.offsets,
+                                            ended.pending.offsets if ended.commit else {})
+
+    written(kafka, name, tombstone)
+    again = KafkaGroupStore(kafka.cluster, name).load()
+    assert (again.pending, again.ended, again.offsets) == ({}, (), {"g": {("t", 0): first}})
 
 
 def test_damaged_records_are_skipped_with_their_offset_named(kafka, caplog: pytest.LogCaptureFixture) -> None:

@@ -2,7 +2,8 @@
 driver without a door, as an operator runs them; Kafka's Java transactional producer (`java/TransactionalStream.java`)
 commits and aborts at random, a read_committed consumer reads beside it the whole time. Mid-stream the door that
 coordinates the producer's transactional id is killed with kill -9 (its partitions' leadership and the id move to
-the other door, which resumes whatever the dead one left prepared); then, on the surviving door, a Kafka Streams
+the other door, which resumes whatever the dead one left prepared); before that, consumer offsets are sent to
+transactions whose group and transactional id are coordinated by different doors; then, on the surviving door, a Kafka Streams
 word count with `exactly_once_v2` is killed (kill -9) and started again, and the gateway's driver is killed with
 kill -9 and started again under both.
 
@@ -26,10 +27,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.door_cluster import first_node_id
+from front_door.groups.placement import coordinator as group_coordinator
 from front_door.transactions.placement import transaction_coordinator
 from sinks.storage.log_reader import read
 from streaming.config import GatewayConfig
@@ -55,6 +57,7 @@ from tests.integration.test_kafka_streams import EXACTLY_ONCE
 pytestmark = pytest.mark.integration
 
 TOPIC, TOPIC_PARTITIONS = "payments", 4
+ETL_TOPIC = "etl-out"  # the consume-transform-produce transactions' output
 RECORDS_PER_TRANSACTION = 6
 SESSION_TIMEOUT_MS = 6000  # a killed door is fenced after it
 METADATA_REFRESH_MS = 10_000  # clients of several doors refresh their metadata this often (docs/deployment.md)
@@ -132,6 +135,33 @@ def _placed_on_first_door(prefix: str) -> str:
     return next(tid for i in range(1000) if transaction_coordinator(tid := f"{prefix}-{i}", nodes) == nodes[0])
 
 
+def _offsets_sent_across_doors(bootstrap: str) -> None:
+    """A consume-transform-produce transaction whose consumer group is coordinated by door 2 and whose
+    transactional id by door 1: the offsets it sends are the group's when it commits, never when it aborts."""
+    nodes = (first_node_id(1), first_node_id(2))
+    group = next(g for i in range(1000) if group_coordinator(g := f"etl-{i}", nodes) == nodes[1])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": _placed_on_first_door("etl")})
+    producer.init_transactions(60)
+    try:
+        for offset, commit in ((5, True), (9, False)):
+            producer.begin_transaction()
+            producer.produce(ETL_TOPIC, value=f"etl-{offset}".encode(), partition=0)
+            producer.send_offsets_to_transaction([TopicPartition(TOPIC, 1, offset)],
+                                                 consumer.consumer_group_metadata(), 60)
+            if commit:
+                producer.commit_transaction(60)
+            else:
+                assert producer.flush(60) == 0
+                producer.abort_transaction(60)
+            # require_stable (read_committed): the fetch waits out the transaction's end on the group's door
+            until(lambda: consumer.committed([TopicPartition(TOPIC, 1)], timeout=30)[0].offset == 5,
+                  "the group's offset from the committed transaction", 60)
+    finally:
+        consumer.close()
+
+
 def _settled_read(bootstrap: str, committed: set[str], timeout_s: float = 120) -> list[str]:
     """A fresh read_committed consumer's values once they hold every committed record (the last markers land a
     moment after the commit returns) and it has reached each partition's end."""
@@ -158,7 +188,7 @@ def _settled_read(bootstrap: str, committed: set[str], timeout_s: float = 120) -
 def test_transactions_hold_through_door_and_driver_kills(gateway_config: GatewayConfig, tmp_path: Path) -> None:
     topics_file = tmp_path / "topics.json"
     topics_file.write_text(json.dumps({"defaults": {"log.message.timestamp.after.max.ms": "3600000"}, "topics": {
-        TOPIC: {"partitions": TOPIC_PARTITIONS}, INPUT: {"partitions": PARTITIONS}, OUTPUT: {"partitions": PARTITIONS}}}))
+        TOPIC: {"partitions": TOPIC_PARTITIONS}, ETL_TOPIC: {"partitions": 1}, INPUT: {"partitions": PARTITIONS}, OUTPUT: {"partitions": PARTITIONS}}}))
     config = gateway_config.with_overrides(
         topics_file=str(topics_file), shuffle_partitions=1, restart_backoff_initial_s=0.5, restart_backoff_max_s=4.0,
         doors_topic=f"doors-{uuid.uuid4().hex[:8]}", front_door_nodes=1,
@@ -183,6 +213,7 @@ def test_transactions_hold_through_door_and_driver_kills(gateway_config: Gateway
         for door in doors:
             _wait_for(lambda door=door: door.logged("2 live door(s)"), f"{door.log_path.name} to see both doors", 120)
         bootstrap = ",".join(addresses)
+        _offsets_sent_across_doors(bootstrap)
         stream = TransactionalStream(classes, bootstrap, _placed_on_first_door("payments"), tmp_path)
         reader = CommittedReader(bootstrap)
         until(lambda: stream.committed() >= 10, "transactions committed through the doors", 240, stream.tail)

@@ -18,12 +18,18 @@ from contract.group_records import (
     PendingOffsetKey,
     StoredGroup,
     StoredMember,
+    TxnEnd,
+    TxnEndKey,
     decode_group,
     decode_key,
     decode_offset,
+    decode_pending_offset,
+    decode_txn_end,
     encode_group,
     encode_key,
     encode_offset,
+    encode_pending_offset,
+    encode_txn_end,
 )
 
 GROUP = StoredGroup("consumer", 7, "range", "m-1", 1_700_000_000_000, (
@@ -33,7 +39,8 @@ GROUP = StoredGroup("consumer", 7, "range", "m-1", 1_700_000_000_000, (
 
 
 def test_every_record_kind_round_trips() -> None:
-    for key in (OffsetKey("g", "orders", 3), GroupKey("g"), GroupKey("é€😀"), PendingOffsetKey(7, "g", "orders", 3)):
+    for key in (OffsetKey("g", "orders", 3), GroupKey("g"), GroupKey("é€😀"), PendingOffsetKey(7, "g", "orders", 3),
+                TxnEndKey(7)):
         assert decode_key(encode_key(key)) == key
     offset = OffsetAndMetadata(42, 0, "meta", 1_700_000_000_000)
     assert decode_offset(encode_offset(offset)) == offset
@@ -47,9 +54,21 @@ def test_the_bytes_are_kafkas_layout() -> None:
     assert encode_key(GroupKey("g")) == struct.pack(">hh1s", 2, 1, b"g")
     # the gateway's own pending transactional offset key: its version, the producer id, then OffsetCommitKey's fields
     assert encode_key(PendingOffsetKey(7, "g", "t", 3)) == struct.pack(">hqh1sh1si", 32001, 7, 1, b"g", 1, b"t", 3)
+    assert encode_key(TxnEndKey(7)) == struct.pack(">hq", 32002, 7)
+    assert encode_pending_offset(11, OffsetAndMetadata(5, -1, "", 9)) == struct.pack(">hqqihq", 0, 11, 5, -1, 0, 9)
+    assert decode_pending_offset(struct.pack(">hqqihq", 0, 11, 5, -1, 0, 9)) == (11, OffsetAndMetadata(5, -1, "", 9))
+    assert encode_txn_end(TxnEnd(11, True)) == struct.pack(">hqb", 0, 11, 1)
+    assert decode_txn_end(struct.pack(">hqb", 0, 11, 0)) == TxnEnd(11, False)
     assert encode_offset(OffsetAndMetadata(5, -1, "", 9)) == struct.pack(">hqihq", 3, 5, -1, 0, 9)
     # OffsetCommitValue v1 (older Kafka: with an expire timestamp) is read too
     assert decode_offset(struct.pack(">hqh2sqq", 1, 5, 2, b"md", 9, 99)) == OffsetAndMetadata(5, -1, "md", 9)
+
+
+def test_damaged_gateway_values_are_named() -> None:
+    with pytest.raises(GroupRecordError, match="transaction end value: result 2"):
+        decode_txn_end(struct.pack(">hqb", 0, 11, 2))
+    with pytest.raises(GroupRecordError, match="pending offset value version 3 is not 0"):
+        decode_pending_offset(struct.pack(">hqqihq", 3, 11, 5, -1, 0, 9))
 
 
 @pytest.mark.parametrize("data, what", [

@@ -140,18 +140,25 @@ async def test_a_retriable_marker_answer_is_sent_again() -> None:
 
 
 @run
-async def test_a_consumer_groups_offsets_partition_is_ended_by_the_group_coordinator_not_a_marker() -> None:
+async def test_a_consumer_groups_offsets_partition_gets_the_end_on_the_groups_topic_not_a_marker() -> None:
+    """Before the Complete state: the end written to the groups topic, once for the transaction's offsets
+    partitions (retried until the topic takes it)."""
     ended: list[tuple[int, int, bool]] = []
+    refusals = [OSError("the groups topic is down")]
 
-    async def complete_offsets(producer_id: int, partition: int, commit: bool) -> None:
-        ended.append((producer_id, partition, commit))
+    async def end_offsets(producer_id: int, txn_start_ms: int, commit: bool) -> None:
+        if refusals:
+            raise refusals.pop()
+        ended.append((producer_id, txn_start_ms, commit))
 
     h = Harness()
     c = TransactionCoordinator(h.store, lambda: 77, h.send_marker, lambda _tid: True,  # type: ignore[arg-type]
-                               TransactionSettings(abort_interval_ms=3_600_000), complete_offsets=complete_offsets)
+                               TransactionSettings(abort_interval_ms=3_600_000), end_offsets=end_offsets)
     _, pid, epoch = await c.init_producer_id("tx", 60_000, None)
-    await c.add_partitions("tx", pid, epoch, [("a", 0), ("__consumer_offsets", 12)])
+    await c.add_partitions("tx", pid, epoch, [("a", 0), ("__consumer_offsets", 12), ("__consumer_offsets", 31)])
+    start = h.store.get("tx").start_ms  # type: ignore[union-attr]
     await c.end_transaction("tx", pid, epoch, True)
     while c._tasks:
         await asyncio.gather(*c._tasks)
-    assert [m[:2] for m in h.markers] == [("a", 0)] and ended == [(77, 12, True)]
+    assert [m[:2] for m in h.markers] == [("a", 0)] and ended == [(77, start, True)]
+    assert h.store.get("tx").state is S.COMPLETE_COMMIT  # type: ignore[union-attr]
