@@ -4,7 +4,7 @@
 bucket of target (topic, partition)s in a micro-batch (`bucket_state.STAGE_BUCKETS` buckets: Spark's cost
 per group is then bounded however many partitions a micro-batch touches). Each target partition's batches
 are sorted by (ingress partition, ingress offset) — Spark gives no order after the shuffle — and decided one
-by one by the pure `validators.log_validator.validate_and_assign`, threading the partition state through; the
+by one by the pure `validators.log_validator` (`decide_in_lane`, the stage's lane to `validate_and_assign`), threading the partition state through; the
 bucket's state holds every partition's (`bucket_state.BucketState`).
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
@@ -38,7 +38,7 @@ from streaming.logs import ThrottledWarning, configure_logging
 from streaming.worker_memory import keep_worker_memory
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
-from validators.log_validator import AppendOrigin, partition_decider
+from validators.log_validator import AppendOrigin, PartitionLane, decide_in_lane, partition_lane
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
@@ -71,37 +71,48 @@ class IngressBatch(NamedTuple):
     origin: str | None = None  # gw.origin: `coordinator` for a transaction marker
 
 
-def target_decider(
-    topic: str | None, partition: int | None, registry: TopicRegistry
-) -> Callable[[IngressBatch, PartitionState, int], AppendResult]:
-    """The decision for one target partition's batches: header problems first (the gateway's own contract,
-    docs/design.md: ingress topic), then Kafka's (`validators.log_validator.partition_decider`). Any unexpected exception
-    becomes UNKNOWN_SERVER_ERROR for that batch only: bad input must never stop the query."""
+class TargetLane(NamedTuple):
+    """What `target_lane` settles once for a target partition's batches: Kafka's lane (`lane`), or the answer
+    to every batch of the group (`rejected`); neither: the partition header is missing or malformed."""
+
+    lane: PartitionLane | None
+    rejected: Rejected | None = None
+
+
+def target_lane(topic: str | None, partition: int | None, registry: TopicRegistry) -> TargetLane:
+    """The lane of one target partition for `decide_target`: header problems first (the gateway's own contract,
+    docs/design.md: ingress topic), then Kafka's (`validators.log_validator.partition_lane`). An unexpected
+    exception here becomes UNKNOWN_SERVER_ERROR for the group's batches: bad input must never stop the query."""
     if topic is None:
-        missing_topic = Rejected(Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)")
-        return lambda item, state, now_ms: missing_topic
+        return TargetLane(None, Rejected(
+            Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)"))
     if partition is None:
-        return lambda item, state, now_ms: Rejected(
+        return TargetLane(None)
+    try:
+        return TargetLane(partition_lane(topic, partition, registry.get(topic)))
+    except Exception as e:  # noqa: BLE001 — a hostile key fails its own batches, not the query
+        log.exception("validator failed on %s-%s", topic, partition)
+        return TargetLane(None, Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"))
+
+
+def decide_target(target: TargetLane, item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:
+    """One batch of the target partition: the lane's answer, or Kafka's decision (`decide_in_lane`). An
+    unexpected exception becomes UNKNOWN_SERVER_ERROR for this batch only."""
+    lane = target.lane
+    if lane is None:
+        if target.rejected is not None:
+            return target.rejected
+        return Rejected(
             Errors.UNKNOWN_TOPIC_OR_PARTITION,
             f"Missing or malformed header {HEADER_PARTITION}: {item.partition_header!r} is not a decimal partition number",
         )
     try:
-        kafka_decision = partition_decider(topic, partition, registry.get(topic))
-    except Exception as e:  # noqa: BLE001 — a hostile key fails its own batches, not the query
-        log.exception("validator failed on %s-%s", topic, partition)
-        failed = Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
-        return lambda item, state, now_ms: failed
-
-    def decide_one(item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:
-        try:
-            if item.origin is None and item.transactional_id is None:
-                return kafka_decision(item.batch, state, now_ms)
-            return kafka_decision(item.batch, state, now_ms, _origin(item))
-        except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
-            log.exception("validator failed on %s-%s request %s", topic, partition, item.request_id)
-            return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
-
-    return decide_one
+        if item.origin is None and item.transactional_id is None:
+            return decide_in_lane(lane, item.batch, state, now_ms)
+        return decide_in_lane(lane, item.batch, state, now_ms, _origin(item))
+    except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
+        log.exception("validator failed on %s-%s request %s", lane.topic, lane.partition, item.request_id)
+        return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
 
 
 def _origin(item: IngressBatch) -> AppendOrigin:
@@ -117,9 +128,9 @@ def decide_group(
 ) -> tuple[list[DecisionRow], PartitionState]:
     """Decide a target partition's batches of one micro-batch in ingress order."""
     rows: list[DecisionRow] = []
-    decide_one = target_decider(topic, partition, registry)
+    target = target_lane(topic, partition, registry)
     for item in sorted(items, key=ingress_position):
-        result = decide_one(item, state, now_ms)
+        result = decide_target(target, item, state, now_ms)
         if type(result) is Accepted:
             state = result.state
             if result.future_timestamp_count:

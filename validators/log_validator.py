@@ -184,42 +184,60 @@ def validate_and_assign(
         return r.result
 
 
-def partition_decider(
-    topic: str, partition: int | None, config: TopicConfig | None
-) -> Callable[..., AppendResult]:
-    """`validate_and_assign` for one target partition: (batch, state, now_ms[, origin]) -> the same result.
+class PartitionLane(NamedTuple):
+    """What `partition_lane` settles once for a target partition, for `decide_in_lane` to use per batch.
+    `decide_in_place` None (no native path for this partition): every batch goes through `validate_and_assign`."""
 
-    What depends only on the partition — the topic name (§6.3), internal topics (step 8), the registry and
-    the partition's range (step 4), whether the native path applies — is settled once; a clean
-    uncompressed v2 batch then goes straight to `decide_in_place` (it declines everything steps 1, 5 and
-    11-15 would answer differently, framing included: one complete batch of exactly its size, magic 2)."""
+    topic: str
+    partition: int | None
+    config: TopicConfig | None
+    decide_in_place: Callable[..., tuple | None] | None
+    tp: str = ""
+    lat_topic: bool = False
+    max_message_bytes: int = 0
+    segment_bytes: int = 0
+    compacted: bool = False
+    before_max_ms: int = 0
+    after_max_ms: int = 0
+
+
+def partition_lane(topic: str, partition: int | None, config: TopicConfig | None) -> PartitionLane:
+    """The lane of one target partition for `decide_in_lane`: what depends only on the partition — the topic
+    name (§6.3), internal topics (step 8), the registry and the partition's range (step 4), whether the
+    native path applies — settled once."""
     native = native_walk.NATIVE_WALK
     if (native is None or config is None or partition is None or not 0 <= partition < config.partitions
             or _topic_name_error(topic) is not None or topic in INTERNAL_TOPICS or not _native_applies(config)):
-        return lambda data, state, now_ms, origin=AppendOrigin.CLIENT: validate_and_assign(
-            data, topic, partition, config, state, now_ms, origin)
-    tp = _tp(topic, partition)
-    lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    decide_in_place = native.decide_in_place
-    max_message_bytes, segment_bytes, compacted = config.max_message_bytes, config.segment_bytes, config.compacted
-    before_max_ms, after_max_ms = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+        return PartitionLane(topic, partition, config, None)
+    return PartitionLane(
+        topic, partition, config, native.decide_in_place, _tp(topic, partition),
+        config.message_timestamp_type == TimestampType.LOG_APPEND_TIME, config.max_message_bytes,
+        config.segment_bytes, config.compacted, config.message_timestamp_before_max_ms,
+        config.message_timestamp_after_max_ms,
+    )
 
-    def decide(data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendResult:
-        if origin is not AppendOrigin.CLIENT:
-            return validate_and_assign(data, topic, partition, config, state, now_ms, origin)
-        if type(data) is not bytes:
-            data = bytes(data)
-        last = state.last_append_time_ms
-        append_time = now_ms if now_ms >= last else last  # append_clock
-        fast = decide_in_place(
-            data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
-            append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
-        )
-        if fast is None:
-            return validate_and_assign(data, topic, partition, config, state, now_ms)
-        return _producer_step(StoredV2(*fast), tp, config, state, now_ms, lat_topic, append_time)
 
-    return decide
+def decide_in_lane(
+    lane: PartitionLane, data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+) -> AppendResult:
+    """`validate_and_assign` for the lane's partition, the same result. A client's clean uncompressed v2
+    batch goes straight to `decide_in_place` (it declines everything steps 1, 5 and 11-15 would answer
+    differently, framing included: one complete batch of exactly its size, magic 2)."""
+    (topic, partition, config, decide_in_place, tp, lat_topic, max_message_bytes, segment_bytes, compacted,
+     before_max_ms, after_max_ms) = lane
+    if decide_in_place is None or origin is not AppendOrigin.CLIENT:
+        return validate_and_assign(data, topic, partition, config, state, now_ms, origin)
+    if type(data) is not bytes:
+        data = bytes(data)
+    last = state.last_append_time_ms
+    append_time = now_ms if now_ms >= last else last  # append_clock
+    fast = decide_in_place(
+        data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
+        append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
+    )
+    if fast is None:
+        return validate_and_assign(data, topic, partition, config, state, now_ms)
+    return _producer_step(StoredV2(*fast), tp, config, state, now_ms, lat_topic, append_time)
 
 
 def _native_applies(config: TopicConfig) -> bool:

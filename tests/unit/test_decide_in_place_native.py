@@ -29,7 +29,7 @@ from tests.unit.test_record_walk_native import (
 from validators.append_result import Accepted, PartitionState
 from validators.codec import native_walk
 from validators.codec.record_batch import assign_offsets_and_timestamp, build_record_batch
-from validators.log_validator import partition_decider, validate_and_assign
+from validators.log_validator import decide_in_lane, partition_lane, validate_and_assign
 from validators.producer_state import BatchMetadata, ProducerStateEntry, ProducerTable
 from validators.topic_config import TimestampType, topic_config
 
@@ -52,9 +52,9 @@ def v2_batch(area: bytes, count: int, *, base_offset: int = 0, attributes: int =
 
 def both(data: bytes, config, state: PartitionState, now: int = NOW):
     """The decision with the native module and without it; the stage's per-partition lane
-    (`partition_decider`) must give the native one."""
+    (`partition_lane`, `decide_in_lane`) must give the native one."""
     with_native = validate_and_assign(data, "t", 0, config, state, now)
-    assert partition_decider("t", 0, config)(data, state, now) == with_native
+    assert decide_in_lane(partition_lane("t", 0, config), data, state, now) == with_native
     saved = native_walk.NATIVE_WALK
     try:
         native_walk.NATIVE_WALK = None
@@ -204,7 +204,7 @@ def test_the_native_pass_takes_the_common_batches() -> None:
 ])
 @pytest.mark.parametrize("kind", ["clean", "crc", "transactional", "two batches", "legacy"])
 def test_the_partition_lane_decides_what_validate_and_assign_decides(topic, partition, configured, kind) -> None:
-    """What `partition_decider` settles once per partition (topic name, internal topic, registry, range)
+    """What `partition_lane` settles once per partition (topic name, internal topic, registry, range)
     answers as the per-batch checks do, in Kafka's order against the batch's own faults."""
     clean = build_record_batch([(NOW - 100 + i, b"k", b"v") for i in range(3)])
     data = {"clean": clean, "crc": v2_batch(b"\x00" * 8, 1, crc_delta=1),
@@ -212,5 +212,5 @@ def test_the_partition_lane_decides_what_validate_and_assign_decides(topic, part
             "legacy": v2_batch(b"", 1, magic=1)}[kind]
     config = topic_config("t", 1, {"message.timestamp.type": "LogAppendTime"}, {}) if configured else None
     state = PartitionState(0, 7, NOW - 5)
-    assert partition_decider(topic, partition, config)(data, state, NOW) == validate_and_assign(
+    assert decide_in_lane(partition_lane(topic, partition, config), data, state, NOW) == validate_and_assign(
         data, topic, partition, config, state, NOW)

@@ -30,8 +30,9 @@ from streaming.stage import (
     STATE_SCHEMA,
     _ingress_batches,
     decide_group,
+    decide_target,
     stage_function,
-    target_decider,
+    target_lane,
 )
 from validators.append_result import Accepted, PartitionState
 from validators.codec.record_batch import build_record_batch
@@ -131,7 +132,7 @@ def test_an_accepted_row_carries_the_decision_field_by_field(tmp_path: Path) -> 
     registry = _registry(tmp_path).current()
     (item,) = list(_ingress_batches(_frame([9])))
     state = PartitionState(log_start_offset=3, log_end_offset=40, last_append_time_ms=NOW + 5)
-    result = target_decider("orders", 0, registry)(item, state, NOW)
+    result = decide_target(target_lane("orders", 0, registry), item, state, NOW)
     assert isinstance(result, Accepted)
     (row,), _ = decide_group("orders", 0, [item], registry, state, NOW)
     assert row._asdict() == {
@@ -152,18 +153,14 @@ def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, mon
     decision is being set up."""
     registry = _registry(tmp_path).current()
     items = list(_ingress_batches(_frame([0, 1, 2])))
-    real = stage.partition_decider
+    real = stage.decide_in_lane
 
-    def fails_on_second(topic, partition, config):  # noqa: ANN001, ANN202
-        decide = real(topic, partition, config)
+    def fails_on_second(lane, data, state, now_ms):  # noqa: ANN001, ANN202
+        if data == items[1].batch:
+            raise ValueError("hostile")
+        return real(lane, data, state, now_ms)
 
-        def decide_or_raise(data, state, now_ms):  # noqa: ANN001, ANN202
-            if data == items[1].batch:
-                raise ValueError("hostile")
-            return decide(data, state, now_ms)
-        return decide_or_raise
-
-    monkeypatch.setattr(stage, "partition_decider", fails_on_second)
+    monkeypatch.setattr(stage, "decide_in_lane", fails_on_second)
     rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
     assert [r.error_name for r in rows] == [None, "UNKNOWN_SERVER_ERROR", None]
     assert rows[1].error_message == "ValueError: hostile" and state.log_end_offset == 4
@@ -171,6 +168,6 @@ def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, mon
     def fails_at_setup(topic, partition, config):  # noqa: ANN001, ANN202
         raise KeyError(topic)
 
-    monkeypatch.setattr(stage, "partition_decider", fails_at_setup)
+    monkeypatch.setattr(stage, "partition_lane", fails_at_setup)
     rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
     assert [r.error_name for r in rows] == ["UNKNOWN_SERVER_ERROR"] * 3 and state == PartitionState()
