@@ -230,7 +230,7 @@ def decide_in_lane(
     if type(data) is not bytes:
         data = bytes(data)
     last = state.last_append_time_ms
-    append_time = now_ms if now_ms >= last else last  # append_clock
+    append_time = now_ms if now_ms >= last else last  # _append_clock
     fast = decide_in_place(
         data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
         append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
@@ -243,6 +243,9 @@ def decide_in_lane(
 def _native_applies(config: TopicConfig) -> bool:
     """The native path A decides only what the full walk keeps in place (no target codec to rebuild into)."""
     return config.record_validation is RecordValidation.FULL and config.target_compression_id in (None, 0)
+
+
+# The leader's checks before LogValidator: §1.1 steps 1, 8, 4 and 5, in Kafka's order.
 
 
 def _decide(
@@ -272,6 +275,9 @@ def _decide(
     return _decide_v2(data, batch_size, tp, config, state, now_ms)
 
 
+# A transaction marker from the coordinator (origin COORDINATOR).
+
+
 def _decide_marker(
     data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int
 ) -> AppendResult:
@@ -292,7 +298,7 @@ def _decide_marker(
         return invalid_record(f"Invalid transaction marker for {tp}: {e}", state.log_start_offset)
     (_, _, _, _, _, _, _, _, max_timestamp, producer_id, producer_epoch, _, _) = BATCH_HEADER.unpack_from(data, 0)
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    append_time = append_clock(state, now_ms)
+    append_time = _append_clock(state, now_ms)
     max_ts = append_time if lat_topic else max_timestamp
     stored = rb.assign_offsets_and_timestamp(data[:batch_size], state.log_end_offset, config.message_timestamp_type,
                                              max_ts, GATEWAY_LEADER_EPOCH)
@@ -304,16 +310,21 @@ def _decide_marker(
             append_time, tp)
     except ProducerStateError as e:
         return Rejected(e.error, e.message, log_start_offset=state.log_start_offset)
-    accepted = appended(stored, 1, max_ts, lat_topic, append_time, now_ms, state, producers, future_count=0,
+    accepted = _appended(stored, 1, max_ts, lat_topic, append_time, now_ms, state, producers, future_count=0,
                         producer_max_timestamp=max_timestamp, rebuilt=False)
     return accepted._replace(completed_txn=completed)
+
+
+# A v2 batch: step 11 (analyzeAndValidateRecords), step 12 (LogValidator.validateMessagesAndAssignOffsets:
+# validateBatch, the record walk with validateRecord, processRecordErrors, in-place assignment or
+# buildRecordsAndAssignOffsets), steps 13 and 15.
 
 
 def _decide_v2(
     data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int
 ) -> AppendResult:
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    append_time = append_clock(state, now_ms)
+    append_time = _append_clock(state, now_ms)
     native = native_walk.NATIVE_WALK
     fast = None
     if native is not None and batch_size == len(data) and _native_applies(config):
@@ -350,7 +361,7 @@ def _stored_v2(
     """§1.1 steps 11-15 and §1.2 for any v2 batch: the stored bytes and what the producer-state step needs.
     Raises RejectedBatch."""
     lso = state.log_start_offset
-    codec_id = analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
+    codec_id = _analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
     (_, _, _, _, _, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
      base_sequence, count) = BATCH_HEADER.unpack_from(data, 0)
     _validate_batch(attributes, last_offset_delta, count, producer_id, base_sequence, tp, lso)
@@ -372,12 +383,12 @@ def _stored_v2(
     else:
         stored = _rebuild_v2(data, header, codec_id, target_id, tp, config, state, append_time, lso,
                              producer_id, producer_epoch, base_sequence)
-    check_fits_segment(len(stored), tp, config.segment_bytes)
+    _check_fits_segment(len(stored), tp, config.segment_bytes)
     return StoredV2(stored, max_ts, checked.future_count, producer_id, producer_epoch, base_sequence,
                     last_offset_delta, count, max_timestamp, rebuilt=not in_place)
 
 
-def analyze_entry(entry: bytes, size: int, magic: int, tp: str, max_message_bytes: int, lso: int) -> int:
+def _analyze_entry(entry: bytes, size: int, magic: int, tp: str, max_message_bytes: int, lso: int) -> int:
     """§1.1 step 11 b-e for one shallow entry of `size` bytes at the start of `entry`; returns its codec id."""
     if magic == 2:
         base_offset = _BASE_OFFSET.unpack_from(entry, 0)[0]
@@ -640,7 +651,7 @@ def _check_rebuilt_size(rebuilt: bytes, tp: str, config: TopicConfig) -> None:
         )
 
 
-def check_fits_segment(size: int, tp: str, segment_bytes: int) -> None:
+def _check_fits_segment(size: int, tp: str, segment_bytes: int) -> None:
     """§1.1 step 15: the batch as it will be stored must fit in one segment."""
     if size > segment_bytes:
         raise RejectedBatch(Rejected(
@@ -648,6 +659,9 @@ def check_fits_segment(size: int, tp: str, segment_bytes: int) -> None:
             f"Message batch size is {size} bytes in append to partition {tp}, which exceeds the maximum "
             f"configured segment size of {segment_bytes}.",
         ))
+
+
+# A legacy (magic 0/1) message set: step 11 per shallow entry, then LogValidator's up-conversion to v2.
 
 
 def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionState, now_ms: int) -> AppendResult:
@@ -658,7 +672,7 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
         return Rejected(Errors.CORRUPT_MESSAGE, e.message)
     source = CompressionType.NONE
     for entry_bytes in shallow:  # §1.1 step 11 over every shallow entry, before LogValidator
-        codec_id = analyze_entry(entry_bytes, len(entry_bytes), entry_bytes[16], tp, config.max_message_bytes, lso)
+        codec_id = _analyze_entry(entry_bytes, len(entry_bytes), entry_bytes[16], tp, config.max_message_bytes, lso)
         if codec_id:
             source = CompressionType(codec_id)
     # LogValidator.getFirstBatchAndMaybeValidateNoMoreBatches
@@ -685,7 +699,7 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
         future += entry_future
 
     # Path C (convertAndAssignOffsetsNonCompressed / buildRecordsAndAssignOffsets): one v2 batch
-    append_time = append_clock(state, now_ms)
+    append_time = _append_clock(state, now_ms)
     records = tuple(r for e in entries for r in e.records)
     conversion = legacy_records.UpConversion(tuple(entries), records, first_magic, source)
     target_id = config.target_compression_id
@@ -700,11 +714,11 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
     except ValueError as e:  # MemoryRecordsBuilder: "Invalid negative timestamp <ts>" -> -1
         return Rejected(Errors.UNKNOWN_SERVER_ERROR, str(e), log_start_offset=lso)
     _check_rebuilt_size(stored, tp, config)
-    check_fits_segment(len(stored), tp, config.segment_bytes)
+    _check_fits_segment(len(stored), tp, config.segment_bytes)
     producers = state.producers
     if producers:
         producers = producer_state.expire(producers, now_ms, config.producer_id_expiration_ms)
-    return appended(
+    return _appended(
         stored, len(records), append_time if lat_topic else max_ts, lat_topic, append_time, now_ms, state, producers,
         future_count=future, producer_max_timestamp=max((e.timestamp for e in entries), default=NO_TIMESTAMP),
         input_magic=first_magic, rebuilt=True,
@@ -787,6 +801,9 @@ def _legacy_record_string(r: legacy_records.LegacyRecord) -> str:
     return f"LegacyRecordBatch(offset={r.offset}, {inner})"
 
 
+# Step 17 and the accepted result, for every path.
+
+
 def _producer_step(
     v2: StoredV2, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool, append_time: int
 ) -> AppendResult:
@@ -826,16 +843,16 @@ def _producer_step(
             BatchMetadata(base_sequence, last_seq, first_offset, first_offset + count - 1, max_ts), append_time,
             transactional,
         )
-    return appended(v2.stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
+    return _appended(v2.stored, count, max_ts, lat_topic, append_time, now_ms, state, producers,
                     future_count=v2.future_count, producer_max_timestamp=max_timestamp, rebuilt=v2.rebuilt)
 
 
-def append_clock(state: PartitionState, now_ms: int) -> int:
+def _append_clock(state: PartitionState, now_ms: int) -> int:
     """docs/design.md: what the stage decides: the append time never goes backwards per partition."""
     return now_ms if now_ms >= state.last_append_time_ms else state.last_append_time_ms
 
 
-def appended(
+def _appended(
     stored: bytes, count: int, max_timestamp: int, lat_topic: bool, append_time: int, now_ms: int,
     state: PartitionState, producers: ProducerTable, *, future_count: int,
     producer_max_timestamp: int, input_magic: int = 2, rebuilt: bool,
