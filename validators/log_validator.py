@@ -175,11 +175,12 @@ def validate_and_assign(
     produce response carries. Rejected: Kafka's error, message and record errors; state unchanged.
     `origin`: CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized,
     COORDINATOR for a transaction marker from the front door's transaction coordinator."""
-    data = batch if type(batch) is bytes else bytes(batch)
+    if type(batch) is not bytes:
+        batch = bytes(batch)
     try:
         if origin is AppendOrigin.COORDINATOR:
-            return _decide_marker(data, topic, partition, config, state, now_ms)
-        return _decide(data, topic, partition, config, state, now_ms, origin is AppendOrigin.CLIENT_TRANSACTIONAL)
+            return _decide_marker(batch, topic, partition, config, state, now_ms)
+        return _decide(batch, topic, partition, config, state, now_ms, origin is AppendOrigin.CLIENT_TRANSACTIONAL)
     except RejectedBatch as r:
         return r.result
 
