@@ -4,8 +4,9 @@
 bucket of target (topic, partition)s in a micro-batch (`bucket_state.STAGE_BUCKETS` buckets: Spark's cost
 per group is then bounded however many partitions a micro-batch touches). Each target partition's batches
 are sorted by (ingress partition, ingress offset) — Spark gives no order after the shuffle — and decided one
-by one by the pure `validators.log_validator` (`decide_in_lane`, the stage's lane to `validate_and_assign`), threading the partition state through; the
-bucket's state holds every partition's (`bucket_state.BucketState`).
+by one by the pure `validators.log_validator` (`decide_in_lane`: `validate_and_assign` with what depends only
+on the partition settled once), threading the partition state through; the bucket's state holds every
+partition's (`bucket_state.BucketState`).
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
 offset log, so a replayed micro-batch decides the same offsets, append times and bytes.
 
