@@ -43,7 +43,7 @@ class Accepted(NamedTuple):
     base_offset: int
     last_offset: int
     max_timestamp: int  # header maxTimestamp as stored: append time (LogAppendTime) or max CreateTime (-1: none)
-    log_append_time_ms: int  # what the produce response carries: -1 for CreateTime topics (duplicates: §3.3)
+    log_append_time_ms: int  # what the produce response carries: -1 for CreateTime topics (a duplicate: its cached batch timestamp)
     append_time_ms: int  # the gateway's monotonic append time of this decision, for every topic
     record_count: int
     state: PartitionState
@@ -65,12 +65,12 @@ class Rejected:
     error: Errors
     message: str
     record_errors: tuple[RecordError, ...] = ()
-    log_start_offset: int = -1  # §3.3: the log start offset, or -1 for Kafka's "known" exceptions
+    log_start_offset: int = -1  # the log start offset, or -1 for Kafka's "known" exceptions
     window: tuple[int, int] | None = None  # INVALID_TIMESTAMP on CreateTime: [now-before, now+after] as printed
 
     @property
     def response_error_message(self) -> str | None:
-        """ProduceResponse ErrorMessage: Kafka fills it only for RecordValidationException (§2.4, §6.1)."""
+        """ProduceResponse ErrorMessage: Kafka fills it only for RecordValidationException."""
         return self.message if self.record_errors else None
 
 

@@ -15,19 +15,19 @@ the codec.
 
 Order of checks (Kafka's; the first failing one decides):
 
-    §1.1 step 1   transactional batch without a transactional.id           53 (see below)
-    §6.3 / step 8 illegal topic name (Topic.validate) / internal topic      17
+    step 1        transactional batch without a transactional.id           53 (see below)
+    step 8        illegal topic name (Topic.validate) / internal topic      17
     step 4        topic not in the registry, partition out of range          3
     step 5        framing (ByteBufferLogInputStream, validateRecords)        2 / 87
     step 11b-e    baseOffset != 0 (87), size > max.message.bytes (10),
                   CRC / size < 61 (2), codec id 5-7 (-1)
-    step 12       LogValidator (§1.2): validateBatch (87), record iteration
+    step 12       LogValidator: validateBatch (87), record iteration
                   structure (87), per-record key / timestamp errors (87 / 32)
     step 13       rebuilt batch > max.message.bytes                          10
     step 15       batch > segment.bytes                                      18
     step 17       idempotent producer: duplicate (ack), epoch (47), sequence (45)
 
-Gateway decisions (documented differences; everything else follows the reference):
+Gateway decisions (documented differences; everything else follows Kafka):
 
 * Clock (docs/design.md: what the stage decides): `append_time = max(now_ms, state.last_append_time_ms)`; LogAppendTime topics
   stamp `append_time` (Kafka stamps its raw wall clock); window checks use `now_ms`.
@@ -36,12 +36,12 @@ Gateway decisions (documented differences; everything else follows the reference
   record batch per partition" (87); a trailing fragment shorter than a batch is dropped as Kafka's
   `trimInvalidBytes` does, unless its size field or magic is corrupt (2).
 * Legacy magic 0/1 input is accepted and up-converted (docs/design.md: ingress topic), as Kafka's LogValidator does for
-  `toMagic = 2` (§4.6): v0 records get timestamp -1, v1 keep theirs; the rebuilt batch keeps the
+  `toMagic = 2`: v0 records get timestamp -1, v1 keep theirs; the rebuilt batch keeps the
   source codec (compression.type=producer). Kafka 4.x itself rejects magic < 2 on Produce v3+.
-* Transactional batches: the ingress carries no transactional.id and the gateway has no transaction
-  coordinator, so they get Kafka's answer to a produce request with transactional records and a null
-  transactional.id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
-* Rebuilds (Path C, §1.2.3) happen where Kafka rebuilds: a topic `compression.type` other than
+* Transactional batches are decided as Kafka decides them when the ingress carries the transactional id the
+  front door authorized (`gw.transactional.id`); without one they get Kafka's answer to a produce request with
+  transactional records and a null transactional.id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
+* Rebuilds (path C, `buildRecordsAndAssignOffsets`) happen where Kafka rebuilds: a topic `compression.type` other than
   `producer` and other than the batch's codec (the batch is recompressed with the topic's codec), and
   legacy input. The records are re-encoded like `MemoryRecordsBuilder`; compressed output bytes may
   differ from Java's codec libraries (the records are identical). The common path —
@@ -67,7 +67,7 @@ Gateway decisions (documented differences; everything else follows the reference
   reference's CORRUPT_MESSAGE for testCorruptLz4ProduceRequest is the batch CRC check, which comes first.
 * Idempotent producers (producer_state.py): a duplicate is acknowledged with the original offsets and
   `log_append_time_ms` = the cached batch timestamp — Kafka's quirk is kept: on CreateTime topics that
-  is the original batch's max CreateTime, not -1 (§3.3). Expiry uses the gateway's append time.
+  is the original batch's max CreateTime, not -1. Expiry uses the gateway's append time.
 * KIP-937 future timestamps: `future_timestamp_count` counts accepted records of CreateTime topics more
   than one hour ahead of `now_ms` (LogAppendTime records all read the append time: 0).
 * Error messages: `Rejected.message` is always the exception text Kafka would log; Kafka's
@@ -204,7 +204,7 @@ class PartitionLane(NamedTuple):
 
 def partition_lane(topic: str, partition: int | None, config: TopicConfig | None) -> PartitionLane:
     """The lane of one target partition for `decide_in_lane`: what depends only on the partition — the topic
-    name (§6.3), internal topics (step 8), the registry and the partition's range (step 4), whether the
+    name (`Topic.validate`), internal topics (step 8), the registry and the partition's range (step 4), whether the
     native path applies — settled once."""
     native = native_walk.NATIVE_WALK
     if (native is None or config is None or partition is None or not 0 <= partition < config.partitions
@@ -246,7 +246,7 @@ def _native_applies(config: TopicConfig) -> bool:
     return config.record_validation is RecordValidation.FULL and config.target_compression_id in (None, 0)
 
 
-# The leader's checks before LogValidator: §1.1 steps 1, 8, 4 and 5, in Kafka's order.
+# The leader's checks before LogValidator: steps 1, 8, 4 and 5, in Kafka's order.
 
 
 def _decide(
@@ -254,7 +254,7 @@ def _decide(
     transactional_id: bool = False,
 ) -> AppendResult:
     framed = frame_batch(data)  # (batch_size, magic) or a framing error, reported in Kafka's order below
-    # §1.1 step 1 (KafkaApis): transactional records need an authorized transactional.id
+    # step 1 (KafkaApis): transactional records need an authorized transactional.id
     if isinstance(framed, tuple) and framed[1] == 2 and data[22] & _ATTR_TXN and not transactional_id:
         return Rejected(
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -340,7 +340,7 @@ def _decide_v2(
 
 
 class StoredV2(NamedTuple):
-    """A v2 batch past §1.1 steps 11-15 and §1.2: what is stored and what step 17 needs; the first nine
+    """A v2 batch past steps 11-15 and LogValidator: what is stored and what step 17 needs; the first nine
     fields in the order `_record_walk.decide_in_place` returns them."""
 
     stored: bytes
@@ -359,7 +359,7 @@ def _stored_v2(
     data: bytes, batch_size: int, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool,
     append_time: int,
 ) -> StoredV2:
-    """§1.1 steps 11-15 and §1.2 for any v2 batch: the stored bytes and what the producer-state step needs.
+    """Steps 11-15 and LogValidator for any v2 batch: the stored bytes and what the producer-state step needs.
     Raises RejectedBatch."""
     lso = state.log_start_offset
     codec_id = _analyze_entry(data, batch_size, 2, tp, config.max_message_bytes, lso)
@@ -368,7 +368,7 @@ def _stored_v2(
     _validate_batch(attributes, last_offset_delta, count, producer_id, base_sequence, tp, lso)
 
     target_id = config.target_compression_id
-    in_place = target_id is None or target_id == codec_id  # §1.2.2: codec equality decides (not the level)
+    in_place = target_id is None or target_id == codec_id  # codec equality decides (not the level)
     header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
     checked = _check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
 
@@ -390,7 +390,7 @@ def _stored_v2(
 
 
 def _analyze_entry(entry: bytes, size: int, magic: int, tp: str, max_message_bytes: int, lso: int) -> int:
-    """§1.1 step 11 b-e for one shallow entry of `size` bytes at the start of `entry`; returns its codec id."""
+    """Step 11 b-e for one shallow entry of `size` bytes at the start of `entry`; returns its codec id."""
     if magic == 2:
         base_offset = _BASE_OFFSET.unpack_from(entry, 0)[0]
         if base_offset != 0:  # 11b (magic >= 2 only)
@@ -425,7 +425,7 @@ def _analyze_entry(entry: bytes, size: int, magic: int, tp: str, max_message_byt
 def _validate_batch(
     attributes: int, last_offset_delta: int, count: int, producer_id: int, base_sequence: int, tp: str, lso: int
 ) -> None:
-    """§1.2 `LogValidator.validateBatch` (origin CLIENT, magic 2; the baseOffset is 0 here)."""
+    """`LogValidator.validateBatch` (origin CLIENT, magic 2; the baseOffset is 0 here)."""
     count_from_offsets = last_offset_delta + 1
     message = None
     if count_from_offsets <= 0:
@@ -573,7 +573,7 @@ def _full_walk(
         raise RejectedBatch(_record_errors(errors, now_ms, config, lso))
 
     if partial and not contiguous:
-        # §1.2.2: non-contiguous inner offsets abandon in-place assignment and the batch is rebuilt
+        # non-contiguous inner offsets abandon in-place assignment and the batch is rebuilt
         # from the records read so far - PartialDefaultRecords, whose key() throws (Kafka 4.2 answers
         # UNKNOWN_SERVER_ERROR; seen on a real broker). The gateway answers the same.
         raise RejectedBatch(Rejected(
@@ -641,7 +641,7 @@ def _rebuild_v2(
 
 
 def _check_rebuilt_size(rebuilt: bytes, tp: str, config: TopicConfig) -> None:
-    """§1.1 step 13: a rebuilt batch is re-checked against max.message.bytes (sic: "append topartition")."""
+    """Step 13: a rebuilt batch is re-checked against max.message.bytes (sic: "append topartition")."""
     if len(rebuilt) > config.max_message_bytes:
         raise RejectedBatch(
             Rejected(
@@ -653,7 +653,7 @@ def _check_rebuilt_size(rebuilt: bytes, tp: str, config: TopicConfig) -> None:
 
 
 def _check_fits_segment(size: int, tp: str, segment_bytes: int) -> None:
-    """§1.1 step 15: the batch as it will be stored must fit in one segment."""
+    """Step 15: the batch as it will be stored must fit in one segment."""
     if size > segment_bytes:
         raise RejectedBatch(Rejected(
             Errors.RECORD_LIST_TOO_LARGE,
@@ -672,7 +672,7 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
     except CorruptRecordError as e:
         return Rejected(Errors.CORRUPT_MESSAGE, e.message)
     source = CompressionType.NONE
-    for entry_bytes in shallow:  # §1.1 step 11 over every shallow entry, before LogValidator
+    for entry_bytes in shallow:  # step 11 over every shallow entry, before LogValidator
         codec_id = _analyze_entry(entry_bytes, len(entry_bytes), entry_bytes[16], tp, config.max_message_bytes, lso)
         if codec_id:
             source = CompressionType(codec_id)
@@ -746,7 +746,7 @@ def _read_entry(entry_bytes: bytes, tp: str, lso: int) -> legacy_records.LegacyE
 def _check_legacy_records(
     entry: legacy_records.LegacyEntry, lat_topic: bool, tp: str, config: TopicConfig, now_ms: int, lso: int
 ) -> tuple[int, int]:
-    """§1.2 `validateRecord` for each record of one entry, then `processRecordErrors` (per batch: batchIndex
+    """`LogValidator.validateRecord` for each record of one entry, then `processRecordErrors` (per batch: batchIndex
     restarts at 0). Returns the entry's max timestamp and KIP-937 future count."""
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
@@ -808,7 +808,7 @@ def _legacy_record_string(r: legacy_records.LegacyRecord) -> str:
 def _producer_step(
     v2: StoredV2, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool, append_time: int
 ) -> AppendResult:
-    """§1.1 step 17 (UnifiedLog.analyzeAndValidateProducerState) and the accepted result."""
+    """Step 17 (UnifiedLog.analyzeAndValidateProducerState) and the accepted result."""
     max_ts, count, producer_id = v2.max_timestamp, v2.count, v2.producer_id
     producer_epoch, base_sequence, max_timestamp = v2.producer_epoch, v2.base_sequence, v2.producer_max_timestamp
     producers = state.producers

@@ -338,7 +338,7 @@ def _validate_records(
     before: int, after: int, compacted: bool,
 ) -> tuple[int, int, bool, list[WalkError]]:
     """`LogValidator.validateRecord` over walked records (`LogValidator.validateMessagesAndAssignOffsets`): validateKey, then
-    validateTimestamp (§2.2, Java long arithmetic); (max_timestamp, future_count, contiguous, errors)."""
+    validateTimestamp (Java long arithmetic); (max_timestamp, future_count, contiguous, errors)."""
     contiguous = list(ods) == list(range(count))
     if not count:
         return NO_TIMESTAMP, 0, contiguous, []

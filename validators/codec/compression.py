@@ -1,6 +1,6 @@
 """Kafka's record-batch compression codecs, byte formats as the Java client writes and reads them.
 
-Reference §4.2 (attribute bits 0-2) and the Java sources `clients/.../record/CompressionType.java`,
+The batch attribute's bits 0-2 name the codec, as in Kafka's `clients/.../record/CompressionType.java`,
 `clients/.../compress/{Gzip,Snappy,Lz4,Zstd}Compression.java`, `Lz4BlockOutputStream.java`,
 `Lz4BlockInputStream.java` (formerly `KafkaLZ4Block*Stream`), xerial `SnappyOutputStream` /
 `SnappyInputStream`, zstd-jni `ZstdOutputStreamNoFinalizer` / `ZstdInputStreamNoFinalizer`.

@@ -1,6 +1,6 @@
 """Legacy message sets (magic 0 and 1) and their up-conversion to one v2 batch.
 
-Reference §4.5/§4.6 and `clients/.../record/LegacyRecord.java`, `AbstractLegacyRecordBatch.java`
+Kafka's `clients/.../record/LegacyRecord.java`, `AbstractLegacyRecordBatch.java`
 (`DeepRecordsIterator`, `DataLogInputStream`), `MemoryRecordsBuilder.java` (legacy writer and the
 leader's rebuild path, `LogValidator.buildRecordsAndAssignOffsets`).
 

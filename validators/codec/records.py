@@ -1,6 +1,6 @@
 """v2 records inside a (decompressed) records area: varints, encode, decode, fast scan.
 
-Reference §4.3 and `clients/.../record/DefaultRecord.java`, `DefaultRecordBatch.RecordIterator`,
+Kafka's `clients/.../record/DefaultRecord.java`, `DefaultRecordBatch.RecordIterator`,
 `utils/ByteUtils.java`:
 
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
