@@ -46,7 +46,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
-from front_door import (
+from front_door.api_keys import ApiKey
+from front_door.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_client_quotas,
@@ -89,45 +90,32 @@ from front_door import (
     txn_offset_commit,
     unsupported,
 )
-from front_door.acceptor import Acceptor, bind
-from front_door.api_keys import ApiKey
-from front_door.api_versions import ADVERTISED
-from front_door.broker_configs import BrokerConfigs
-from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups
-from front_door.connection_quotas import ConnectionQuotas
-from front_door.connection_slots import ConnectionSlots
+from front_door.apis.api_versions import ADVERTISED
+from front_door.cluster.door_cluster import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    MAX_NODES_PER_DOOR,
+    DoorCluster,
+    first_node_id,
+)
+from front_door.cluster.kafka_security_store import KafkaSecurityStore
+from front_door.cluster.leadership import DEFAULT_NODES, node_ids
+from front_door.cluster.node import BrokerAddress, Node
+from front_door.cluster.security_store import QUOTA_KIND, SecurityStoreError
 from front_door.context import AppendSignal, Context
-from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS, MAX_NODES_PER_DOOR, DoorCluster, first_node_id
 from front_door.door_membership import DoorMembership
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.groups.placement import partition_for
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
-from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
-from front_door.leadership import DEFAULT_NODES, node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import BrokerAddress, Node
-from front_door.producer_id_manager import ProducerIdManager
-from front_door.security.acl_apis import ACL_HANDLERS
-from front_door.security.audit import OncePerWindow
-from front_door.security.authorizer import AclAuthorizer
-from front_door.security.config import FrontDoorSecurity
-from front_door.security.kafka_store import KafkaSecurityStore
-from front_door.security.listeners import Listener, plaintext_listener
-from front_door.security.principal import ANONYMOUS, KafkaPrincipal, user
-from front_door.security.sasl_server import (
-    IllegalSaslState,
-    SaslAuthenticationFailed,
-    SaslConnection,
-    SaslState,
-)
-from front_door.security.scram_credentials import ScramCredentials
-from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
-from front_door.security.store import QUOTA_KIND, SecurityStoreError
-from front_door.stopping import StopBounds, async_step, blocking_step
-from front_door.transactions.coordinator import TransactionCoordinator, TransactionSettings
-from front_door.transactions.startup import start_transactions
-from front_door.wire import (
+from front_door.network.acceptor import Acceptor, bind
+from front_door.network.broker_configs import BrokerConfigs
+from front_door.network.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups
+from front_door.network.connection_quotas import ConnectionQuotas
+from front_door.network.connection_slots import ConnectionSlots
+from front_door.network.in_flight import InFlightBytes
+from front_door.network.principal import ANONYMOUS, KafkaPrincipal, user
+from front_door.network.wire import (
     DEFAULT_MAX_REQUEST_BYTES,
     SIZE,
     BadRequestError,
@@ -138,6 +126,23 @@ from front_door.wire import (
     frame_size,
     parse_request,
 )
+from front_door.producer_id_manager import ProducerIdManager
+from front_door.security.acl_apis import ACL_HANDLERS
+from front_door.security.audit import OncePerWindow
+from front_door.security.authorizer import AclAuthorizer
+from front_door.security.config import FrontDoorSecurity
+from front_door.security.listeners import Listener, plaintext_listener
+from front_door.security.sasl_server import (
+    IllegalSaslState,
+    SaslAuthenticationFailed,
+    SaslConnection,
+    SaslState,
+)
+from front_door.security.scram_credentials import ScramCredentials
+from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
+from front_door.stopping import StopBounds, async_step, blocking_step
+from front_door.transactions.coordinator import TransactionCoordinator, TransactionSettings
+from front_door.transactions.startup import start_transactions
 from sinks.kafka_security import KafkaCluster, SecurityProtocol
 from sinks.metrics.server import parse_address
 from sinks.registry_store import RegistryStore
@@ -206,7 +211,7 @@ READABLE: dict[int, tuple[int, int]] = {
     **ADVERTISED,
 }
 # Requests a connection may have in flight before the front door stops reading from it; their bytes are
-# bounded too, by max_request_bytes per connection (front_door/in_flight.py). A produce is answered after a
+# bounded too, by max_request_bytes per connection (front_door/network/in_flight.py). A produce is answered after a
 # micro-batch (~0.2-1 s), so a client pipelining small requests (librdkafka, linger 5 ms) has hundreds in
 # flight: capped at 100, 2 000 records/s over 4 partitions were 32-78 % delivered while sent, at 1 000 78-98 %.
 MAX_IN_FLIGHT_PER_CONNECTION = 1000

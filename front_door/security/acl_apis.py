@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from front_door import create_acls, delete_acls, describe_acls
 from front_door.api_keys import ApiKey
+from front_door.apis import create_acls, delete_acls, describe_acls
 from front_door.context import Context
-from front_door.wire import Request
+from front_door.network.wire import Request
 
 Handler = Callable[[Context, Request], Awaitable[Any]]
 

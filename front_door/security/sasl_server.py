@@ -22,7 +22,7 @@ from typing import Any
 
 from scramp import ScramException, ScramMechanism
 
-from front_door.security.principal import KafkaPrincipal, user
+from front_door.network.principal import KafkaPrincipal, user
 from front_door.security.scram_credentials import ScramCredentials
 from sinks.kafka_security import SaslMechanism
 

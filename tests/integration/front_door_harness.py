@@ -12,7 +12,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from front_door.leadership import leader, node_ids
+from front_door.cluster.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor, FrontDoorSettings
 from sinks.registry_store import RegistryStore

@@ -15,7 +15,7 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from front_door import (
+from front_door.apis import (
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -27,16 +27,16 @@ from front_door import (
     offset_fetch,
     sync_group,
 )
+from front_door.cluster.leadership import node_ids
+from front_door.cluster.node import Node
+from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.groups.placement import coordinator, partition_for
-from front_door.leadership import node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.wire import BadRequestError, parse_request
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.server import READABLE
-from front_door.topic_ids import topic_id
-from front_door.wire import BadRequestError, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.unit.test_front_door import REGISTRY, _answer
 
