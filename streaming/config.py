@@ -44,7 +44,7 @@ from validators.transaction_state import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
     from front_door.security.config import FrontDoorSecurity
     from front_door.security.listeners import Listener
-    from front_door.server import FrontDoorSettings
+    from front_door.settings import FrontDoorSettings
 
 log = logging.getLogger("gateway.config")
 
@@ -179,7 +179,7 @@ class GatewayConfig:
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
         from front_door.groups.coordinator import GroupSettings
-        from front_door.server import FrontDoorSettings
+        from front_door.settings import FrontDoorSettings
         from front_door.transactions.coordinator import TransactionSettings
 
         return FrontDoorSettings(

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.transaction_requests import kafka_error, transaction_error
 from front_door.context import Context
 from front_door.groups.placement import OFFSETS_TOPIC, partition_for
@@ -35,3 +36,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     error = await ctx.transactions.add_partitions(body.transactional_id, body.producer_id, body.producer_epoch,
                                                   [(OFFSETS_TOPIC, partition_for(body.group_id))])
     return build(module.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE, error_code=kafka_error(error))
+
+
+API = register(Api(ApiKey.ADD_OFFSETS_TO_TXN, (0, 3), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    Acl(AclOperation.READ, ResourceType.GROUP),
+)))

@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.transaction_requests import kafka_error, transaction_error
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -54,3 +55,11 @@ async def handle(ctx: Context, request: Request) -> Any:
     return build(module.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, results_by_topic_v3_and_below=tuple(
         build(module.AddPartitionsToTxnTopicResult, name=name, results_by_partition=tuple(results))
         for name, results in by_topic.items()))
+
+
+# the classic transaction protocol: the client's AddPartitionsToTxn (v4+ is the brokers' form) and EndTxn
+# before KIP-890's v5; no `transaction.version` feature is finalized, so clients stay on it
+API = register(Api(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 3), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    Acl(AclOperation.WRITE, ResourceType.TOPIC),
+)))

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.security_store import SecurityStoreError
 from front_door.context import Context
 from front_door.network.connection_quotas import (
@@ -32,7 +33,7 @@ from front_door.network.connection_quotas import (
 )
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
-from front_door.security.acls import AclOperation
+from front_door.security.acls import AclOperation, ResourceType
 
 USER_ENTITY, CLIENT_ID_ENTITY = "user", "client-id"
 INT_MAX = 2**31 - 1
@@ -127,3 +128,8 @@ async def _alter(ctx: Context, entity: QuotaEntity, ops: Any) -> Problem | None:
     except SecurityStoreError as e:
         return ErrorCode.kafka_storage_error, str(e)
     return None
+
+
+API = register(Api(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1), handle, acls=(
+    Acl(AclOperation.ALTER_CONFIGS, ResourceType.CLUSTER),
+)))

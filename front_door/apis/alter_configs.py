@@ -15,6 +15,7 @@ from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.describe_configs import ResourceType
 from front_door.apis.incremental_alter_configs import Problem, alter_topic
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -41,3 +42,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                              error_message=problem[1] if problem else None,
                              resource_type=resource.resource_type, resource_name=resource.resource_name))
     return build(module.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+API = register(Api(ApiKey.ALTER_CONFIGS, (0, 2), handle, acls=(
+    Acl(AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC),
+)))

@@ -20,11 +20,12 @@ from kio.schema.errors import ErrorCode
 from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
 from front_door.apis.describe_user_scram_credentials import UNAVAILABLE
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.security_store import SecurityStoreError
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
-from front_door.security.acls import AclOperation
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.scram_credentials import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
@@ -100,3 +101,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             continue
         results.append(result(name, ErrorCode.none, None))
     return response(results)
+
+
+API = register(Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0, 0), handle, acls=(
+    Acl(AclOperation.ALTER, ResourceType.CLUSTER),
+)))

@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import CloseConnection, Request
@@ -63,3 +64,6 @@ async def handle(ctx: Context, request: Request) -> Any:
     valid = [b for b, r in zip(bindings, results, strict=True) if r is None]
     created = iter(await ctx.authorizer.create(valid))
     return answer([r if r is not None else next(created) for r in results])
+
+
+API = register(Api(ApiKey.CREATE_ACLS, (1, 3), handle, acls=(Acl(AclOperation.ALTER, ResourceType.CLUSTER),)))

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.topic_admin import Problem, in_store, refusal
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -62,3 +63,8 @@ async def create_partitions(ctx: Context, request: Request) -> Any:
                              error_code=problem[0] if problem else ErrorCode.none,
                              error_message=problem[1] if problem else None))
     return build(module.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+API = register(Api(ApiKey.CREATE_PARTITIONS, (0, 3), create_partitions, acls=(
+    Acl(AclOperation.ALTER, ResourceType.TOPIC),
+)))

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.describe_configs import topic_entries
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.topic_admin import (
     AUTHORIZATION_FAILED,
     NO_REPLICATION_FACTOR,
@@ -119,3 +120,10 @@ async def _create(ctx: Context, topic: Any, validate_only: bool) -> Problem | tu
     if isinstance(created, tuple):
         return created
     return checked, factor, uuid.UUID(created.topic_id)
+
+
+API = register(Api(ApiKey.CREATE_TOPICS, (2, 7), create_topics, acls=(
+    Acl(AclOperation.CREATE, ResourceType.CLUSTER),
+    Acl(AclOperation.CREATE, ResourceType.TOPIC),
+    Acl(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC),
+)))

@@ -13,11 +13,12 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import CloseConnection, Request
 from front_door.security import acl_requests
-from front_door.security.acls import AclOperation
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclError, DeleteResult
 
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -49,3 +50,6 @@ async def handle(ctx: Context, request: Request) -> Any:
         denied = AclError(ErrorCode.cluster_authorization_failed, access.cluster_denied_message(request))
         return answer([DeleteResult(denied)] * len(filters))
     return answer(await ctx.authorizer.delete(filters))
+
+
+API = register(Api(ApiKey.DELETE_ACLS, (1, 3), handle, acls=(Acl(AclOperation.ALTER, ResourceType.CLUSTER),)))

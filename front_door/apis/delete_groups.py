@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -30,3 +31,6 @@ async def handle(ctx: Context, request: Request) -> Any:
             error = await ctx.groups.delete(group_id)
         results.append(build(module.DeletableGroupResult, group_id=group_id, error_code=error))
     return build(module.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+API = register(Api(ApiKey.DELETE_GROUPS, (0, 2), handle, acls=(Acl(AclOperation.DELETE, ResourceType.GROUP),)))

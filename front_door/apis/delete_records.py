@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -57,3 +58,6 @@ async def handle(ctx: Context, request: Request) -> Any:
                                  low_watermark=low, error_code=code))
         topics.append(build(module.DeleteRecordsTopicResult, name=topic.name, partitions=tuple(results)))
     return build(module.DeleteRecordsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.DELETE_RECORDS, (0, 2), handle, acls=(Acl(AclOperation.DELETE, ResourceType.TOPIC),)))

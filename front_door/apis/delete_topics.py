@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.topic_admin import in_store, refusal
 from front_door.cluster.topic_ids import ZERO_TOPIC_ID
 from front_door.context import Context
@@ -59,3 +60,9 @@ async def delete_topics(ctx: Context, request: Request) -> Any:
                                topic_id=tid if tid is not None else (config.id if config is not None else ZERO_TOPIC_ID),
                                error_code=code, error_message=message))
     return build(module.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+API = register(Api(ApiKey.DELETE_TOPICS, (1, 6), delete_topics, acls=(
+    Acl(AclOperation.DELETE, ResourceType.TOPIC),
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+)))

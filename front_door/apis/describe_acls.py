@@ -13,11 +13,12 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import CloseConnection, Request
 from front_door.security import acl_requests
-from front_door.security.acls import AccessControlEntry, AclOperation, ResourcePattern
+from front_door.security.acls import AccessControlEntry, AclOperation, ResourcePattern, ResourceType
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
@@ -48,3 +49,7 @@ async def handle(ctx: Context, request: Request) -> Any:
         for p, entries in by_pattern.items())
     return build(module.DescribeAclsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                  resources=resources)
+
+
+# Kafka 4.x's range for each ACL API (v0 was removed in 4.0, KIP-896), and all kio has: v1-v3
+API = register(Api(ApiKey.DESCRIBE_ACLS, (1, 3), handle, acls=(Acl(AclOperation.DESCRIBE, ResourceType.CLUSTER),)))

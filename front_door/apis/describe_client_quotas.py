@@ -18,11 +18,12 @@ from kio.schema.errors import ErrorCode
 from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
 from front_door.apis.alter_client_quotas import CLIENT_ID_ENTITY, USER_ENTITY
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.connection_quotas import IP_ENTITY
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
-from front_door.security.acls import AclOperation
+from front_door.security.acls import AclOperation, ResourceType
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 _ANY = object()  # a component matching every entity of its type
@@ -77,3 +78,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             values=tuple(module.ValueData(key=k, value=v) for k, v in sorted(values.items()))))
     return build(module.DescribeClientQuotasResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  error_message=None, entries=tuple(entries))
+
+
+API = register(Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1), handle, acls=(
+    Acl(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER),
+)))

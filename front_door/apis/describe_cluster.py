@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import CLUSTER_ID, Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -40,3 +41,6 @@ async def handle(ctx: Context, request: Request) -> Any:
     return build(module.DescribeClusterResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  error_message=None, endpoint_type=endpoint, cluster_id=CLUSTER_ID, controller_id=ctx.controller_id(),
                  brokers=brokers, cluster_authorized_operations=operations)
+
+
+API = register(Api(ApiKey.DESCRIBE_CLUSTER, (0, 2), handle, acls=(Acl(AclOperation.DESCRIBE, ResourceType.CLUSTER),)))

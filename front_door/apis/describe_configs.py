@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.broker_configs import CONNECTION_SETTINGS, DEFAULTS, BrokerConfigs
 from front_door.network.connection_limits import MAX_CONNECTIONS_PER_IP_OVERRIDES
@@ -234,3 +235,10 @@ async def handle(ctx: Context, request: Request) -> Any:
         results.append(build(module.DescribeConfigsResult, error_code=code, error_message=message,
                              resource_type=r.resource_type, resource_name=r.resource_name, configs=configs))
     return build(module.DescribeConfigsResponse, throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+API = register(Api(ApiKey.DESCRIBE_CONFIGS, (1, 4), handle, acls=(
+    Acl(AclOperation.DESCRIBE_CONFIGS, AclResourceType.CLUSTER),
+    Acl(AclOperation.DESCRIBE_CONFIGS, AclResourceType.TOPIC),
+    Acl(AclOperation.DESCRIBE_CONFIGS, AclResourceType.GROUP),
+)))

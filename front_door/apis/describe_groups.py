@@ -14,6 +14,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.groups.classic_group import GroupState
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -56,3 +57,6 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.DESCRIBE_GROUPS, request.api_version)
     groups = tuple(_group(ctx, request, module, g) for g in request.body.groups)
     return build(module.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=groups)
+
+
+API = register(Api(ApiKey.DESCRIBE_GROUPS, (0, 6), handle, acls=(Acl(AclOperation.DESCRIBE, ResourceType.GROUP),)))

@@ -28,6 +28,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -105,3 +106,6 @@ async def handle(ctx: Context, request: Request) -> Any:
                                         for e in found.producers)))
         topics.append(build(module.TopicResponse, name=t.name, partitions=tuple(partitions)))
     return build(module.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.DESCRIBE_PRODUCERS, (0, 0), handle, acls=(Acl(AclOperation.READ, ResourceType.TOPIC),)))

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.topic_ids import ZERO_TOPIC_ID
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -73,3 +74,8 @@ async def handle(ctx: Context, request: Request) -> Any:
             break
     return build(module.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics),
                  next_cursor=next_cursor)
+
+
+API = register(Api(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0, 0), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+)))

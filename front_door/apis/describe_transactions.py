@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -55,3 +56,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version)
     return build(module.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(
         _state(ctx, request, module, tid) for tid in request.body.transactional_ids))
+
+
+API = register(Api(ApiKey.DESCRIBE_TRANSACTIONS, (0, 0), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID),
+)))

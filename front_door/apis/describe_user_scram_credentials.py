@@ -13,10 +13,11 @@ from kio.schema.errors import ErrorCode
 
 from front_door.access import CLUSTER_AUTHORIZATION_FAILED, authorize_cluster
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
-from front_door.security.acls import AclOperation
+from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.scram_credentials import MECHANISM_TYPES
 
 UNAVAILABLE = "the front door's users are unavailable: its security topic cannot be read"
@@ -51,3 +52,8 @@ async def handle(ctx: Context, request: Request) -> Any:
         results.append(build(module.DescribeUserScramCredentialsResult, user=name, error_code=code,
                              error_message=message, credential_infos=infos))
     return response(ErrorCode.none, None, tuple(results))
+
+
+API = register(Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0, 0), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.CLUSTER),
+)))

@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.transaction_requests import kafka_error, transaction_error
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
+from front_door.security.acls import AclOperation, ResourceType
 
 
 async def handle(ctx: Context, request: Request) -> Any:
@@ -23,3 +25,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     error = await ctx.transactions.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
                                                    bool(body.committed))
     return build(module.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=kafka_error(error))
+
+
+# the classic transaction protocol: the client's AddPartitionsToTxn (v4+ is the brokers' form) and EndTxn
+# before KIP-890's v5; no `transaction.version` feature is finalized, so clients stay on it
+API = register(Api(ApiKey.END_TXN, (0, 4), handle, acls=(Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),)))

@@ -31,6 +31,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.leader_hints import current_leader, node_endpoints
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.leader_epoch import NO_EPOCH, epoch_error
 from front_door.context import Context
 from front_door.network.messages import (
@@ -168,3 +169,6 @@ async def handle(ctx: Context, request: Request) -> Any:
         if total >= body.min_bytes or left <= 0 or errors:
             return _response(ctx, version, body, topics)
         await ctx.appended.wait(min(left, RECHECK_S))
+
+
+API = register(Api(ApiKey.FETCH, (4, 17), handle, acls=(Acl(AclOperation.READ, ResourceType.TOPIC),)))

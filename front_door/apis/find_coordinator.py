@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -76,3 +77,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     code, message, node_id, host, port = _find(ctx, request, body.key, key_type)
     return build(module.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=code,
                  error_message=message, node_id=node_id, host=host, port=port)
+
+
+API = register(Api(ApiKey.FIND_COORDINATOR, (0, 6), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.GROUP),
+    Acl(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID),
+)))

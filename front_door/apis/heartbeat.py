@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -28,3 +29,6 @@ async def handle(ctx: Context, request: Request) -> Any:
                                      getattr(body, "group_instance_id", None))
     return build(response_module(ApiKey.HEARTBEAT, request.api_version).HeartbeatResponse,
                  throttle_time=NO_THROTTLE, error_code=error)
+
+
+API = register(Api(ApiKey.HEARTBEAT, (0, 4), handle, acls=(Acl(AclOperation.READ, ResourceType.GROUP),)))

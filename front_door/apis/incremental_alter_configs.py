@@ -28,6 +28,7 @@ from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis import topic_admin
 from front_door.apis.describe_configs import ResourceType
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.security_store import SecurityStoreError
 from front_door.context import Context
 from front_door.network.broker_configs import (
@@ -192,3 +193,9 @@ async def handle(ctx: Context, request: Request) -> Any:
                              error_message=problem[1] if problem else None,
                              resource_type=resource.resource_type, resource_name=resource.resource_name))
     return build(module.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+API = register(Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), handle, acls=(
+    Acl(AclOperation.ALTER_CONFIGS, AclResourceType.CLUSTER),
+    Acl(AclOperation.ALTER_CONFIGS, AclResourceType.TOPIC),
+)))

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.apis.transaction_requests import kafka_error, transaction_error
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, millis, response_module
@@ -58,3 +59,10 @@ async def handle(ctx: Context, request: Request) -> Any:
                      error_code=ErrorCode.kafka_storage_error)
     return build(module.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                  producer_id=pid, producer_epoch=0)
+
+
+API = register(Api(ApiKey.INIT_PRODUCER_ID, (0, 5), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    Acl(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER),
+    Acl(AclOperation.WRITE, ResourceType.TOPIC),
+)))

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.groups.classic_group import Protocol
 from front_door.groups.coordinator import JoinRequest, JoinResult
@@ -52,3 +53,6 @@ async def handle(ctx: Context, request: Request) -> Any:
         client_id=request.client_id or "", client_host=request.client_host,
         require_known_member_id=version >= REQUIRE_KNOWN_MEMBER_ID_VERSION))
     return _response(module, version, result)
+
+
+API = register(Api(ApiKey.JOIN_GROUP, (0, 9), handle, acls=(Acl(AclOperation.READ, ResourceType.GROUP),)))

@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.groups.coordinator import LeavingMember
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -42,3 +43,6 @@ async def handle(ctx: Context, request: Request) -> Any:
         build(module.MemberResponse, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=code)
         for m, code in results)
     return build(module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)
+
+
+API = register(Api(ApiKey.LEAVE_GROUP, (0, 5), handle, acls=(Acl(AclOperation.READ, ResourceType.GROUP),)))

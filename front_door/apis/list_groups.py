@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -34,3 +35,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     groups = tuple(build(module.ListedGroup, group_id=g.group_id, protocol_type=g.protocol_type,
                          group_state=g.state.value, group_type=GROUP_TYPE) for g in own)
     return build(module.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
+
+
+API = register(Api(ApiKey.LIST_GROUPS, (0, 5), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.CLUSTER),
+    Acl(AclOperation.DESCRIBE, ResourceType.GROUP),
+)))

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.leader_epoch import NO_EPOCH, epoch_error
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, READ_COMMITTED, build, error_code, response_module
@@ -95,3 +96,6 @@ async def handle(ctx: Context, request: Request) -> Any:
                                     offset=found.offset, leader_epoch=found.leader_epoch))
         topics.append(build(module.ListOffsetsTopicResponse, name=lt.name, partitions=tuple(partitions)))
     return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.LIST_OFFSETS, (1, 10), handle, acls=(Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),)))

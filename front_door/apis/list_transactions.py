@@ -13,6 +13,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -47,3 +48,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                      build(module.TransactionState, transactional_id=tid, producer_id=meta.producer_id,
                            transaction_state=meta.state.kafka_name)
                      for tid, meta in listed if tid in allowed))
+
+
+API = register(Api(ApiKey.LIST_TRANSACTIONS, (0, 1), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID),
+)))

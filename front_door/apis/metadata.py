@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.topic_ids import ZERO_TOPIC_ID
 from front_door.context import CLUSTER_ID, Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -38,7 +39,7 @@ from validators.topic_config import (
 
 # Kafka's "authorized operations not requested" (Integer.MIN_VALUE)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-# From this many partitions in an answer, it is built (and encoded, `server`) off the door's event loop.
+# From this many partitions in an answer, it is built (and encoded, `processor.py`) off the door's event loop.
 OFF_LOOP_PARTITIONS = 1000
 
 
@@ -155,3 +156,11 @@ async def handle(ctx: Context, request: Request) -> Any:
     return build(module.MetadataResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, brokers=brokers,
                  cluster_id=CLUSTER_ID, controller_id=ctx.controller_id(), topics=tuple(topics),
                  cluster_authorized_operations=_cluster_operations(ctx, request))
+
+
+API = register(Api(ApiKey.METADATA, (0, 13), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+    Acl(AclOperation.DESCRIBE, ResourceType.CLUSTER),
+    Acl(AclOperation.CREATE, ResourceType.CLUSTER),
+    Acl(AclOperation.CREATE, ResourceType.TOPIC),
+)))

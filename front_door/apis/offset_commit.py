@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from contract.group_records import OffsetAndMetadata
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -73,3 +74,9 @@ async def handle(ctx: Context, request: Request) -> Any:
         topics.append(build(module.OffsetCommitResponseTopic, name=None if by_id else key,
                             topic_id=key if by_id else None, partitions=partitions))
     return build(module.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.OFFSET_COMMIT, (2, 10), handle, acls=(
+    Acl(AclOperation.READ, ResourceType.GROUP),
+    Acl(AclOperation.READ, ResourceType.TOPIC),
+)))

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
@@ -60,3 +61,9 @@ async def handle(ctx: Context, request: Request) -> Any:
             for p in t.partitions))
         for t in body.topics)
     return build(module.OffsetDeleteResponse, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=topics)
+
+
+API = register(Api(ApiKey.OFFSET_DELETE, (0, 0), handle, acls=(
+    Acl(AclOperation.DELETE, ResourceType.GROUP),
+    Acl(AclOperation.READ, ResourceType.TOPIC),
+)))

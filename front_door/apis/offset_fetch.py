@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -104,3 +105,9 @@ async def handle(ctx: Context, request: Request) -> Any:
     error, topics = _group(ctx, request, module, body.group_id, body.topics,
                            module.OffsetFetchResponsePartition, module.OffsetFetchResponseTopic)
     return build(module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=error)
+
+
+API = register(Api(ApiKey.OFFSET_FETCH, (1, 10), handle, acls=(
+    Acl(AclOperation.DESCRIBE, ResourceType.GROUP),
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+)))

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.cluster.leader_epoch import NO_EPOCH, epoch_error
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -73,3 +74,9 @@ async def handle(ctx: Context, request: Request) -> Any:
                                     end_offset=end))
         topics.append(build(module.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(partitions)))
     return build(module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), handle, acls=(
+    Acl(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER),
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+)))

@@ -37,6 +37,7 @@ from kio.schema.errors import ErrorCode
 from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.leader_hints import current_leader, node_endpoints
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.network.wire import CloseConnection, Request
@@ -138,3 +139,9 @@ async def handle(ctx: Context, request: Request) -> Any:
                             topic_id=td.topic_id if version >= 13 else None, partition_responses=partitions))
     return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE,
                  **node_endpoints(module, ctx, leaders))
+
+
+API = register(Api(ApiKey.PRODUCE, (3, 13), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TOPIC),
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+)))

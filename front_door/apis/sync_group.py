@@ -11,6 +11,7 @@ from kio.schema.errors import ErrorCode
 
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.groups.coordinator import SyncResult
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -32,3 +33,6 @@ async def handle(ctx: Context, request: Request) -> Any:
             {a.member_id: bytes(a.assignment) for a in body.assignments})
     return build(module.SyncGroupResponse, throttle_time=NO_THROTTLE, error_code=result.error,
                  protocol_type=result.protocol_type, protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+API = register(Api(ApiKey.SYNC_GROUP, (0, 5), handle, acls=(Acl(AclOperation.READ, ResourceType.GROUP),)))

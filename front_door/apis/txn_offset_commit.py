@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from contract.group_records import OffsetAndMetadata
 from front_door import access
 from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.groups.placement import OFFSETS_TOPIC, partition_for
 from front_door.network.messages import NO_THROTTLE, build, response_module
@@ -99,3 +100,10 @@ async def handle(ctx: Context, request: Request) -> Any:
     return build(module.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(
         build(module.TxnOffsetCommitResponseTopic, name=name, partitions=tuple(parts))
         for name, parts in by_topic.items()))
+
+
+API = register(Api(ApiKey.TXN_OFFSET_COMMIT, (0, 3), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    Acl(AclOperation.READ, ResourceType.GROUP),
+    Acl(AclOperation.READ, ResourceType.TOPIC),
+)))

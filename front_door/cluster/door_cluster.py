@@ -13,7 +13,7 @@ over the sorted node ids of the adopted view, so they spread over every live doo
 leaves.
 
 A door changes its view in two steps (`observed` then `adopt`): the server first hands over or loads the
-groups the change moves (`server.py`), and only then adopts the view, so no group is served by a door that
+groups the change moves (`door_membership.py`), and only then adopts the view, so no group is served by a door that
 has not loaded it. This module is the pure part: registrations, liveness and the views, with the clock given.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from front_door.cluster.node import Node
 
-DOOR_KIND = "door"  # the doors topic's record kind (`security/store.py`'s key form `<kind>/<name>`)
+DOOR_KIND = "door"  # the doors topic's record kind (`cluster/security_store.py`'s key form `<kind>/<name>`)
 HEARTBEAT_INTERVAL_MS = 2000  # Kafka's broker.heartbeat.interval.ms
 DEFAULT_SESSION_TIMEOUT_MS = 9000  # Kafka's broker.session.timeout.ms
 # How often a door looks for a session that ran out: the doors fence a silent one within this of each other

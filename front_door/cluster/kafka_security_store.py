@@ -1,4 +1,4 @@
-"""The security store on the gateway's Kafka cluster (`security/store.py` says what it holds and why): a
+"""The security store on the gateway's Kafka cluster (`security_store.py` says what it holds and why): a
 compacted topic, read from the beginning when the door starts (`load`) and followed afterwards by a
 consumer thread, so a user or ACL written through any door reaches every door within a poll.
 

@@ -6,7 +6,7 @@ by every door.
 A record's key is `<kind>/<name>` (kinds: `scram` for credentials, `acl` for ACL bindings, `quota` for
 client quotas, `broker` for dynamic broker configs), its value the kind's own bytes; a tombstone (no value) forgets the key. One partition, so one order for every door.
 `SecurityStore` is what the users and the ACLs read and write; `KafkaSecurityStore` is the real one
-(`security/kafka_store.py`), and the unit tests use an in-memory one with the same shape.
+(`kafka_security_store.py`), and the unit tests use an in-memory one with the same shape.
 """
 
 from __future__ import annotations

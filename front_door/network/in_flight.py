@@ -4,7 +4,7 @@ A produce request keeps its batches (kio's copy out of the frame) until its answ
 micro-batch — and librdkafka holds a second copy until the ingress broker has it. With several requests
 in flight per connection (idempotent producers pipeline up to 5, librdkafka's others up to a million; the front
 door reads ahead up to
-`server.MAX_IN_FLIGHT_PER_CONNECTION`), requests of up to `front_door_max_request_bytes` each could hold
+`processor.MAX_IN_FLIGHT_PER_CONNECTION`), requests of up to `front_door_max_request_bytes` each could hold
 gigabytes. So a connection reads its next request only once that request's size fits beside those in
 flight within `front_door_max_request_bytes`, or when nothing is in flight: one largest request at a
 time, and any number of small ones up to the count bound. (A Kafka broker reads one request per

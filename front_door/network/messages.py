@@ -86,3 +86,12 @@ def error_response(api_key: int, version: int, code: int, message: str) -> Any:
         else:
             values[f.name] = _zero_value(f)
     return entity(**values)
+
+
+def error_name(code: int) -> str:
+    """An error code as the metrics label it: NONE, NOT_LEADER_OR_FOLLOWER, ...; UNKNOWN_SERVER_ERROR for a code
+    kio does not know."""
+    try:
+        return "NONE" if code == 0 else ErrorCode(code).name.upper()
+    except ValueError:
+        return "UNKNOWN_SERVER_ERROR"

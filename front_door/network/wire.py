@@ -65,7 +65,7 @@ class Request:
     size: int  # bytes on the wire, without the size field
     node_id: int  # the front-door node whose listener read it (leadership.py: who leads what)
     client_host: str = ""  # the client's address as Kafka shows it (`InetAddress.toString`: "/127.0.0.1")
-    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (security/principal.py)
+    principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (network/principal.py)
     listener: str = "PLAINTEXT"  # the name of the listener the connection came in on (security/listeners.py)
 
     @property

@@ -21,7 +21,7 @@ from front_door.transactions.view import COMPLETE
 from validators.transaction_state import TransactionMetadata, TransactionState
 
 if TYPE_CHECKING:
-    from front_door.server import FrontDoorSettings
+    from front_door.settings import FrontDoorSettings
 
 log = logging.getLogger("gateway.front_door.transactions")
 MARKER_CLIENT_ID = "gateway-transaction-coordinator"

@@ -45,6 +45,7 @@ from front_door.apis import (
     sync_group,
 )
 from front_door.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from front_door.apis.registry import READABLE
 from front_door.cluster.node import Node
 from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
@@ -63,7 +64,6 @@ from front_door.security.acls import (
     ResourceType,
 )
 from front_door.security.authorizer import AclAuthorizer
-from front_door.server import READABLE
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl

@@ -19,6 +19,7 @@ from kio.serial import entity_reader
 
 from front_door.api_keys import ApiKey
 from front_door.apis import alter_client_quotas, describe_client_quotas
+from front_door.apis.registry import READABLE
 from front_door.cluster.node import Node
 from front_door.cluster.security_store import QUOTA_KIND
 from front_door.context import Context
@@ -36,7 +37,6 @@ from front_door.network.wire import encode_response, parse_request
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclAuthorizer
-from front_door.server import READABLE
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl

@@ -17,6 +17,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from front_door.apis import api_versions, fetch, list_offsets, metadata, produce, unsupported
+from front_door.apis.registry import READABLE, REFUSED_APIS
 from front_door.cluster.leadership import leader, node_ids
 from front_door.cluster.node import Node
 from front_door.cluster.topic_ids import topic_id
@@ -31,7 +32,7 @@ from front_door.network.wire import (
     parse_request,
 )
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
-from front_door.server import READABLE, FrontDoorSettings
+from front_door.settings import FrontDoorSettings
 from sinks.kafka_security import KafkaCluster
 from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
@@ -321,7 +322,7 @@ def test_api_versions_advertise_what_is_served_and_not_kip_848(tmp_path: Path) -
     assert answer.error_code == ErrorCode.none
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == api_versions.ADVERTISED
     # a client switches to KIP-848's protocol when it sees ConsumerGroupHeartbeat: never advertised
-    assert not set(api_versions.ADVERTISED) & set(unsupported.REFUSED_APIS)
+    assert not set(api_versions.ADVERTISED) & set(REFUSED_APIS)
 
 
 def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) -> None:
@@ -337,7 +338,7 @@ def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) 
         ProducerIdManager(tmp_path).generate()
 
 
-@pytest.mark.parametrize("api_key", sorted(unsupported.REFUSED_APIS))
+@pytest.mark.parametrize("api_key", sorted(REFUSED_APIS))
 def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_key: int) -> None:
     from front_door.network.messages import error_response
 

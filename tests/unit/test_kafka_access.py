@@ -103,10 +103,9 @@ def _refusing_cluster() -> Iterator[str]:
 
     from front_door.api_keys import ApiKey
     from front_door.apis import api_versions
-    from front_door.apis.sasl_authenticate import authenticate_body
-    from front_door.apis.sasl_handshake import handshake_body
+    from front_door.apis.registry import READABLE
     from front_door.network.wire import encode_response, parse_request
-    from front_door.server import READABLE
+    from front_door.security.sasl_exchange import authenticate_body, handshake_body
 
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []

@@ -39,6 +39,7 @@ from contract.topics import (
 )
 from embedded.local_kafka import LocalKafka
 from front_door.apis import produce
+from front_door.apis.registry import READABLE
 from front_door.cluster.node import Node
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
@@ -47,7 +48,6 @@ from front_door.metrics import FrontDoorMetrics
 from front_door.network.in_flight import InFlightBytes
 from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.server import READABLE
 from sinks.kafka_security import KafkaCluster
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs
