@@ -51,8 +51,8 @@ from front_door.security.listeners import Listener
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds, async_step, blocking_step
+from front_door.transaction_startup import start_transactions
 from front_door.transactions.coordinator import TransactionCoordinator
-from front_door.transactions.startup import start_transactions
 from sinks.registry_store import RegistryStore
 from validators.topic_config import TopicRegistry
 

@@ -2,7 +2,7 @@
 
 A connection without authentication (PLAINTEXT, or SSL without a client certificate) is `User:ANONYMOUS`,
 as Kafka's `KafkaPrincipal.ANONYMOUS`; SASL gives `User:<username>`; an SSL client certificate gives
-`User:<distinguished name>` (`ssl_principal.py`).
+`User:<distinguished name>` (`security/ssl_principal.py`).
 """
 
 from __future__ import annotations

@@ -19,13 +19,12 @@ PACKAGE = ROOT / "front_door"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("front_door.api_keys", "front_door.stopping", "front_door.producer_id_manager"),
     ("front_door.cluster",),
-    ("front_door.groups", "front_door.metrics", "front_door.ingress_bridge"),
+    ("front_door.groups", "front_door.transactions", "front_door.metrics", "front_door.ingress_bridge"),
     ("front_door.network",),
     ("front_door.security",),
-    ("front_door.context", "front_door.access", "front_door.door_membership", "front_door.settings",
-     "front_door.transactions"),
+    ("front_door.context", "front_door.access", "front_door.door_membership", "front_door.settings"),
     ("front_door.apis",),
-    ("front_door.processor", "front_door.server"),
+    ("front_door.processor", "front_door.transaction_startup", "front_door.server"),
 )
 
 
