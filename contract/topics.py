@@ -23,7 +23,7 @@ GROUPS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": str(100 * 
 GROUPS_TOPIC_PARTITIONS = 1
 # One partition: one order of user and ACL changes for every door (the security store reads it whole).
 SECURITY_TOPIC_PARTITIONS = 1
-# The front doors' registrations (`front_door/door_cluster.py`): a record per door, rewritten every heartbeat,
+# The front doors' registrations (`front_door/cluster/door_cluster.py`): a record per door, rewritten every heartbeat,
 # so small segments (rolled every ten minutes) that compaction keeps to about a record per door.
 DOORS_TOPIC_PARTITIONS = 1
 DOORS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(600_000), "segment.bytes": str(1024 * 1024),

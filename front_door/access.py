@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from kio.schema.index import api_key_map
 
 from front_door.context import Context
+from front_door.network.wire import Request
 from front_door.security.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
-from front_door.wire import Request
 
 # Kafka's `Errors` default messages, which `ApiError` sends with an error of that code
 TOPIC_AUTHORIZATION_FAILED = "Topic authorization failed."

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
-from front_door.broker_configs import BrokerConfigs
-from front_door.connection_quotas import ConnectionQuotas
+from front_door.cluster.leadership import FIRST_NODE_ID, leader
+from front_door.cluster.node import Node
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import coordinator, partition_for
 from front_door.ingress_bridge import IngressBridge
-from front_door.leadership import FIRST_NODE_ID, leader
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.broker_configs import BrokerConfigs
+from front_door.network.connection_quotas import ConnectionQuotas
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
@@ -31,7 +31,7 @@ from sinks.storage.topic_incarnations import IncarnationView
 from validators.topic_config import TopicConfig, TopicRegistry
 
 if TYPE_CHECKING:
-    from front_door.door_cluster import DoorCluster
+    from front_door.cluster.door_cluster import DoorCluster
     from front_door.transactions.coordinator import TransactionCoordinator
     from sinks.registry_store import RegistryStore
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from front_door.door_cluster import (
+from front_door.cluster.door_cluster import (
     DOOR_KIND,
     EXPIRY_CHECK_MS,
     HEARTBEAT_INTERVAL_MS,
@@ -29,12 +29,12 @@ from front_door.door_cluster import (
     DoorRegistration,
     node_ids_of,
 )
+from front_door.cluster.kafka_security_store import KafkaSecurityStore
+from front_door.cluster.leadership import leader
+from front_door.cluster.security_store import SecurityStoreError
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, partition_for
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
-from front_door.leadership import leader
-from front_door.security.kafka_store import KafkaSecurityStore
-from front_door.security.store import SecurityStoreError
 from front_door.stopping import blocking_step
 from sinks.kafka_security import KafkaCluster
 

@@ -37,9 +37,9 @@ from pyspark.sql import SparkSession
 
 from embedded.demo import HELLO_TOPIC, DemoTraffic, LiveSummary
 from embedded.local_kafka import QUICK_START_JVM, LocalKafka, free_port
-from front_door.door_cluster import DuplicateDoorError
+from front_door.cluster.door_cluster import DuplicateDoorError
+from front_door.cluster.security_store import SecurityStoreError
 from front_door.metrics import FrontDoorMetrics
-from front_door.security.store import SecurityStoreError
 from front_door.server import FrontDoor
 from sinks.command_line import CommandParser, principal
 from sinks.dlq.cli import DlqConfig

@@ -25,8 +25,8 @@ from contract.topics import (
 from contract.topics import (
     transaction_state_topic as default_transaction_state_topic,
 )
-from front_door.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
-from front_door.leadership import DEFAULT_NODES
+from front_door.cluster.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
+from front_door.cluster.leadership import DEFAULT_NODES
 from sinks.kafka_access import RequiredAcl, gateway_acls
 from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
 from sinks.kafka_security import (
@@ -44,7 +44,7 @@ from validators.transaction_state import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
 if TYPE_CHECKING:  # the driver's front door; executors import this module without it
     from front_door.security.config import FrontDoorSecurity
     from front_door.security.listeners import Listener
-    from front_door.server import FrontDoorSettings
+    from front_door.settings import FrontDoorSettings
 
 log = logging.getLogger("gateway.config")
 
@@ -143,7 +143,7 @@ class GatewayConfig:
     front_door_max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES
     # Front-door nodes (brokers) 1..N, each with its own listener on front_door_address's port + i - 1 and
     # advertised on front_door_advertised_address's port + i - 1; a topic's partitions spread over them
-    # (front_door/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
+    # (front_door/cluster/leadership.py), so a client pipelines on N connections. 1: one broker leads everything.
     front_door_nodes: int = DEFAULT_NODES
     # This door's id among the doors on doors_topic (Kafka's node.id): door d's nodes have ids
     # (d - 1) * 100 + 1 onwards; each door needs its own. A door silent for front_door_session_timeout_ms
@@ -179,7 +179,7 @@ class GatewayConfig:
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
         from front_door.groups.coordinator import GroupSettings
-        from front_door.server import FrontDoorSettings
+        from front_door.settings import FrontDoorSettings
         from front_door.transactions.coordinator import TransactionSettings
 
         return FrontDoorSettings(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from front_door.door_cluster import MAX_NODES_PER_DOOR
+from front_door.cluster.door_cluster import MAX_NODES_PER_DOOR
 from sinks.addresses import MAX_PORT, address_problem, bootstrap_problem
 from sinks.kafka_security import load_kafka_security
 from validators.topic_config import ConfigError, TopicRegistry, topic_name_error

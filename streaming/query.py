@@ -120,7 +120,7 @@ def topic_specs(config: GatewayConfig, limits: IngressLimits | None = None) -> l
 
 
 def security_topic_spec(config: GatewayConfig) -> tuple[str, int, dict[str, str]]:
-    """The front door's users and ACLs (`front_door/security/store.py`): compacted like the groups topic, one
+    """The front door's users and ACLs (`front_door/cluster/security_store.py`): compacted like the groups topic, one
     partition for one order of changes; `gateway users` creates it alone, before any door runs."""
     return config.security_topic, SECURITY_TOPIC_PARTITIONS, GROUPS_TOPIC_CONFIGS
 

@@ -39,7 +39,8 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from embedded.local_kafka import started_address
-from front_door.security.kafka_store import KafkaSecurityStore
+from front_door.cluster.kafka_security_store import KafkaSecurityStore
+from front_door.cluster.security_store import SecurityStoreError
 from front_door.security.scram_credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -47,7 +48,6 @@ from front_door.security.scram_credentials import (
     ScramCredential,
     ScramCredentials,
 )
-from front_door.security.store import SecurityStoreError
 from sinks.command_line import positive_seconds
 from sinks.kafka_access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
 from sinks.kafka_admin import create_topics

@@ -6,7 +6,7 @@ entry per batch, an `.index` and `.timeindex` entry per `index.interval.bytes`. 
 the partition's active segment to append, and the front door opens it for every Fetch and ListOffsets.
 Neither may cost more as the segment fills. One partition of one-record batches (100 B values, the batches
 a linger-0 producer sends) is filled to each size, then timed: one micro-batch of one batch appended and
-committed (`append_batches`), and one front-door Fetch of the last batch (`front_door.fetch.read_partition`).
+committed (`append_batches`), and one front-door Fetch of the last batch (`front_door.apis.fetch.read_partition`).
 Medians, ms. Then the same micro-batch of one batch beside 10, 1 000 and 10 000 retained segments (a topic with
 `segment.ms` of an hour keeps 720 for a month's retention).
 """
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from front_door.fetch import read_partition
+from front_door.apis.fetch import read_partition
 from sinks.storage.log_config import SegmentConfig
 from sinks.storage.partition_log import append_batches
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp, build_record_batch

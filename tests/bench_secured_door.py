@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from embedded.local_kafka import LocalKafka, run_kafka_tool
-from front_door.leadership import DEFAULT_NODES
+from front_door.cluster.leadership import DEFAULT_NODES
 from streaming.config import GatewayConfig
 from tests.bench_clients import JAVA_DOCUMENTED_PROPS, ClientRun, ClientSetting, _last_batch, _progress_since
 from tests.bench_front_door import gateway_with_front_door

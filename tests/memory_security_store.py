@@ -1,12 +1,12 @@
 """A `SecurityStore` in memory, for unit tests of the users and the ACLs (the Kafka-backed one is
-`front_door/security/kafka_store.py`, tested against the real broker). Two doors sharing one
+`front_door/cluster/kafka_security_store.py`, tested against the real broker). Two doors sharing one
 `MemorySecurityStore` see each other's writes, as two doors sharing the topic do."""
 
 from __future__ import annotations
 
 import asyncio
 
-from front_door.security.store import ChangeListener, SecurityStoreError
+from front_door.cluster.security_store import ChangeListener, SecurityStoreError
 
 
 class MemorySecurityStore:

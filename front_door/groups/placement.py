@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from front_door.leadership import leader
+from front_door.cluster.leadership import leader
 
 # Kafka's internal topic and its default partition count (`offsets.topic.num.partitions`)
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from front_door.network.principal import KafkaPrincipal
 from front_door.security.acls import AclOperation, PatternType, ResourcePattern, ResourceType
-from front_door.security.principal import KafkaPrincipal
 
 log = logging.getLogger("gateway.front_door.authorizer")
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from front_door.cluster.security_store import ACL_KIND, SecurityStore, SecurityStoreError
+from front_door.network.principal import KafkaPrincipal, parse_principal
 from front_door.security import acl_codec
 from front_door.security.acls import (
     SUPPORTED_OPERATIONS,
@@ -41,8 +43,6 @@ from front_door.security.acls import (
     ResourceType,
 )
 from front_door.security.audit import DenialAudit
-from front_door.security.principal import KafkaPrincipal, parse_principal
-from front_door.security.store import ACL_KIND, SecurityStore, SecurityStoreError
 
 log = logging.getLogger("gateway.front_door.authorizer")
 

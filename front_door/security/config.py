@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from front_door.broker_configs import CONNECTION_SETTINGS, ConnectionSettings, is_dynamic
-from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp
-from front_door.connection_slots import SLOT_SETTINGS
+from front_door.network.broker_configs import CONNECTION_SETTINGS, ConnectionSettings, is_dynamic
+from front_door.network.connection_limits import ConnectionLimitError, ConnectionsPerIp
+from front_door.network.connection_slots import SLOT_SETTINGS
+from front_door.network.principal import KafkaPrincipal
 from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
-from front_door.security.principal import KafkaPrincipal
 from front_door.security.ssl_principal import DEFAULT_RULES, MappingRule, PrincipalMappingError, parse_rules
 from front_door.security.tls import BLOCK, CLIENT_AUTH, LISTENER_CLIENT_AUTH, ClientAuth, TlsSettings
 from sinks.kafka_security import (

@@ -8,9 +8,9 @@
 - PLAIN (RFC 4616, `PlainSaslServer`) and SCRAM-SHA-256/512 (RFC 5802, `ScramSaslServer`, with `scramp`)
   check against the users' SCRAM credentials (`scram_credentials.py`);
 - a failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message, after
-  `connection.failed.authentication.delay.ms`, and closes the connection (`server.py` waits and closes);
+  `connection.failed.authentication.delay.ms`, and closes the connection (`sasl_exchange.py` waits and closes);
 - with `connections.max.reauth.ms` (KIP-368) an authenticated connection runs a new exchange (`reauthenticating`)
-  with the mechanism it used before (`previous`); `server.py` checks the principal stays the same.
+  with the mechanism it used before (`previous`); `sasl_exchange.py` checks the principal stays the same.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 from scramp import ScramException, ScramMechanism
 
-from front_door.security.principal import KafkaPrincipal, user
+from front_door.network.principal import KafkaPrincipal, user
 from front_door.security.scram_credentials import ScramCredentials
 from sinks.kafka_security import SaslMechanism
 

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from front_door.security.store import SCRAM_KIND, SecurityStore
+from front_door.cluster.security_store import SCRAM_KIND, SecurityStore
 from sinks.kafka_security import SaslMechanism
 
 # Kafka's ScramMechanism: minimum and maximum iterations a credential may have

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from front_door.cluster.leadership import leader
 from front_door.groups.placement import partition_for
-from front_door.leadership import leader
 
 # Kafka's internal topic and its default partition count (`transaction.state.log.num.partitions`)
 TRANSACTION_STATE_TOPIC = "__transaction_state"

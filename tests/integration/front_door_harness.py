@@ -12,9 +12,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from front_door.leadership import leader, node_ids
+from front_door.cluster.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.server import FrontDoor, FrontDoorSettings
+from front_door.server import FrontDoor
+from front_door.settings import FrontDoorSettings
 from sinks.registry_store import RegistryStore
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully

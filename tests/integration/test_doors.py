@@ -1,4 +1,4 @@
-"""Several front doors finding each other on the doors topic (`front_door/door_cluster.py`), against a real
+"""Several front doors finding each other on the doors topic (`front_door/cluster/door_cluster.py`), against a real
 broker: every door lists every live door's nodes in Metadata with the same leaders; a group is coordinated by
 one door, and when that door stops the other takes the group over from the groups topic with its committed
 offsets; a door started with the id of a live door elsewhere is refused; a door that loses the cluster says
@@ -19,7 +19,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from embedded.local_kafka import LocalKafka
-from front_door.door_cluster import DuplicateDoorError, first_node_id
+from front_door.cluster.door_cluster import DuplicateDoorError, first_node_id
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
 from sinks.registry_watcher import RegistryWatcher

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
-from front_door.describe_configs import topic_entries
+from front_door.apis.describe_configs import topic_entries
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.test_front_door_groups import kafka_tool
 

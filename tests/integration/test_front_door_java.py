@@ -33,8 +33,8 @@ from pyspark.sql import SparkSession
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.api_keys import ApiKey
-from front_door.api_versions import ADVERTISED
-from front_door.leadership import leader, node_ids
+from front_door.apis.api_versions import ADVERTISED
+from front_door.cluster.leadership import leader, node_ids
 from sinks.storage.file_records import split_batches
 from sinks.storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig

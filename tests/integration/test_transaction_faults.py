@@ -30,7 +30,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
-from front_door.door_cluster import first_node_id
+from front_door.cluster.door_cluster import first_node_id
 from front_door.groups.placement import coordinator as group_coordinator
 from front_door.transactions.placement import transaction_coordinator
 from sinks.storage.log_reader import read

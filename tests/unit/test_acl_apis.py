@@ -17,25 +17,26 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from front_door import create_acls, delete_acls, describe_acls
 from front_door.api_keys import ApiKey
+from front_door.apis import create_acls, delete_acls, describe_acls
+from front_door.apis.registry import READABLE
+from front_door.cluster.node import Node
+from front_door.cluster.security_store import ACL_KIND
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.principal import KafkaPrincipal, user
+from front_door.network.wire import CloseConnection, encode_response, parse_request
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.security.acl_apis import ACL_HANDLERS, ACL_VERSIONS
 from front_door.security.acls import ANY_FILTER, AclOperation, AclPermissionType, PatternType, ResourceType
 from front_door.security.authorizer import AclAuthorizer
-from front_door.security.principal import KafkaPrincipal, user
-from front_door.security.store import ACL_KIND
-from front_door.server import READABLE
-from front_door.wire import CloseConnection, encode_response, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl
 from tests.unit.test_front_door import REGISTRY, _frame
 
+ACL_HANDLERS = {api.key: api.handler for api in (describe_acls.API, create_acls.API, delete_acls.API)}
+ACL_VERSIONS = {api.key: api.versions for api in (describe_acls.API, create_acls.API, delete_acls.API)}
 SUPPORTED = {**READABLE, **ACL_VERSIONS}
 ADMIN, ALICE = user("admin"), user("alice")
 Op = AclOperation
@@ -108,8 +109,8 @@ def test_the_acl_apis_are_exposed_with_kafka_4s_versions() -> None:
 
 
 def test_the_acl_apis_are_served_and_advertised() -> None:
-    from front_door.api_versions import ADVERTISED
-    from front_door.server import HANDLERS
+    from front_door.apis.api_versions import ADVERTISED
+    from front_door.apis.registry import HANDLERS
 
     assert set(ACL_HANDLERS) == set(ACL_VERSIONS)
     assert all(HANDLERS[key] is handler for key, handler in ACL_HANDLERS.items())

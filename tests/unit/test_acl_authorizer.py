@@ -11,6 +11,8 @@ import logging
 import pytest
 from kio.schema.errors import ErrorCode
 
+from front_door.cluster.security_store import ACL_KIND
+from front_door.network.principal import user
 from front_door.security import acl_codec
 from front_door.security.acls import (
     ANY_FILTER,
@@ -28,8 +30,6 @@ from front_door.security.acls import (
 )
 from front_door.security.audit import DenialAudit
 from front_door.security.authorizer import AclAuthorizer, parse_super_users
-from front_door.security.principal import user
-from front_door.security.store import ACL_KIND
 from tests.memory_security_store import MemorySecurityStore
 
 Op = AclOperation

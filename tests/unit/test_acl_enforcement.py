@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from front_door import (
+from front_door.apis import (
     create_partitions,
     create_topics,
     delete_groups,
@@ -44,12 +44,16 @@ from front_door import (
     produce,
     sync_group,
 )
+from front_door.apis.metadata import AUTHORIZED_OPERATIONS_OMITTED
+from front_door.apis.registry import READABLE
+from front_door.cluster.node import Node
+from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
-from front_door.messages import build
-from front_door.metadata import AUTHORIZED_OPERATIONS_OMITTED
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.messages import build
+from front_door.network.principal import KafkaPrincipal, user
+from front_door.network.wire import CloseConnection, encode_response, parse_request
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import (
     SUPPORTED_OPERATIONS,
@@ -60,10 +64,6 @@ from front_door.security.acls import (
     ResourceType,
 )
 from front_door.security.authorizer import AclAuthorizer
-from front_door.security.principal import KafkaPrincipal, user
-from front_door.server import READABLE
-from front_door.topic_ids import topic_id
-from front_door.wire import CloseConnection, encode_response, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl

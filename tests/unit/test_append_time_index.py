@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
-from front_door.fetch import read_partition
+from front_door.apis.fetch import read_partition
 from sinks.storage import append_time_index
 from sinks.storage.commit_record import COMMIT_FILE, read_commit
 from sinks.storage.file_names import partition_dir, segment_bases

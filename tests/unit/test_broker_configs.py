@@ -10,20 +10,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from front_door import describe_configs, incremental_alter_configs
 from front_door.api_keys import ApiKey
-from front_door.broker_configs import BrokerConfigs
+from front_door.apis import describe_configs, incremental_alter_configs
+from front_door.apis.describe_configs import ConfigSource
+from front_door.apis.incremental_alter_configs import NOT_PER_BROKER, OpType
+from front_door.cluster.node import Node
+from front_door.cluster.security_store import BROKER_KIND
 from front_door.context import Context
-from front_door.describe_configs import ConfigSource
 from front_door.groups.coordinator import GroupCoordinator
-from front_door.incremental_alter_configs import NOT_PER_BROKER, OpType
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.broker_configs import BrokerConfigs
+from front_door.network.principal import KafkaPrincipal, user
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclAuthorizer
-from front_door.security.principal import KafkaPrincipal, user
-from front_door.security.store import BROKER_KIND
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl

@@ -8,7 +8,12 @@ import threading
 
 import pytest
 
-from front_door.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups, parse_overrides
+from front_door.network.connection_limits import (
+    ConnectionLimitError,
+    ConnectionsPerIp,
+    NameLookups,
+    parse_overrides,
+)
 
 
 def test_an_ip_is_admitted_up_to_its_maximum_and_a_release_frees_a_slot() -> None:

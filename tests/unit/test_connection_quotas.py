@@ -17,26 +17,26 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from front_door import alter_client_quotas, describe_client_quotas
 from front_door.api_keys import ApiKey
-from front_door.connection_quotas import (
+from front_door.apis import alter_client_quotas, describe_client_quotas
+from front_door.apis.registry import READABLE
+from front_door.cluster.node import Node
+from front_door.cluster.security_store import QUOTA_KIND
+from front_door.context import Context
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.metrics import FrontDoorMetrics
+from front_door.network.connection_quotas import (
     CONNECTION_CREATION_RATE,
     MAX_THROTTLE_MS,
     ConnectionQuotas,
     QuotaEntity,
     SampledRate,
 )
-from front_door.context import Context
-from front_door.groups.coordinator import GroupCoordinator
-from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.principal import KafkaPrincipal, user
+from front_door.network.wire import encode_response, parse_request
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.acls import AclOperation, ResourceType
 from front_door.security.authorizer import AclAuthorizer
-from front_door.security.principal import KafkaPrincipal, user
-from front_door.security.store import QUOTA_KIND
-from front_door.server import READABLE
-from front_door.wire import encode_response, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_security_store import MemorySecurityStore
 from tests.unit.test_acl_authorizer import acl

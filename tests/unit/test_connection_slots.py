@@ -7,8 +7,8 @@ import asyncio
 import socket
 import struct
 
-from front_door.acceptor import Acceptor, bind
-from front_door.connection_slots import ConnectionSlots, SlotLimits
+from front_door.network.acceptor import Acceptor, bind
+from front_door.network.connection_slots import ConnectionSlots, SlotLimits
 
 
 def test_a_listener_and_the_door_each_hold_up_to_their_maximum_and_a_release_frees_a_slot() -> None:

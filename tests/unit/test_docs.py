@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from front_door.api_versions import ADVERTISED
-from front_door.unsupported import REFUSED_APIS
+from front_door.apis.api_versions import ADVERTISED
+from front_door.apis.registry import REFUSED_APIS
 from sinks.time_arguments import protect_relative_times
 from streaming.config import GatewayConfig
 from validators.topic_config import GATEWAY_DEFAULT_KEYS, REGISTRY_SECTIONS, TOPIC_CONFIG_KEYS, TOPIC_FIELDS

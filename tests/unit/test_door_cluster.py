@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from front_door.door_cluster import (
+from front_door.cluster.door_cluster import (
     DoorCluster,
     DoorRegistration,
     DuplicateDoorError,
     first_node_id,
 )
+from front_door.cluster.leadership import leader, node_ids
+from front_door.cluster.node import Node
 from front_door.door_membership import owned_partitions
 from front_door.groups.placement import OFFSETS_TOPIC_PARTITIONS, coordinator
-from front_door.leadership import leader, node_ids
-from front_door.node import Node
 
 TIMEOUT = 9000
 

@@ -16,16 +16,23 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from front_door import api_versions, fetch, list_offsets, metadata, produce, unsupported
+from front_door.apis import api_versions, fetch, list_offsets, metadata, produce, unsupported
+from front_door.apis.registry import READABLE, REFUSED_APIS
+from front_door.cluster.leadership import leader, node_ids
+from front_door.cluster.node import Node
+from front_door.cluster.topic_ids import topic_id
 from front_door.context import CONTROLLER_ID, Context
 from front_door.groups.coordinator import GroupCoordinator
-from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.wire import (
+    BadRequestError,
+    UnsupportedApiError,
+    encode_response,
+    frame_size,
+    parse_request,
+)
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
-from front_door.server import READABLE, FrontDoorSettings
-from front_door.topic_ids import topic_id
-from front_door.wire import BadRequestError, UnsupportedApiError, encode_response, frame_size, parse_request
+from front_door.settings import FrontDoorSettings
 from sinks.kafka_security import KafkaCluster
 from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
@@ -140,7 +147,7 @@ def _settings(listen: str, **kw: Any) -> FrontDoorSettings:
 
 
 def test_each_node_listens_on_the_next_port_or_a_free_one() -> None:
-    from front_door.node import BrokerAddress
+    from front_door.cluster.node import BrokerAddress
 
     assert _settings("127.0.0.1:9093").listen_addresses() == [("127.0.0.1", p) for p in (9093, 9094, 9095, 9096)]
     assert _settings(":9093", nodes=2).listen_addresses() == [("0.0.0.0", 9093), ("0.0.0.0", 9094)]
@@ -222,7 +229,7 @@ def _produce_request(version: int, acks: int, partitions: list[int]) -> Any:
     """A Produce of `version` to `orders` (by id from v13), one record set per partition."""
     import importlib
 
-    from front_door.messages import build
+    from front_door.network.messages import build
 
     m = importlib.import_module(f"kio.schema.produce.v{version}.request")
     data = tuple(m.PartitionProduceData(index=p, records=b"x") for p in partitions)
@@ -231,7 +238,7 @@ def _produce_request(version: int, acks: int, partitions: list[int]) -> Any:
 
 
 def test_produce_to_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(tmp_path: Path) -> None:
-    from front_door.wire import CloseConnection
+    from front_door.network.wire import CloseConnection
 
     ctx = _context(tmp_path)
     # orders-0 is led by node 3 and orders-2 by node 1; both asked of node 2 (nothing reaches the ingress topic)
@@ -256,7 +263,7 @@ def _fetch_request(version: int, partitions: list[tuple[str, int]]) -> Any:
     """A consumer's Fetch of `version` (topics by name, or by id from v13), every field the version has."""
     import importlib
 
-    from front_door.messages import build
+    from front_door.network.messages import build
 
     m = importlib.import_module(f"kio.schema.fetch.v{version}.request")
     by_topic: dict[str, list[Any]] = {}
@@ -315,7 +322,7 @@ def test_api_versions_advertise_what_is_served_and_not_kip_848(tmp_path: Path) -
     assert answer.error_code == ErrorCode.none
     assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == api_versions.ADVERTISED
     # a client switches to KIP-848's protocol when it sees ConsumerGroupHeartbeat: never advertised
-    assert not set(api_versions.ADVERTISED) & set(unsupported.REFUSED_APIS)
+    assert not set(api_versions.ADVERTISED) & set(REFUSED_APIS)
 
 
 def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) -> None:
@@ -331,9 +338,9 @@ def test_producer_ids_stay_unique_across_restarts_and_instances(tmp_path: Path) 
         ProducerIdManager(tmp_path).generate()
 
 
-@pytest.mark.parametrize("api_key", sorted(unsupported.REFUSED_APIS))
+@pytest.mark.parametrize("api_key", sorted(REFUSED_APIS))
 def test_every_version_of_every_refused_api_has_an_encodable_error_answer(api_key: int) -> None:
-    from front_door.messages import error_response
+    from front_door.network.messages import error_response
 
     low, high = READABLE[api_key]
     for version in range(low, high + 1):

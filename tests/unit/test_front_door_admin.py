@@ -14,7 +14,8 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from front_door import (
+from front_door.api_keys import ApiKey
+from front_door.apis import (
     create_partitions,
     create_topics,
     delete_topics,
@@ -23,12 +24,11 @@ from front_door import (
     list_offsets,
     offset_for_leader_epoch,
 )
-from front_door.api_keys import ApiKey
-from front_door.api_versions import ADVERTISED, api_versions_body
+from front_door.apis.api_versions import ADVERTISED, api_versions_body
+from front_door.apis.describe_configs import ConfigSource
+from front_door.cluster.leader_epoch import epoch_error
+from front_door.cluster.leadership import leader, node_ids
 from front_door.context import Context
-from front_door.describe_configs import ConfigSource
-from front_door.leader_epoch import epoch_error
-from front_door.leadership import leader, node_ids
 from tests.unit.test_front_door import REGISTRY, _answer, _context
 from validators.append_result import GATEWAY_LEADER_EPOCH
 from validators.topic_config import TopicRegistry

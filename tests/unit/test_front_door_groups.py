@@ -15,7 +15,7 @@ import pytest
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from front_door import (
+from front_door.apis import (
     delete_groups,
     describe_groups,
     find_coordinator,
@@ -27,16 +27,16 @@ from front_door import (
     offset_fetch,
     sync_group,
 )
+from front_door.apis.registry import READABLE
+from front_door.cluster.leadership import node_ids
+from front_door.cluster.node import Node
+from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.groups.placement import coordinator, partition_for
-from front_door.leadership import node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.wire import BadRequestError, parse_request
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.server import READABLE
-from front_door.topic_ids import topic_id
-from front_door.wire import BadRequestError, parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.unit.test_front_door import REGISTRY, _answer
 
@@ -221,7 +221,7 @@ def test_a_node_that_does_not_coordinate_the_group_says_so(tmp_path: Path, api: 
 @pytest.mark.parametrize("api_key, version", [(11, 9), (14, 5), (8, 9), (9, 8), (13, 5), (42, 2), (10, 4)])
 def test_a_malformed_group_request_is_a_bad_request_closing_only_its_connection(api_key: int, version: int) -> None:
     """Truncated bodies and hostile array lengths are BadRequestError, which closes the one connection
-    (`server.py`), as a Kafka broker closes it; nothing reaches the coordinator."""
+    (`processor.py`), as a Kafka broker closes it; nothing reaches the coordinator."""
     header = struct.pack(">hhi", api_key, version, 7) + b"\x00\x04unit\x00"  # header v2: client id, no tags
     for body in (b"", b"\x05gr", b"\x05grp" + b"\xff" * 12, b"\x02g" + b"\x7f\xff\xff\xff" * 4):
         with pytest.raises(BadRequestError):

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import trustme
 
-from front_door.connection_slots import SlotLimits
+from front_door.network.connection_slots import SlotLimits
+from front_door.network.principal import user
 from front_door.security.config import (
     STANDARD_AUTHORIZER,
     exposed_unauthenticated,
@@ -22,7 +23,6 @@ from front_door.security.listeners import (
     parse_protocol_map,
     plaintext_listener,
 )
-from front_door.security.principal import user
 from front_door.security.ssl_principal import PrincipalMappingError, parse_rules, principal_name
 from front_door.security.tls import ClientAuth
 from sinks.kafka_security import KafkaSecurityError, SaslMechanism, SecurityProtocol

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from front_door.metrics import FrontDoorMetrics
-from front_door.server import FrontDoor, FrontDoorSettings
+from front_door.server import FrontDoor
+from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds
 from sinks.kafka_security import KafkaCluster
 from validators.topic_config import TopicRegistry

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from contract.group_records import OffsetAndMetadata
+from front_door.cluster.leadership import node_ids
 from front_door.groups.classic_group import ClassicGroup, GroupState, Member, Protocol
 from front_door.groups.coordinator import (
     GroupCoordinator,
@@ -22,7 +23,6 @@ from front_door.groups.coordinator import (
     LeavingMember,
 )
 from front_door.groups.placement import coordinator, java_string_hash, partition_for
-from front_door.leadership import node_ids
 from tests.memory_group_store import MemoryGroupStore
 
 T = TypeVar("T")

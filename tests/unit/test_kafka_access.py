@@ -101,12 +101,11 @@ def _refusing_cluster() -> Iterator[str]:
     SASL_AUTHENTICATION_FAILED), answered with the front door's own encoders."""
     from kio.schema.errors import ErrorCode
 
-    from front_door import api_versions
     from front_door.api_keys import ApiKey
-    from front_door.sasl_authenticate import authenticate_body
-    from front_door.sasl_handshake import handshake_body
-    from front_door.server import READABLE
-    from front_door.wire import encode_response, parse_request
+    from front_door.apis import api_versions
+    from front_door.apis.registry import READABLE
+    from front_door.network.wire import encode_response, parse_request
+    from front_door.security.sasl_exchange import authenticate_body, handshake_body
 
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []

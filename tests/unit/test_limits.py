@@ -38,16 +38,16 @@ from contract.topics import (
     rehearsal_topic,
 )
 from embedded.local_kafka import LocalKafka
-from front_door import produce
+from front_door.apis import produce
+from front_door.apis.registry import READABLE
+from front_door.cluster.node import Node
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
-from front_door.in_flight import InFlightBytes
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.in_flight import InFlightBytes
+from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.server import READABLE
-from front_door.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from sinks.kafka_security import KafkaCluster
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs

@@ -13,7 +13,7 @@ from types import ModuleType
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from front_door import (
+from front_door.apis import (
     add_partitions_to_txn,
     describe_producers,
     describe_transactions,
@@ -21,16 +21,16 @@ from front_door import (
     init_producer_id,
     list_transactions,
 )
+from front_door.apis.describe_producers import Described, describe
+from front_door.cluster.leadership import leader, node_ids
+from front_door.cluster.node import Node
 from front_door.context import Context
-from front_door.describe_producers import Described, describe
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
-from front_door.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
-from front_door.node import Node
+from front_door.network.wire import encode_response
 from front_door.producer_id_manager import ProducerIdManager
 from front_door.transactions.coordinator import TransactionCoordinator
 from front_door.transactions.placement import transaction_coordinator
-from front_door.wire import encode_response
 from sinks.partition_task import append_partition
 from sinks.storage.file_names import partition_dir
 from streaming.stage import IngressBatch, decide_group

@@ -16,11 +16,11 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from contract.group_records import OffsetAndMetadata, TxnEnd
-from front_door import offset_fetch, txn_offset_commit
+from front_door.apis import offset_fetch, txn_offset_commit
+from front_door.cluster.leadership import node_ids
 from front_door.groups.coordinator import GroupCoordinator, GroupSettings
 from front_door.groups.placement import OFFSETS_TOPIC, coordinator, partition_for
-from front_door.leadership import node_ids
-from front_door.wire import parse_request
+from front_door.network.wire import parse_request
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_transaction_store import MemoryTransactionStore
 from tests.unit.test_front_door import READABLE, _answer, _frame

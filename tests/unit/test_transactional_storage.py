@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from front_door.fetch import read_partition
-from front_door.list_offsets import look_up
+from front_door.apis.fetch import read_partition
+from front_door.apis.list_offsets import look_up
 from sinks.partition_task import append_partition
 from sinks.storage.commit_record import read_commit_head
 from sinks.storage.file_names import delete_segment_files, partition_dir

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from embedded.local_kafka import free_port
+from front_door.cluster.security_store import SCRAM_KIND
 from front_door.security.scram_credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     ScramCredential,
     ScramCredentials,
 )
-from front_door.security.store import SCRAM_KIND
 from sinks.kafka_security import SaslMechanism
 from streaming import users_command
 from streaming.__main__ import build_parser, main

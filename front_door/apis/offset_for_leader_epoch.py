@@ -1,0 +1,82 @@
+"""OffsetForLeaderEpoch (key 23, v2-v4, KIP-101/KIP-320): the end offset of a leader epoch, which a
+consumer asks to validate its position after a leader change (`LeaderEpochFileCache.endOffsetFor`). The
+gateway appends every batch in its one epoch (`GATEWAY_LEADER_EPOCH`): that epoch ends at the log end
+offset; an earlier or later one, or any on an empty partition, is unknown (epoch -1, offset -1), as
+Kafka answers an epoch its cache does not hold. `current_leader_epoch` is checked (`leader_epoch.py`); a
+partition another node leads gets NOT_LEADER_OR_FOLLOWER; a topic the principal may not DESCRIBE (without
+CLUSTER_ACTION) TOPIC_AUTHORIZATION_FAILED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door import access
+from front_door.api_keys import ApiKey
+from front_door.apis.registry import Acl, Api, register
+from front_door.cluster.leader_epoch import NO_EPOCH, epoch_error
+from front_door.context import Context
+from front_door.network.messages import NO_THROTTLE, build, response_module
+from front_door.network.wire import Request
+from front_door.security.acls import AclOperation, ResourceType
+from sinks.storage.errors import KafkaStorageError
+from sinks.storage.log_reader import log_end_offset
+from validators.append_result import GATEWAY_LEADER_EPOCH
+
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+def end_offset_for(root: Path, topic: str, partition: int, epoch: int) -> tuple[ErrorCode, int, int]:
+    """(error, epoch, end offset) of `epoch`; on a worker thread (file I/O)."""
+    if epoch != GATEWAY_LEADER_EPOCH:
+        return ErrorCode.none, NO_EPOCH, UNDEFINED_EPOCH_OFFSET
+    try:
+        end = log_end_offset(root, topic, partition)
+    except (KafkaStorageError, OSError):
+        return ErrorCode.kafka_storage_error, NO_EPOCH, UNDEFINED_EPOCH_OFFSET
+    if end == 0:  # nothing appended: no epoch has started
+        return ErrorCode.none, NO_EPOCH, UNDEFINED_EPOCH_OFFSET
+    return ErrorCode.none, GATEWAY_LEADER_EPOCH, end
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    module = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
+    registry = ctx.registry()
+    # KafkaApis.handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower, not logged when
+    # denied), else DESCRIBE on each topic (a consumer, KIP-320)
+    if access.authorize_cluster(ctx, request, AclOperation.CLUSTER_ACTION, log_if_denied=False):
+        describable = {t.topic for t in request.body.topics}
+    else:
+        describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                              (t.topic for t in request.body.topics))
+    topics = []
+    for t in request.body.topics:
+        config = registry.get(t.topic)
+        partitions = []
+        for p in t.partitions:
+            result: tuple[ErrorCode, int, int]
+            if t.topic not in describable:
+                result = (ErrorCode.topic_authorization_failed, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            elif config is None or not 0 <= p.partition < config.partitions:
+                result = (ErrorCode.unknown_topic_or_partition, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            elif ctx.leader(t.topic, p.partition) != request.node_id:
+                result = (ErrorCode.not_leader_or_follower, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            elif (fenced := epoch_error(p.current_leader_epoch)) is not None:
+                result = (fenced, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+            else:
+                result = await asyncio.to_thread(end_offset_for, ctx.segments_root, t.topic, p.partition, p.leader_epoch)
+            code, epoch, end = result
+            partitions.append(build(module.EpochEndOffset, error_code=code, partition=p.partition, leader_epoch=epoch,
+                                    end_offset=end))
+        topics.append(build(module.OffsetForLeaderTopicResult, topic=t.topic, partitions=tuple(partitions)))
+    return build(module.OffsetForLeaderEpochResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+API = register(Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), handle, acls=(
+    Acl(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER),
+    Acl(AclOperation.DESCRIBE, ResourceType.TOPIC),
+)))

@@ -1,0 +1,147 @@
+"""Produce (key 0, v3-v13): each partition's records become one ingress message, and the answer is the
+gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.json`).
+
+- The batch is not looked at here: the gateway's stage is the leader and decides everything a broker's
+  `LogValidator` would (unknown topic, CRC, size, timestamps, sequences), so every batch ends appended
+  or dead-lettered with its error — never dropped at the door. The one exception is a batch larger than
+  the ingress hop can carry (a cluster whose ingress topic or brokers take less than the gateway asked
+  for, `contract.limits`): MESSAGE_TOO_LARGE here, logged, as it could never reach the leader.
+- The batch's bytes go on as kio parsed them out of the request (`bytes`, not copied again here). An
+  authorized transactional id goes with them (`gw.transactional.id`): only then does the stage take a
+  transactional batch (`validators.log_validator`).
+- acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response); a
+  partition refused at the door closes the connection instead, as Kafka does.
+- A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
+  the gateway still decides its batch exactly once (an idempotent client's retry is then acknowledged
+  as a duplicate with the original offsets).
+- Refused at the door, as a broker refuses before any append: a topic the principal may not WRITE
+  (TOPIC_AUTHORIZATION_FAILED, `KafkaApis.handleProduceRequest`; nothing of it reaches the ingress topic;
+  an idempotent batch needs nothing more since KIP-679), acks outside {-1, 0, 1}
+  (INVALID_REQUIRED_ACKS), transactional records without WRITE on the request's transactional id
+  (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
+  partition this node does not lead (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
+  room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
+  there. A topic or partition the registry lacks still goes to the gateway, which answers
+  UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from front_door import access
+from front_door.api_keys import ApiKey
+from front_door.apis.leader_hints import current_leader, node_endpoints
+from front_door.apis.registry import Acl, Api, register
+from front_door.context import Context
+from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
+from front_door.network.wire import CloseConnection, Request
+from front_door.security.acls import AclOperation, ResourceType
+
+_TRANSACTIONAL_BIT = 0x10  # a v2 batch's attributes: the int16 at 21, this bit in its low byte
+
+
+def _transactional_records(body: Any) -> bool:
+    """`RequestUtils.hasTransactionalRecords`: a partition's first batch is transactional."""
+    return any(pd.records is not None and len(pd.records) > 22 and pd.records[22] & _TRANSACTIONAL_BIT
+               for td in body.topic_data for pd in td.partition_data)
+
+
+def _refused(code: int, message: str | None = None, leader: int | None = None) -> dict[str, Any]:
+    return {"error_code": code, "error_message": message, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": [], "leader": leader}
+
+
+def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
+    errors = tuple(build(module.BatchIndexAndErrorMessage, batch_index=e["batch_index"],
+                         batch_index_error_message=e.get("message"))
+                   for e in r.get("record_errors") or ())
+    code = r["error_code"]
+    return build(module.PartitionProduceResponse, index=index, error_code=error_code(code),
+                 base_offset=r["base_offset"], log_append_time=timestamp(r["log_append_time_ms"]),
+                 log_start_offset=r["log_start_offset"], record_errors=errors,
+                 error_message=r.get("error_message") if code != 0 else None, **current_leader(module, r.get("leader")))
+
+
+async def handle(ctx: Context, request: Request) -> Any:
+    """The ProduceResponse; for acks=0 None, or CloseConnection when a partition was refused."""
+    body, version = request.body, request.api_version
+    started = time.monotonic()
+    refusal = None
+    transactional_id = body.transactional_id
+    if transactional_id is not None and not access.authorize(ctx, request, AclOperation.WRITE,
+                                                             ResourceType.TRANSACTIONAL_ID, transactional_id):
+        transactional_id = None  # transactional records are then refused (before any topic), plain ones go on
+        if _transactional_records(body):
+            refusal = _refused(ErrorCode.transactional_id_authorization_failed)
+    txn_refused = refusal is not None
+    if refusal is None and body.acks not in (-1, 0, 1):
+        refusal = _refused(ErrorCode.invalid_required_acks)
+    # (topic as the request named it, partition) -> the answer
+    answers: dict[tuple[Any, int], Any] = {}
+    pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
+    topic_ids = ctx.topic_ids() if version >= 13 else {}
+    registry = ctx.registry()
+    names = [topic_ids.get(td.topic_id) if version >= 13 else td.name for td in body.topic_data]
+    # WRITE on each topic (KafkaApis.handleProduceRequest), after the transactional id and before the acks
+    # (ReplicaManager.appendRecords checks them on the authorized partitions only)
+    writable = access.authorized_names(ctx, request, AclOperation.WRITE, ResourceType.TOPIC,
+                                       () if txn_refused else (n for n in names if n is not None))
+    for td, name in zip(body.topic_data, names, strict=True):
+        key = td.topic_id if version >= 13 else td.name
+        config = registry.get(name) if name is not None else None
+        for pd in td.partition_data:
+            if name is not None and not txn_refused and name not in writable:
+                answers[(key, pd.index)] = _refused(ErrorCode.topic_authorization_failed)
+                continue
+            if refusal is not None or name is None:
+                answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
+                continue
+            known = config is not None and 0 <= pd.index < config.partitions
+            if known and (leader := ctx.leader(name, pd.index)) != request.node_id:
+                answers[(key, pd.index)] = _refused(ErrorCode.not_leader_or_follower, leader=leader)
+                continue
+            records = b"" if pd.records is None else pd.records
+            too_large = ctx.bridge.too_large(name, pd.index, len(records))
+            if too_large is not None:
+                answers[(key, pd.index)] = too_large
+                continue
+            request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks,
+                                                 principal=str(request.principal), transactional_id=transactional_id)
+            if waiter is not None:
+                pending[waiter] = (request_id, (key, pd.index))
+    if body.acks == 0:
+        return CloseConnection(f"error during produce request with correlation id {request.correlation_id} with "
+                               "ack=0") if answers else None
+    if pending:
+        with ctx.metrics.in_flight():
+            done, late = await asyncio.wait(pending, timeout=millis(body.timeout) / 1000)
+        for waiter in done:
+            answers[pending[waiter][1]] = waiter.result()
+        for waiter in late:
+            request_id, where = pending[waiter]
+            ctx.bridge.forget(request_id)
+            waiter.cancel()
+            answers[where] = _refused(ErrorCode.request_timed_out)
+    ctx.metrics.produce_latency(time.monotonic() - started)
+    module = response_module(ApiKey.PRODUCE, version)
+    leaders = [a["leader"] for a in answers.values() if a.get("leader") is not None]
+    topics = []
+    for td in body.topic_data:
+        key = td.topic_id if version >= 13 else td.name
+        partitions = tuple(_partition_response(module, pd.index, answers[(key, pd.index)]) for pd in td.partition_data)
+        topics.append(build(module.TopicProduceResponse, name=td.name if version < 13 else None,
+                            topic_id=td.topic_id if version >= 13 else None, partition_responses=partitions))
+    return build(module.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE,
+                 **node_endpoints(module, ctx, leaders))
+
+
+API = register(Api(ApiKey.PRODUCE, (3, 13), handle, acls=(
+    Acl(AclOperation.WRITE, ResourceType.TOPIC),
+    Acl(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+)))
