@@ -80,8 +80,8 @@ $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_wa
 jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(CDS_ARCHIVES)
 # Class data sharing archives of the JVMs the gateway starts (embedded/class_data_sharing.py): seconds off each
 # start of Spark's driver, the local broker and Kafka's tools. Made by starting each once (~1 min).
-$(CDS_ARCHIVES): $(KAFKA_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(VENV)/.installed embedded/class_data_sharing.py
-	$(PY) -m embedded.class_data_sharing
+$(CDS_ARCHIVES): $(KAFKA_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(VENV)/.installed embedded/class_data_sharing.py streaming/class_data_archives.py
+	$(PY) -m streaming.class_data_archives
 	touch $@
 $(GATEWAY_JAR): $(GATEWAY_JAVA) $(VENV)/.installed
 	rm -rf .jvm/gateway && mkdir -p .jvm/gateway/classes

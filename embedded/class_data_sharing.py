@@ -2,16 +2,13 @@
 Kafka broker and Kafka's tools. Loading and verifying their classes is most of a JVM's start on a small
 machine; an archive of those classes, mapped at start, takes seconds off each start (docs/performance.md).
 
-`make jars` makes the archives (`python -m embedded.class_data_sharing`): a local broker, and a Spark driver
+`make jars` makes the archives (`python -m streaming.class_data_archives`): a local broker, and a Spark driver
 running the gateway's query over a few demo batches on it, each dumping the classes it loaded when its JVM
 exits (`-XX:ArchiveClassesAtExit`). A JVM given an archive that no longer matches its JDK or its jars ignores it
 and starts as without one; the `cds` log is off so that this says nothing."""
 
 from __future__ import annotations
 
-import logging
-import sys
-import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +16,6 @@ ARCHIVE_DIR = REPO_ROOT / ".jvm" / "cds"
 SPARK_DRIVER_ARCHIVE = ARCHIVE_DIR / "spark-driver.jsa"
 KAFKA_ARCHIVE = ARCHIVE_DIR / "kafka.jsa"
 _QUIET = "-Xlog:cds*=off"
-
-log = logging.getLogger(__name__)
 
 
 def using(archive: Path) -> list[str]:
@@ -31,56 +26,3 @@ def using(archive: Path) -> list[str]:
 def dumping(archive: Path) -> list[str]:
     """The JVM options that write the classes the JVM loaded to `archive` when it exits."""
     return [f"-XX:ArchiveClassesAtExit={archive}", _QUIET]
-
-
-def make_archives(scratch: Path) -> None:
-    """A local broker dumping `KAFKA_ARCHIVE`, and a Spark driver dumping `SPARK_DRIVER_ARCHIVE` that runs the
-    gateway's query over a few demo batches on that broker (the Kafka source, the state store, the stage's
-    Python path: what a first micro-batch loads)."""
-    from embedded.demo import DemoTraffic
-    from embedded.local_kafka import LocalKafka, free_port
-    from sinks.kafka_admin import create_topics
-    from streaming.config import load_gateway_config
-    from streaming.query import start_gateway, topic_specs
-    from streaming.session import SPARK_LOG_CONFIG, build_spark_session, stop_session
-
-    broker = LocalKafka(scratch / "kafka", port=free_port(), class_data=dumping(KAFKA_ARCHIVE)).start()
-    try:
-        options = " ".join([f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}", *dumping(SPARK_DRIVER_ARCHIVE)])
-        config = load_gateway_config(REPO_ROOT / "conf" / "gateway.json").with_overrides(
-            bootstrap_servers=broker.bootstrap_servers, segments_root=str(scratch / "segments"),
-            checkpoint_root=str(scratch / "checkpoints"), spark_conf={"spark.driver.extraJavaOptions": options})
-        create_topics(config.cluster, topic_specs(config))
-        demo = DemoTraffic(config.cluster, config.ingress_topic, batches_per_second=50)
-        demo.start()
-        spark = build_spark_session(config, app_name="class-data-sharing")
-        demo.stop()
-        demo.join()
-        query, _ = start_gateway(spark, config, available_now=True)
-        query.awaitTermination(300)
-        jvm = spark.sparkContext._gateway.proc  # type: ignore[union-attr]  # PySpark's handle on its JVM
-        stop_session(spark)
-        jvm.stdin.close()  # PySpark's JVM exits at the end of its input, writing its archive
-        jvm.wait(timeout=300)
-    finally:
-        broker.stop()  # SIGTERM: a clean exit, which writes its archive
-
-
-def main() -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")  # py4j's INFO lines are not for `make jars`
-    log.setLevel(logging.INFO)
-    ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
-    for archive in (KAFKA_ARCHIVE, SPARK_DRIVER_ARCHIVE):
-        archive.unlink(missing_ok=True)  # a JVM dumping must not map the archive it replaces
-    with tempfile.TemporaryDirectory(prefix="gateway-cds-") as scratch:
-        make_archives(Path(scratch))
-    for archive in (KAFKA_ARCHIVE, SPARK_DRIVER_ARCHIVE):
-        if not archive.is_file():
-            log.warning("class data sharing: %s was not written; its JVMs start without it", archive)
-        else:
-            log.info("class data sharing: %s (%.0f MB)", archive, archive.stat().st_size / 1e6)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
