@@ -1,5 +1,5 @@
 """Clients of the ingest gateway: a producer that speaks the ingress/response contract (docs/design.md: ingress topic; docs/design.md: response topic)
-and a consumer over its segment storage (§4.5), both shaped like Kafka's own clients."""
+and a consumer over its segment storage, both shaped like Kafka's own clients."""
 
 from clients.consumer import ConsumerRecord, GatewayConsumer, OffsetAndTimestamp, TopicPartition
 from clients.errors import GatewayError, KafkaTimeoutError, RecordError, RecordTooLargeError, TransportError

@@ -1,5 +1,5 @@
 """The front door's link to the gateway: one ingress message per produced partition batch (docs/design.md: ingress topic)
-and the gateway's answer to it from the response topic (§4.3), matched by request id.
+and the gateway's answer to it from the response topic, matched by request id.
 
 Request ids are `fd-<instance>-<n>`: the instance is random per start, so ids never repeat across
 front doors or restarts, and a response is matched only by the front door that sent its batch.

@@ -31,7 +31,7 @@ How it runs:
   `spark.sql.execution.arrow.maxRecordsPerBatch` rows. Tasks read files, so on a cluster `root` must be
   a filesystem every executor mounts at the same path (the gateway's own requirement). Readers take no
   lock and stay inside the committed sizes, so appends in progress are invisible.
-- **retention during the read**: a segment deleted after planning (§5.6, §5.7) cannot be read. Like the
+- **retention during the read**: a segment deleted after planning cannot be read. Like the
   Kafka source's `failOnDataLoss`, the task then fails with the lost range in the message, or with
   `fail_on_data_loss=False` skips to the new log start offset.
 """

@@ -2,7 +2,7 @@
 
 Kafka's `LogManager` (`UnifiedLog.deleteRetentionMsBreachedSegments`) loads and recovers every log at startup, then runs `cleanupLogs`
 every `log.retention.check.interval.ms` (default 300000) after `log.initial.task.delay.ms` (30000); each
-pass deletes the segments that breach `retention.bytes` (§5.7), `retention.ms` (§5.6) and, in the gateway,
+pass deletes the segments that breach `retention.bytes`, `retention.ms` and, in the gateway,
 KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the segment storage:
 
 - a daemon thread on the driver. First a startup pass rebuilds the active segments' indexes that a

@@ -1,6 +1,6 @@
 """ListOffsets (key 2, v1-v10) from segment storage: earliest (-2), latest (-1), max timestamp (-3,
-KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`, reference
-§5.5). Not found is timestamp -1 / offset -1, as Kafka answers. A registry partition another node
+KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`). Not found is
+timestamp -1 / offset -1, as Kafka answers. A registry partition another node
 leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer's ListOffsets
 (`replica_id` -1) for a partition it does not lead; the response has no field to name the leader. A
 `current_leader_epoch` (v4+) other than the gateway's is checked as Kafka does (`leader_epoch.py`). A topic

@@ -135,7 +135,7 @@ class AbstractIndex:
         return True
 
     def trim_to_valid_size(self) -> None:
-        """Trim the (preallocated) file to its valid entries: done on roll and on close (§5.3)."""
+        """Trim the (preallocated) file to its valid entries: done on roll and on close."""
         if self.writable:
             self.resize(self.size_in_bytes)
 

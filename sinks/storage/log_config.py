@@ -38,7 +38,7 @@ class SegmentConfig:
 
 
 def roll_jitter_ms(topic: str, partition: int, base_offset: int, config: SegmentConfig) -> int:
-    """Kafka draws `abs(random) % min(segment.jitter.ms, segment.ms)` per segment (§5.4). Replays must roll
+    """Kafka draws `abs(random) % min(segment.jitter.ms, segment.ms)` per segment. Replays must roll
     identically, so the gateway derives it from a hash of (topic, partition, base offset): stable across
     processes and restarts, and still spread over partitions."""
     if config.segment_jitter_ms <= 0:

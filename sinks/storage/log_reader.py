@@ -331,7 +331,7 @@ class PartitionReader:
                 leader_epoch=header.partition_leader_epoch,
             )
 
-    # ------------------------------------------------------------------ ListOffsets (§5.5)
+    # ------------------------------------------------------------------ ListOffsets
 
     def offsets_for_times(self, timestamp: int) -> ListOffsetsResult:
         if timestamp == LATEST_TIMESTAMP:
@@ -342,7 +342,7 @@ class PartitionReader:
             return self._max_timestamp()
         if timestamp < 0:
             raise ValueError(f"unsupported ListOffsets target timestamp {timestamp} (only -1, -2, -3 and >= 0)")
-        # The first segment whose largest timestamp is >= t; nothing found there means not found (§5.5).
+        # The first segment whose largest timestamp is >= t; nothing found there means not found.
         for view in self.segments:
             if view.largest_timestamp() >= timestamp:
                 return find_offset_by_timestamp(view.segment, timestamp, self.log_start_offset) or NOT_FOUND

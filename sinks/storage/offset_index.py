@@ -1,6 +1,6 @@
 """Kafka's sparse offset index (`<base>.index`) and the index file mechanics shared with the time index.
 
-Reference §5.3 (`AbstractIndex.java`, `OffsetIndex.java`):
+Kafka's `AbstractIndex.java` and `OffsetIndex.java`:
 - 8-byte entries `relativeOffset int32 | position int32`, big-endian, strictly increasing offsets;
 - a writable index of the active segment is preallocated to `floor(segment.index.bytes / entry)` entries
   (zeros) and trimmed to its valid entries on roll and close;

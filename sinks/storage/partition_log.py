@@ -207,7 +207,7 @@ class PartitionLog:
 
     def append(self, records: bytes, append_time_ms: int) -> AppendInfo:
         """Append one produce's batch(es), offsets already assigned and continuing the log end offset;
-        rolls first when the active segment says so (§5.4)."""
+        rolls first when the active segment says so."""
         header = parse_header(records)
         if header.base_offset != self.log_end_offset:
             raise ValueError(
@@ -268,7 +268,7 @@ class PartitionLog:
 
     def _roll(self, new_base: int, now_ms: int, reason: str) -> bool:
         """`UnifiedLog.roll`: the old segment becomes inactive (final time-index entry, trimmed indexes,
-        flushed), a new one starts at `new_base` (§5.4)."""
+        flushed), a new one starts at `new_base`."""
         old = self.active
         assert old is not None
         if old.size == 0:  # never roll an empty segment (Kafka's batch-too-large check prevents it)

@@ -5,8 +5,8 @@
 - segments are judged oldest first and deletion stops at the first segment that is not deletable
   (prefix rule); the gateway never deletes the active (last) segment (docs/design.md: segment storage) — committed data is
   all below the high watermark, the gateway being the only replica;
-- order of the passes as `deleteOldSegments()`: size (`deleteRetentionSizeBreachedSegments`, §5.7), then
-  time (`deleteRetentionMsBreachedSegments`, §5.6), then event time (KIP-870);
+- order of the passes as `deleteOldSegments()`: size (`deleteRetentionSizeBreachedSegments`), then
+  time (`deleteRetentionMsBreachedSegments`), then event time (KIP-870);
 - time: deletable iff `now - largestTimestamp > retention.ms` (strict), `largestTimestamp` = the largest
   record timestamp of the segment, or the `.log` mtime when it has none; a segment with a timestamp in the
   future is logged at WARN (`LogFutureTimestampLogger`) and, being ineligible, blocks all newer ones;
@@ -123,7 +123,7 @@ def enforce_retention(
         commit = None if head is None else head.record(directory)
         if commit is None or not commit.segments:
             return RetentionReport(topic, partition, (), 0, 0)
-        if "delete" not in config.cleanup_policy:  # compact-only: no size/time retention (§5.6)
+        if "delete" not in config.cleanup_policy:  # compact-only: no size/time retention
             return RetentionReport(topic, partition, (), commit.log_start_offset, commit.log_end_offset)
         segments = list(commit.segments)
         warnings: list[str] = []
@@ -151,7 +151,7 @@ def enforce_retention(
 
 
 def _breached_retention_bytes(segments: list[SegmentState], retention_bytes: int) -> list[DeletedSegment]:
-    """retention.bytes (§5.7): the total includes the active segment."""
+    """retention.bytes: the total includes the active segment."""
     deleted: list[DeletedSegment] = []
     total = sum(s.log_size for s in segments)
     if retention_bytes < 0 or total < retention_bytes:
@@ -167,7 +167,7 @@ def _breached_retention_bytes(segments: list[SegmentState], retention_bytes: int
 def _breached_retention_ms(
     directory: Path, tp: str, segments: list[SegmentState], retention_ms: int, now_ms: int, warnings: list[str]
 ) -> list[DeletedSegment]:
-    """retention.ms (§5.6) against each segment's largest record timestamp; a segment with future
+    """retention.ms against each segment's largest record timestamp; a segment with future
     timestamps is kept, with Kafka's warning."""
     deleted: list[DeletedSegment] = []
     while retention_ms >= 0 and len(segments) > 1:

@@ -3,16 +3,16 @@
 Kafka's `LogSegment.java` semantics (Kafka's `LogFileUtils`; `LogSegment.shouldRoll`; Kafka's `LogLoader`, `LogSegment.recover`):
 - `append`: batches written back to back; per batch, an offset-index entry (batch last offset -> batch
   start position) and a time-index entry (max timestamp so far, last offset of the first batch reaching
-  it) when the bytes since the last index entry are strictly more than `index.interval.bytes` (§5.2);
+  it) when the bytes since the last index entry are strictly more than `index.interval.bytes`;
 - `should_roll`: segment.bytes, segment.ms (+ jitter) with the event-time rule, full indexes, relative
-  offset overflow (§5.4);
-- `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size (§5.3);
-- `recover`: rebuild the indexes from the log, truncating at the first invalid batch (§5.8).
+  offset overflow;
+- `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size;
+- `recover`: rebuild the indexes from the log, truncating at the first invalid batch.
 
 Durability (`flush`): Kafka never relies on its indexes surviving a crash — `LogLoader` rebuilds them
 from the log (Kafka's `LogLoader`, `LogSegment.recover`) — so a commit fsyncs the `.log` and the `.appendtimeindex` only (the append
 times of CreateTime batches are in no Kafka file, so nothing could rebuild them). `.index`/`.timeindex` are
-fsynced when a segment rolls (as Kafka flushes a rolled segment, §5.4). For the active segment the commit
+fsynced when a segment rolls (as Kafka flushes a rolled segment). For the active segment the commit
 record keeps a CRC-32 of each index's valid bytes (`index_checksums`); a mismatch when the segment is next
 opened means index pages were lost with the page cache, and `rebuild_indexes` recreates them from the log.
 
@@ -69,7 +69,7 @@ class LogSegmentOffsetOverflowError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RollParams:
-    """`RollParams`: what `shouldRoll` looks at for one incoming append (§5.4)."""
+    """`RollParams`: what `shouldRoll` looks at for one incoming append."""
 
     max_segment_ms: int
     max_segment_bytes: int
@@ -153,7 +153,7 @@ class LogSegment:
         self._preallocated = False
         if writable and preallocate:
             self.ensure_preallocated()
-        # maxTimestampAndOffsetSoFar, lazily the time index's last entry (§5.2)
+        # maxTimestampAndOffsetSoFar, lazily the time index's last entry
         self._max_ts_and_offset: TimestampOffset | None = None
         self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
         # (valid bytes, CRC-32 of them) per index, extended incrementally; reset whenever entries are dropped
@@ -189,13 +189,13 @@ class LogSegment:
     @property
     def bytes_since_last_index_entry(self) -> int:
         """Derived from the files, so it survives a reopen: what a broker that never restarted would hold.
-        (Kafka keeps it in memory only; its `recover` rebuilds with the same arithmetic, §5.8.)"""
+        (Kafka keeps it in memory only; its `recover` rebuilds with the same arithmetic.)"""
         if self.offset_index.entries == 0:
             return self._size
         return self._size - self.offset_index.last_entry.position
 
     def largest_timestamp(self) -> int:
-        """`largestTimestamp()`: max record timestamp if any, else the `.log` file's mtime (§5.6)."""
+        """`largestTimestamp()`: max record timestamp if any, else the `.log` file's mtime."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
         return int(os.fstat(self._fd).st_mtime * 1000)
@@ -255,7 +255,7 @@ class LogSegment:
     def first_batch(self) -> BatchInfo | None:
         return next(iter(self.batches_from(0)), None)
 
-    # ------------------------------------------------------------------ append (§5.2)
+    # ------------------------------------------------------------------ append
 
     def append(
         self, records: bytes | memoryview, append_time_ms: int,
@@ -300,7 +300,7 @@ class LogSegment:
         """Append `items[start:]` — `(base_offset, last_offset, bytes, append_time_ms)`, one v2 batch each,
         continuing `next_offset` — while none would roll this segment; returns the index of the first item
         not appended (`len(items)` when all were). The same bytes and index entries as `append` item by
-        item after `should_roll` said no: the roll checks (§5.4) and the index entries (§5.2) are those two
+        item after `should_roll` said no: the roll checks and the index entries are those two
         methods' arithmetic, kept in locals for the run. An item that is not a single v2 batch continuing
         the log, or that would roll, stops the run: the caller takes it one at a time."""
         self._require_writable()
@@ -382,7 +382,7 @@ class LogSegment:
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    # ------------------------------------------------------------------ roll (§5.4)
+    # ------------------------------------------------------------------ roll
 
     def rolling_based_timestamp(self) -> int | None:
         """Max timestamp of the first batch in the file, loaded lazily (`loadFirstBatchTimestamp`)."""
@@ -394,7 +394,7 @@ class LogSegment:
 
     def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
         """Event time (incoming max timestamp - first batch's max timestamp) when the first batch has a
-        timestamp, else wall clock since the segment was created (§5.4)."""
+        timestamp, else wall clock since the segment was created."""
         ts = self.rolling_based_timestamp()
         if ts is not None and ts >= 0:
             return message_timestamp - ts
@@ -429,7 +429,7 @@ class LogSegment:
             self._preallocated = True
 
     def on_become_inactive(self) -> None:
-        """Roll/close: final time-index entry (skipping the full check), indexes trimmed (§5.3, §5.4)."""
+        """Roll/close: final time-index entry (skipping the full check), indexes trimmed."""
         self._append_final_time_index_entry()
         self.trim_indexes()
 
@@ -581,7 +581,7 @@ class LogSegment:
         self._rolling_based_timestamp = None
 
     def _index_recovered_batch(self, batch: BatchInfo, valid_bytes: int, last_index_entry: int) -> int:
-        """`LogSegment.recover`'s per-batch index step (§5.8): max timestamp so far, and an entry in both
+        """`LogSegment.recover`'s per-batch index step: max timestamp so far, and an entry in both
         indexes whenever `validBytes - lastIndexEntry > index.interval.bytes`. Returns the new
         `lastIndexEntry`."""
         if batch.max_timestamp > self.max_timestamp_so_far:
@@ -594,7 +594,7 @@ class LogSegment:
 
     def rebuild_indexes_in_memory(self, append_times: bool) -> None:
         """A reader's view of damaged indexes: `.index` and `.timeindex` (and, with `append_times`, the
-        `.appendtimeindex`) rebuilt from the log the way `recover` does (§5.8), in memory only — the files
+        `.appendtimeindex`) rebuilt from the log the way `recover` does, in memory only — the files
         are left as they are for the writer's recovery. Rebuilt append times are the batch's LogAppendTime
         or -1 (unknown), as in `recover`."""
         size = self.config.segment_index_bytes
@@ -604,7 +604,7 @@ class LogSegment:
         entries = []
         valid_bytes = last_index_entry = 0
         for batch in self.batches_from(0):
-            # recover's offset-range check (§5.8): a header the log's damage made point outside the segment
+            # recover's offset-range check: a header the log's damage made point outside the segment
             if not (self.can_convert_to_relative_offset(batch.base_offset)
                     and self.can_convert_to_relative_offset(batch.last_offset)):
                 raise CorruptRecordError(
@@ -622,7 +622,7 @@ class LogSegment:
             self.append_time_index = AppendTimeIndex(self.append_time_index.path, writable=False, entries=entries)
 
     def rebuild_indexes(self) -> None:
-        """Recreate `.index` and `.timeindex` from the log, the way `recover` does (§5.8), for index pages
+        """Recreate `.index` and `.timeindex` from the log, the way `recover` does, for index pages
         lost with the page cache (module docstring): the log is durable up to its committed size and is
         not validated again, and the append-time index (fsynced with the log) is left as it is. The
         segment ends closed the Kafka way: final time-index entry, trimmed indexes."""
@@ -636,8 +636,8 @@ class LogSegment:
 
     def recover(self) -> int:
         """`LogSegment.recover`: rebuild the offset and time indexes from the log, validating each batch
-        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one
-        (§5.8). The append-time index keeps the entries of the surviving batches; a surviving batch with
+        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one.
+        The append-time index keeps the entries of the surviving batches; a surviving batch with
         no entry gets its LogAppendTime (LAT batches) or -1 (unknown). It is rewritten only when that
         changes it: it is the one file nothing can rebuild. Returns the bytes truncated."""
         self._require_writable()

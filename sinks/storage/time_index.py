@@ -1,6 +1,6 @@
 """Kafka's time index (`<base>.timeindex`): 12-byte entries `timestamp int64 | relativeOffset int32`.
 
-Reference §5.3 (`TimeIndex.java`): an entry (T, O) says the largest timestamp in the segment up to and
+Kafka's `TimeIndex.java`: an entry (T, O) says the largest timestamp in the segment up to and
 including the batch ending at O is T, and O is the last offset of the first batch that reached T.
 Timestamps are strictly increasing (an equal timestamp is silently skipped), offsets non-decreasing.
 `is_full()` keeps one slot for the final entry appended on roll/close with `skip_full_check`.

@@ -57,7 +57,7 @@ def verify_partition(
 ) -> VerifyReport:
     """Check a partition the way `DumpLogSegments` does and more: batch CRCs and contiguous offsets,
     every offset-index entry pointing at the batch it names, the offset index equal to what the
-    index-interval rule yields (§5.2), every time-index entry matching its batch's max timestamp and
+    index-interval rule yields, every time-index entry matching its batch's max timestamp and
     strictly increasing, the last time-index entry equal to the segment's max timestamp, one
     append-time entry per batch, the files equal to the commit record. The index-interval rule is
     checked when `index_interval_bytes` (the topic's `index.interval.bytes`) is given."""
@@ -156,7 +156,7 @@ def _scan_log(seg: LogSegment, expected_next: int, problems: list[str]) -> _LogS
 
 def _check_offset_index(raw: LogSegment, scan: _LogScan, index_interval_bytes: int | None, problems: list[str]) -> int:
     """Each entry names the batch at its position; with the interval known, the entries are exactly what
-    the index-interval rule yields (§5.2). Returns the number of entries."""
+    the index-interval rule yields. Returns the number of entries."""
     name = raw.offset_index.path.name
     entries = raw.offset_index.all_entries()
     for entry in entries:

@@ -153,7 +153,7 @@ def compare(case: Case, config: TopicConfig, kafka: ProduceResult,
         if ours.base_offset != kafka.base_offset:
             rows.append(("base_offset", str(kafka.base_offset), str(ours.base_offset)))
         if config.message_timestamp_type != TimestampType.LOG_APPEND_TIME:
-            if ours.log_append_time_ms != kafka.log_append_time_ms:  # -1, or the duplicate quirk (§3.3)
+            if ours.log_append_time_ms != kafka.log_append_time_ms:  # -1, or the duplicate quirk
                 rows.append(("log_append_time_ms", str(kafka.log_append_time_ms), str(ours.log_append_time_ms)))
         elif (kafka.log_append_time_ms < 0 or ours.log_append_time_ms < 0
               or abs(kafka.log_append_time_ms - ours.log_append_time_ms) > CLOCK_TOLERANCE_MS):
@@ -167,7 +167,7 @@ def compare(case: Case, config: TopicConfig, kafka: ProduceResult,
     else:
         for k, o in zip(kafka.record_errors, ours.record_errors, strict=True):
             rows += _compare_text(f"record_errors[{k.batch_index}].message", k.message, o.message)
-    # ProduceResponse ErrorMessage: Kafka sends one only for record validation errors (§2.4, §6.1)
+    # ProduceResponse ErrorMessage: Kafka sends one only for record validation errors
     rows += _compare_text("error_message", kafka.error_message, ours.response_error_message)
     return rows
 

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 HOUR = 3600 * 1000
 TOPICS = {
     "topics": {
-        # segment.ms=1000: a batch whose CreateTime is > 1 s after the segment's first batch rolls (§5.4)
+        # segment.ms=1000: a batch whose CreateTime is > 1 s after the segment's first batch rolls
         "ret": {"partitions": 1, "configs": {"segment.ms": "1000", "retention.ms": str(24 * HOUR)}},
     },
 }

@@ -249,7 +249,7 @@ def test_v2_batch_inside_a_legacy_set_is_refused() -> None:
         read_message_set(data)
 
 
-# ------------------------------------------------------------------ up-conversion (§4.6)
+# ------------------------------------------------------------------ up-conversion
 
 
 @pytest.mark.parametrize("codec", LEGACY_CODECS)

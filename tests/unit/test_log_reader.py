@@ -115,7 +115,7 @@ def test_max_timestamp_is_record_level_and_first_on_ties(tmp_path):
 
 def test_lookup_is_first_segment_whose_max_reaches_target(tmp_path):
     """Non-monotonic CreateTime: an earlier segment with max < t is skipped even if a later offset has a
-    smaller timestamp; within the chosen segment the first record >= t in offset order (§5.5)."""
+    smaller timestamp; within the chosen segment the first record >= t in offset order."""
     batches = [([T0 + 10 * i], None, T0, 0, 0) for i in range(10)]  # 0..90 increasing
     batches += [([T0 + 5], None, T0, 0, 0), ([T0 + 200], None, T0, 0, 0), ([T0 + 7], None, T0, 0, 0)]
     append(tmp_path, batches)

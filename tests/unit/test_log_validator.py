@@ -2,7 +2,7 @@
 
 Batches are built with kafka-python's codec (an independent implementation) or byte by byte with the
 small encoder below, so the validator is never checked against its own codec. The ports of Kafka's
-own tests are named after them (Kafka's `LogValidatorTest` LogValidatorTest, §7.5 ProduceRequestTest).
+own tests are named after them (Kafka's `LogValidatorTest` and `ProduceRequestTest`).
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def ts_errors(result: Rejected) -> list[int]:
 
 
 # =========================================================================================================
-# §7.1 LogValidatorTest (the cases that apply to a v2 leader; legacy input is up-converted, docs/design.md: ingress topic)
+# Kafka's LogValidatorTest (the cases that apply to a v2 leader; legacy input is up-converted, docs/design.md: ingress topic)
 
 
 @pytest.mark.parametrize("compression", [NONE, GZIP])
@@ -222,7 +222,7 @@ def test_invalid_create_time_v1(compression: int) -> None:
     if compression:
         assert ts_errors(r) == [0, 1, 2]
     else:
-        # uncompressed legacy entries are separate batches: processRecordErrors runs per batch (§1.2)
+        # uncompressed legacy entries are separate batches: processRecordErrors runs per batch
         assert ts_errors(r) == [0]
 
 
@@ -558,7 +558,7 @@ def test_different_codec_causes_recompression() -> None:
 
 
 # =========================================================================================================
-# §7.5 ProduceRequestTest
+# Kafka's ProduceRequestTest
 
 
 def test_simple_produce_request() -> None:
@@ -592,7 +592,7 @@ def test_corrupt_lz4_produce_request() -> None:
 
 
 # =========================================================================================================
-# error paths in Kafka's order (§1.1)
+# error paths in Kafka's order
 
 
 def test_unknown_topic_or_partition() -> None:
@@ -657,7 +657,7 @@ def test_message_too_large_has_kafkas_stray_parenthesis() -> None:
     r = rejected(decide(data, cfg(max_message_bytes=len(data) - 1)), Errors.MESSAGE_TOO_LARGE,
                  f"The record batch size in the append to t-0 is {len(data)} bytes which exceeds the maximum "
                  f"configured value of {len(data) - 1}).")
-    assert r.log_start_offset == -1  # RecordTooLargeException is one of the "known" exceptions (§3.3)
+    assert r.log_start_offset == -1  # RecordTooLargeException is one of the "known" exceptions
 
 
 def test_crc_mismatch_and_short_batch() -> None:
@@ -743,7 +743,7 @@ def test_structure_error_wins_over_record_errors() -> None:
 
 
 # =========================================================================================================
-# timestamps (§2)
+# timestamps
 
 
 @pytest.mark.parametrize("config", [W1000, cfg({"gateway.record.validation": "fast",
@@ -829,7 +829,7 @@ def test_producer_max_timestamp_is_recomputed_on_create_time_topics() -> None:
     assert read(r.records).max_timestamp == NOW - 5  # rewritten, CRC recomputed
 
 
-# ---- batches that carry the LogAppendTime bit (§2.3) -----------------------------------------------------
+# ---- batches that carry the LogAppendTime bit -----------------------------------------------------
 
 
 def lat_bit(data: bytes, max_ts: int) -> bytes:
@@ -864,7 +864,7 @@ def test_log_append_time_bit_on_a_create_time_topic() -> None:
     assert r.max_timestamp == NOW - 10 and r.log_append_time_ms == -1
     b = read(r.records)
     assert b.timestamp_type == 0 and b.max_timestamp == NOW - 10
-    assert [x.timestamp for x in b] == [1234, 1235]  # readers now see the deltas (§2.3 quirk)
+    assert [x.timestamp for x in b] == [1234, 1235]  # readers now see the deltas (Kafka's quirk)
     r = rejected(decide(data, cfg(message_timestamp_before_max_ms=5)), Errors.INVALID_TIMESTAMP)
     assert ts_errors(r) == [0, 1]
     assert r.record_errors[1].message.startswith(f"Timestamp {NOW - 10} of message with offset 1 is out of range.")
@@ -943,7 +943,7 @@ def test_record_list_too_large() -> None:
 
 
 def test_rebuilt_batch_is_rechecked_against_max_message_bytes() -> None:
-    # §1.1 step 13 (sic: "append topartition"): a gzip batch recompressed with snappy grows
+    # LogValidator's size check of a rebuilt batch (sic: "append topartition"): a gzip batch recompressed with snappy grows
     values = [bytes([i % 251]) * 400 for i in range(20)]
     data = kp([(NOW, None, v) for v in values], GZIP)
     config = cfg(compression_type="uncompressed", max_message_bytes=len(data) + 10)
@@ -967,7 +967,7 @@ def test_future_timestamps_are_counted_not_logged(caplog: pytest.LogCaptureFixtu
 
 
 # =========================================================================================================
-# idempotent producers (§1.1 step 17)
+# idempotent producers (LogValidator, step 17)
 
 
 def idem(seq: int, n: int = 3, epoch: int = 0, pid: int = 1324, ts: int = NOW) -> bytes:
@@ -981,7 +981,7 @@ def test_idempotent_appends_and_duplicates_on_a_create_time_topic() -> None:
     dup = accepted(decide(idem(0), state=r2.state, now=NOW + 20))
     assert dup.duplicate and dup.records == b"" and dup.state is r2.state
     assert (dup.base_offset, dup.last_offset, dup.record_count) == (0, 2, 3)
-    # Kafka's quirk kept (§3.3): the cached batch timestamp, i.e. its max CreateTime, not -1
+    # Kafka's quirk kept: the cached batch timestamp, i.e. its max CreateTime, not -1
     assert dup.log_append_time_ms == dup.max_timestamp == NOW + 2
     (entry,) = r2.state.producers
     assert (entry.producer_id, entry.producer_epoch, entry.last_seq, entry.last_timestamp) == (1324, 0, 5, NOW + 10)
@@ -1114,7 +1114,7 @@ def test_an_overlong_timestamp_varlong_is_a_structure_error() -> None:
 
 def test_negative_timestamp_on_the_rebuild_path_is_an_unknown_server_error() -> None:
     data = raw_batch(raw_records([-5], -5), 1, base_ts=-5, max_ts=-5)
-    accepted(decide(data))  # in place: stored verbatim (§2.3)
+    accepted(decide(data))  # in place: stored verbatim
     rejected(decide(data, cfg(compression_type="gzip"), PartitionState(log_start_offset=1)),
              Errors.UNKNOWN_SERVER_ERROR, "Invalid negative timestamp -5")
 

@@ -108,7 +108,7 @@ def test_varlong_round_trip_and_kafka_python_agreement(value: int) -> None:
 
 
 def test_record_layout_of_reference_vector_a() -> None:
-    # §4.9 (a): len 8, attr 0, tsΔ 0, offΔ 0, key -1, value "hi", no headers
+    # a minimal record: len 8, attr 0, tsΔ 0, offΔ 0, key -1, value "hi", no headers
     assert encode_record(Record(0, 0, None, b"hi")).hex() == "1000000001046869" + "00"
 
 

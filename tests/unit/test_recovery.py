@@ -1,4 +1,4 @@
-"""Recovery at open (Kafka's `LogLoader`, `LogSegment.recover`, LogLoaderTest names §7.6) and the check against the Spark state."""
+"""Recovery at open (Kafka's `LogLoader`, `LogSegment.recover`, named after LogLoaderTest's) and the check against the Spark state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retention: retention.ms / retention.bytes as Kafka 4.x (`UnifiedLog.deleteRetentionMsBreachedSegments`; `UnifiedLog.deleteRetentionSizeBreachedSegments`, UnifiedLogTest §7.4) and
+"""Retention: retention.ms / retention.bytes as Kafka 4.x (`UnifiedLog.deleteRetentionMsBreachedSegments`; `UnifiedLog.deleteRetentionSizeBreachedSegments`, named after UnifiedLogTest's) and
 KIP-870 retention.max.eventtime.ms (docs/design.md: segment storage)."""
 
 from __future__ import annotations
