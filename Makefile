@@ -156,7 +156,7 @@ compat: venv jars
 	$(PY) -m tests.compat.franz_go
 
 lint: venv
-	$(VENV)/bin/ruff check contract embedded validators streaming sinks clients front_door tests gateway_submit.py
+	$(VENV)/bin/ruff check contract embedded validators storage kafka_cluster streaming sinks clients front_door tests gateway_submit.py
 
 # Everything `make run` makes: the broker's data and the segments (var/), and in checkpoints/ the query's checkpoint
 # with its driver lock and holder (<query>.driver.lock, <query>.driver.json); checkpoints/README.md stays.

@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.log_reader import (
+from storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     OffsetOutOfRangeError,
     PartitionReader,
 )
-from sinks.storage.log_reader import ConsumerRecord as _StoredRecord
+from storage.log_reader import ConsumerRecord as _StoredRecord
 from validators.codec.record_batch import TimestampType
 
 __all__ = ["ConsumerRecord", "GatewayConsumer", "OffsetAndTimestamp", "OffsetOutOfRangeError", "TopicPartition"]

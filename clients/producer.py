@@ -65,7 +65,7 @@ from contract.ingress import ingress_headers
 from contract.limits import IngressLimits
 from contract.responses import decode_response
 from contract.topics import DEFAULT_INGRESS_TOPIC, DEFAULT_RESPONSE_TOPIC
-from sinks.kafka_security import PLAINTEXT, KafkaCluster, KafkaSecurity
+from kafka_cluster.security import PLAINTEXT, KafkaCluster, KafkaSecurity
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import (
     NO_PRODUCER_EPOCH,
@@ -80,7 +80,7 @@ log = logging.getLogger("gateway.clients.producer")
 @dataclass(frozen=True)
 class ProducerConfig:
     bootstrap_servers: str
-    security: KafkaSecurity = PLAINTEXT  # TLS and SASL to the gateway's Kafka cluster (sinks/kafka_security.py)
+    security: KafkaSecurity = PLAINTEXT  # TLS and SASL to the gateway's Kafka cluster (kafka_cluster/security.py)
     ingress_topic: str = DEFAULT_INGRESS_TOPIC
     response_topic: str = DEFAULT_RESPONSE_TOPIC
     client_id: str = "gateway-producer"

@@ -29,7 +29,7 @@ DOORS_TOPIC_PARTITIONS = 1
 DOORS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(600_000), "segment.bytes": str(1024 * 1024),
                        "min.cleanable.dirty.ratio": "0.1", "delete.retention.ms": str(600_000)}
 
-# The topic registry (`sinks/registry_store.py`): the target topics, their configs and ids, as compacted records
+# The topic registry (`kafka_cluster/registry_store.py`): the target topics, their configs and ids, as compacted records
 # of one partition (one order of changes for every door and the query). Named after the ingress topic by
 # default: a registry belongs to one gateway's ingress, as its rehearsal topic does.
 REGISTRY_TOPIC_SUFFIX = ".topics"

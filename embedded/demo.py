@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, Producer
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from validators.codec.record_batch import build_record_batch
 
 log = logging.getLogger("gateway.demo")

@@ -44,8 +44,8 @@ from confluent_kafka.admin import AdminClient
 
 from contract.limits import IngressLimits
 from embedded.class_data_sharing import KAFKA_ARCHIVE, using
-from sinks.kafka_admin import TopicSpec, create_topics, remaining_s
-from sinks.kafka_security import KafkaCluster, load_kafka_security
+from kafka_cluster.admin import TopicSpec, create_topics, remaining_s
+from kafka_cluster.security import KafkaCluster, load_kafka_security
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ class LocalKafka:
         A secured broker overrides `listeners` (and the rest) in `broker_properties`; then `port` is
         the port of the listener clients use (`bootstrap_servers`, the readiness check, `admin()`), and
         `client_config` holds what a client needs on that listener, in the keys of the gateway's `kafka`
-        block (librdkafka's names, sinks/kafka_security.py: security.protocol, sasl.mechanism,
+        block (librdkafka's names, kafka_cluster/security.py: security.protocol, sasl.mechanism,
         sasl.username, sasl.password, ssl.ca.location, ...). `controller_port` lets the caller name the
         KRaft controller listener's port in its own properties. `format_args` are appended to `kafka-storage format` (e.g. KIP-900's
         `--add-scram 'SCRAM-SHA-512=[name=admin,password=...]'`, the only way to have SCRAM users

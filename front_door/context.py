@@ -27,13 +27,13 @@ from front_door.producer_id_manager import ProducerIdManager
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.transactions.placement import transaction_coordinator
-from sinks.storage.topic_incarnations import IncarnationView
+from storage.topic_incarnations import IncarnationView
 from validators.topic_config import TopicConfig, TopicRegistry
 
 if TYPE_CHECKING:
     from front_door.cluster.door_cluster import DoorCluster
     from front_door.transactions.coordinator import TransactionCoordinator
-    from sinks.registry_store import RegistryStore
+    from kafka_cluster.registry_store import RegistryStore
 
 CLUSTER_ID = "ingest-gateway"
 # Metadata's controller of a lone door: its first node (there is no KRaft quorum; clients only display it).
@@ -72,7 +72,7 @@ class Context:
     appended: AppendSignal = field(default_factory=AppendSignal)
     max_request_bytes: int = KAFKA_SOCKET_REQUEST_MAX_BYTES  # what DescribeConfigs says of socket.request.max.bytes
     registry_file: str = "the topic registry"  # the file topic admin requests are pointed at
-    # Where topics are created, altered and deleted (`sinks/registry_store.py`); None: the registry is read-only
+    # Where topics are created, altered and deleted (`kafka_cluster/registry_store.py`); None: the registry is read-only
     # here and topic admin requests are refused
     topic_store: RegistryStore | None = None
     credentials: ScramCredentials | None = None  # the users (None: the security topic is not readable)

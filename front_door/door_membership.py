@@ -36,7 +36,7 @@ from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.placement import OFFSETS_TOPIC, OFFSETS_TOPIC_PARTITIONS, partition_for
 from front_door.groups.store import GroupStoreError, KafkaGroupStore
 from front_door.stopping import blocking_step
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.doors")
 

@@ -39,9 +39,9 @@ from contract.ingress import ingress_headers, ingress_key
 from contract.limits import PRODUCE_REQUEST_OVERHEAD_BYTES, batch_bytes_through
 from contract.responses import decode_response
 from front_door.metrics import ProducePhases
-from sinks.kafka_admin import HopLimits, describe_hop_limits, watermarks
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.admin import HopLimits, describe_hop_limits, watermarks
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door")
 

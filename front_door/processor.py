@@ -56,7 +56,7 @@ from front_door.security.sasl_exchange import (
 from front_door.security.sasl_server import SaslConnection
 from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
 from front_door.settings import FrontDoorSettings
-from sinks.kafka_security import SecurityProtocol
+from kafka_cluster.security import SecurityProtocol
 
 log = logging.getLogger("gateway.front_door")
 

@@ -13,8 +13,8 @@ import os
 import threading
 from pathlib import Path
 
-from sinks.storage.commit_record import fsync_dir
-from sinks.storage.partition_lock import PartitionLock
+from storage.commit_record import fsync_dir
+from storage.partition_lock import PartitionLock
 
 BLOCK_SIZE = 1000  # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 STATE_DIR = ".front-door"  # under the segments root; not a partition directory (no "-<n>" suffix)

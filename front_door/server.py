@@ -53,7 +53,7 @@ from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds, async_step, blocking_step
 from front_door.transaction_startup import start_transactions
 from front_door.transactions.coordinator import TransactionCoordinator
-from sinks.registry_store import RegistryStore
+from kafka_cluster.registry_store import RegistryStore
 from validators.topic_config import TopicRegistry
 
 log = logging.getLogger("gateway.front_door")

@@ -17,7 +17,7 @@ from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.listeners import Listener, plaintext_listener
 from front_door.transactions.coordinator import TransactionSettings
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from sinks.metrics.server import parse_address
 
 _WILDCARDS = ("0.0.0.0", "::")

@@ -1,6 +1,6 @@
 """`python -m sinks`: the command groups of the sinks packages.
 
-    python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (sinks/storage/cli.py)
+    python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (storage/cli.py)
     python -m sinks dlq stats|list|show|replay ...                             (sinks/dlq/cli.py)
 """
 
@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from sinks.command_line import CommandParser
-from sinks.storage import cli as storage_cli
 from sinks.time_arguments import protect_relative_times
+from storage import cli as storage_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

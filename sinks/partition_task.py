@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from contract.decision_row import DecisionRow
+from kafka_cluster.publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
+from kafka_cluster.security import KafkaCluster
 from sinks.batch_metrics import DecisionAggregates
 from sinks.dlq.dead_letters import dead_letter
-from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS, OutgoingMessage, Publication
-from sinks.kafka_security import KafkaCluster
 from sinks.responses import encode_row_response
-from sinks.storage.commit_record import read_commit_head
-from sinks.storage.file_names import partition_dir
-from sinks.storage.group_commit import group_commit, group_commit_available
-from sinks.storage.partition_log import AppendOutcome, BatchAppender
-from sinks.storage.transaction_index import AbortedTxn
+from storage.commit_record import read_commit_head
+from storage.file_names import partition_dir
+from storage.group_commit import group_commit, group_commit_available
+from storage.partition_log import AppendOutcome, BatchAppender
+from storage.transaction_index import AbortedTxn
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicRegistry
 

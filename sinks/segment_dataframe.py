@@ -2,7 +2,7 @@
 
     df = read_segments(spark, "var/segments", topics=["orders"], start_time=t0, end_time=t1)
 
-One row per record, as a Kafka consumer sees it (`sinks.storage.log_reader`), plus both clocks (docs/design.md: what the stage decides):
+One row per record, as a Kafka consumer sees it (`storage.log_reader`), plus both clocks (docs/design.md: what the stage decides):
 
 | column | type | |
 |---|---|---|
@@ -56,8 +56,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from sinks.storage.file_names import list_partitions
-from sinks.storage.log_reader import ConsumerRecord, OffsetOutOfRangeError, PartitionReader
+from storage.file_names import list_partitions
+from storage.log_reader import ConsumerRecord, OffsetOutOfRangeError, PartitionReader
 
 log = logging.getLogger("gateway.segments.dataframe")
 

@@ -4,7 +4,7 @@
     gateway run --standby         a second driver, ready to take over when the running one stops
     gateway status                what it is doing (metrics endpoint and response topic)
     gateway submit                the same job through spark-submit on the configured cluster
-    gateway segments ...          segment storage (sinks/storage/cli.py; also `python -m sinks segments`)
+    gateway segments ...          segment storage (storage/cli.py; also `python -m sinks segments`)
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
     gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
     gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
@@ -41,21 +41,21 @@ from front_door.cluster.door_cluster import DuplicateDoorError
 from front_door.cluster.security_store import SecurityStoreError
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
+from kafka_cluster.access import KafkaAccessError, check_access
+from kafka_cluster.admin import create_topics
+from kafka_cluster.registry_store import RegistryError, RegistryStore, seed_from_file
+from kafka_cluster.security import KafkaSecurityError
 from sinks.command_line import CommandParser, principal
 from sinks.dlq.cli import DlqConfig
 from sinks.dlq.cli import main as dlq_main
-from sinks.kafka_access import KafkaAccessError, check_access
-from sinks.kafka_admin import create_topics
-from sinks.kafka_security import KafkaSecurityError
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.metrics.health import Health
 from sinks.metrics.metrics_log_file import MetricsLogFile
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
-from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
-from sinks.storage import cli as storage_cli
-from sinks.storage.log_manager import close_logs
 from sinks.time_arguments import protect_relative_times
+from storage import cli as storage_cli
+from storage.log_manager import close_logs
 from streaming import door_command, users_command
 from streaming.config import (
     REPO_ROOT,
@@ -353,7 +353,7 @@ def print_acls(args: argparse.Namespace) -> int:
 
 
 def write_client_properties(args: argparse.Namespace) -> int:
-    """`gateway client-properties`: Kafka's tools connect as the gateway does (sinks/kafka_security.py)."""
+    """`gateway client-properties`: Kafka's tools connect as the gateway does (kafka_cluster/security.py)."""
     text = load_gateway_config(args.config).kafka_security.command_config()
     try:
         fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -27,9 +27,9 @@ from contract.topics import (
 )
 from front_door.cluster.door_cluster import DEFAULT_SESSION_TIMEOUT_MS
 from front_door.cluster.leadership import DEFAULT_NODES
-from sinks.kafka_access import RequiredAcl, gateway_acls
-from sinks.kafka_publisher import DEFAULT_PUBLISH_TIMEOUT_MS
-from sinks.kafka_security import (
+from kafka_cluster.access import RequiredAcl, gateway_acls
+from kafka_cluster.publisher import DEFAULT_PUBLISH_TIMEOUT_MS
+from kafka_cluster.security import (
     DEFAULT_GROUP_PREFIX,
     KafkaCluster,
     KafkaSecurity,
@@ -62,7 +62,7 @@ REMOVED_SETTINGS = {
 class GatewayConfig:
     bootstrap_servers: str | None = None  # None: start a local broker
     # How every client of the gateway authenticates to that cluster, in Kafka's client property names
-    # (sinks/kafka_security.py; docs/security.md): security.protocol, sasl.*, ssl.*; secrets as ${file:…}
+    # (kafka_cluster/security.py; docs/security.md): security.protocol, sasl.*, ssl.*; secrets as ${file:…}
     # or ${env:…}. Empty: PLAINTEXT.
     kafka: dict[str, str] = field(default_factory=dict)
     # Every consumer group id of the gateway and its commands begins with it: one prefixed READ ACL on groups.
@@ -131,7 +131,7 @@ class GatewayConfig:
     restart_backoff_initial_s: float = 1.0
     restart_backoff_max_s: float = 60.0
     # How long `gateway run` (and a standby's start) keeps asking a Kafka cluster that does not answer yet
-    # (starting, or busy creating partitions) at its start-up check before giving up (sinks/kafka_access.py).
+    # (starting, or busy creating partitions) at its start-up check before giving up (kafka_cluster/access.py).
     startup_timeout_ms: int = DEFAULT_STARTUP_TIMEOUT_MS
     # A cluster master: check at start that segments_root is one filesystem seen by every executor.
     check_shared_storage: bool = True

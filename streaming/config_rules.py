@@ -4,7 +4,7 @@ value must be (`RULES`: type, range, a file that must exist, an address's syntax
 naming the key, its value and what is expected, and an unknown key is named with the known one it is closest to.
 
 The `kafka` and `front_door_security` blocks and the topic registry (`topics_file`) are checked by their own
-modules (`sinks.kafka_security`, `front_door.security.config`, `validators.topic_config`), called from here; the
+modules (`kafka_cluster.security`, `front_door.security.config`, `validators.topic_config`), called from here; the
 lines of the blocks never show a value (they may hold secrets), they name the setting inside the block.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from front_door.cluster.door_cluster import MAX_NODES_PER_DOOR
+from kafka_cluster.security import load_kafka_security
 from sinks.addresses import MAX_PORT, address_problem, bootstrap_problem
-from sinks.kafka_security import load_kafka_security
 from validators.topic_config import ConfigError, TopicRegistry, topic_name_error
 
 if TYPE_CHECKING:

@@ -22,11 +22,11 @@ import threading
 
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
-from sinks.kafka_access import KafkaAccessError
-from sinks.kafka_admin import create_topics
+from kafka_cluster.access import KafkaAccessError
+from kafka_cluster.admin import create_topics
+from kafka_cluster.registry_store import RegistryStore
 from sinks.metrics.health import Health
 from sinks.metrics.server import parse_address, serve_metrics
-from sinks.registry_store import RegistryStore
 from streaming.config import GatewayConfig, GatewayConfigError, add_config_argument, load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.query import topic_specs

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.listeners import Listener
 from front_door.security.tls import ClientAuth
-from sinks.kafka_security import SecurityProtocol
+from kafka_cluster.security import SecurityProtocol
 
 # Which listener the hint names, best first: without ACLs anyone may use a PLAINTEXT listener; with them only
 # a principal with ACLs may, and SASL's users are the ones an operator makes first (`gateway users add`).

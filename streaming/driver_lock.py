@@ -5,7 +5,7 @@ Spark session and Python workers ready first, then waits for it, and starts the 
 door) the moment the active driver is gone. Two queries on one checkpoint would race on its offset log
 and on the sink's per-partition commits; the lock keeps that from ever starting.
 
-The lock is the segment storage's lock (`sinks/storage/partition_lock.py`: an open-file-description lock,
+The lock is the segment storage's lock (`storage/partition_lock.py`: an open-file-description lock,
 which NFS carries to the server) on `<checkpoint>.driver.lock`, beside the checkpoint directory (whose
 contents are Spark's). The kernel releases it when the process ends, however it ends, so a standby on the
 same host takes over as soon as a kill -9 lands. On a shared filesystem the NFS server releases it when the
@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from sinks.storage.partition_lock import FileLock
+from storage.partition_lock import FileLock
 
 # How often a standby tries the lock: its share of the failover time.
 POLL_S = 0.05

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The level of the gateway's log (default INFO: a summary of the micro-batches every log_summary_interval_ms,
 # state changes and problems); DEBUG adds each micro-batch's metrics line, Spark's progress report and the
-# sink's summary of it, and librdkafka's lines known to be harmless (sinks/kafka_client_log.py).
+# sink's summary of it, and librdkafka's lines known to be harmless (kafka_cluster/client_log.py).
 LOG_LEVEL_ENV = "GATEWAY_LOG_LEVEL"
 
 

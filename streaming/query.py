@@ -22,10 +22,10 @@ from contract.topics import (
     TRANSACTION_STATE_TOPIC_PARTITIONS,
     rehearsal_topic,
 )
+from kafka_cluster.registry_store import RegistryStore
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from sinks.micro_batch import GatewaySink, MicroBatchObserver
 from sinks.partition_task import SinkConfig
-from sinks.registry_store import RegistryStore
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress

@@ -1,6 +1,6 @@
 """The query driver's side of the topic registry (docs/configuration.md: the topic registry).
 
-The registry lives on the gateway's Kafka cluster (`sinks/registry_store.py`), followed by the driver. At the
+The registry lives on the gateway's Kafka cluster (`kafka_cluster/registry_store.py`), followed by the driver. At the
 start of every micro-batch (`before_micro_batch`, from the foreachBatch sink, when no task of the query runs)
 the driver:
 
@@ -24,8 +24,8 @@ import os
 import threading
 from pathlib import Path
 
-from sinks.registry_store import RegistryError, RegistryStore, seed_from_file
-from sinks.storage import topic_incarnations
+from kafka_cluster.registry_store import RegistryError, RegistryStore, seed_from_file
+from storage import topic_incarnations
 from streaming.config import GatewayConfig
 from validators.topic_config import ConfigError
 

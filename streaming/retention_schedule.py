@@ -42,9 +42,9 @@ from pyspark.sql.streaming.listener import (
 )
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
-from sinks.storage.file_names import partition_dir
-from sinks.storage.log_manager import repair_indexes
-from sinks.storage.retention import RetentionReport, enforce_retention_all
+from storage.file_names import partition_dir
+from storage.log_manager import repair_indexes
+from storage.retention import RetentionReport, enforce_retention_all
 from streaming.listener_bridge import BridgedListener
 from validators.topic_config import TopicRegistry
 
@@ -151,7 +151,7 @@ class RetentionSchedule:
 
     @property
     def deleted_segments(self) -> dict[tuple[str, str], int]:
-        """Segments deleted so far, by (topic, reason) — reasons as `sinks.storage.retention` names them."""
+        """Segments deleted so far, by (topic, reason) — reasons as `storage.retention` names them."""
         with self._changed:
             return dict(self._counts.deleted_segments)
 

@@ -20,7 +20,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from embedded.class_data_sharing import SPARK_DRIVER_ARCHIVE, using
-from sinks.kafka_security import SPARK_SECRET_OPTIONS
+from kafka_cluster.security import SPARK_SECRET_OPTIONS
 from streaming.config import REPO_ROOT, GatewayConfig
 
 log = logging.getLogger("gateway.session")
@@ -32,7 +32,7 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 SPARK_FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 LOCAL_CHECKPOINTS = "org.ingestgateway.checkpoint.LocalCheckpointFileManager"  # jvm/, in GATEWAY_JAR
 # The import roots executors need, and the files besides modules they read (package resources).
-SHIPPED_PACKAGES = ("contract", "validators", "sinks", "streaming")
+SHIPPED_PACKAGES = ("contract", "validators", "storage", "kafka_cluster", "sinks", "streaming")
 SHIPPED_PATTERNS = ("*.py", "*.avsc", "*.so")
 ENVIRONMENT_DIR = "environment"  # where spark.archives unpacks the packed venv on an executor
 
@@ -114,7 +114,7 @@ def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dic
         "spark.ui.enabled": str(config.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
-        # The Kafka source's options carry the JAAS line and a client key (sinks/kafka_security.py): the plan,
+        # The Kafka source's options carry the JAAS line and a client key (kafka_cluster/security.py): the plan,
         # the UI and the event log show them redacted. Spark's defaults cover `url` options and `password` keys.
         "spark.sql.redaction.options.regex": SPARK_SECRET_OPTIONS,
         "spark.driver.memory": "2g",

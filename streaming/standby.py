@@ -38,10 +38,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
+from kafka_cluster.admin import watermarks
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.publisher import connect
 from sinks.decisions import arrow_decisions
-from sinks.kafka_admin import watermarks
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_publisher import connect
 from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher

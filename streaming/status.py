@@ -30,9 +30,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from embedded.local_kafka import started_address
+from kafka_cluster.client_log import COMMAND_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from sinks.command_line import positive_seconds, whole_number
-from sinks.kafka_client_log import COMMAND_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
 from sinks.metrics.gateway_metrics import QUERY_INFO
 from sinks.text_table import table_lines
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config

@@ -48,10 +48,10 @@ from front_door.security.scram_credentials import (
     ScramCredential,
     ScramCredentials,
 )
+from kafka_cluster.access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
+from kafka_cluster.admin import create_topics
+from kafka_cluster.security import SaslMechanism
 from sinks.command_line import positive_seconds
-from sinks.kafka_access import KafkaAccessError, RequiredAcl, check_access, gateway_acls
-from sinks.kafka_admin import create_topics
-from sinks.kafka_security import SaslMechanism
 from sinks.text_table import table_lines
 from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
 from streaming.config_rules import setting_argument

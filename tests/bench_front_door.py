@@ -20,7 +20,7 @@ from typing import Any
 
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
-from sinks.kafka_admin import create_topics
+from kafka_cluster.admin import create_topics
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from kafka_cluster.security import KafkaCluster
 from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
-from sinks.kafka_security import KafkaCluster
 from sinks.partition_task import SinkConfig, append_partition, outgoing_messages
 from streaming.stage import _ingress_batches, decide_group
 from streaming.worker_memory import keep_worker_memory

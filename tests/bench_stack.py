@@ -45,7 +45,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from contract.responses import decode_response
 from embedded.local_kafka import LocalKafka
-from sinks.kafka_admin import create_topics
+from kafka_cluster.admin import create_topics
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, stop_session

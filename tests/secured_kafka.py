@@ -50,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from embedded.local_kafka import LocalKafka, free_port
-from sinks.kafka_admin import TopicSpec
+from kafka_cluster.admin import TopicSpec
 
 ADMIN, GATEWAY, NOBODY = "admin", "gateway", "nobody"
 MTLS_PRINCIPAL = "User:CN=gateway"
@@ -137,7 +137,7 @@ class SecuredKafka:
         return AdminClient(self.sasl_client(ADMIN))
 
     def _sasl_settings(self, user: str, mechanism: str, password: str) -> dict[str, str]:
-        # The keys of the gateway's `kafka` block (sinks/kafka_security.py); librdkafka takes
+        # The keys of the gateway's `kafka` block (kafka_cluster/security.py); librdkafka takes
         # `sasl.mechanism` as an alias of `sasl.mechanisms`.
         return {
             "security.protocol": "SASL_SSL",
@@ -193,7 +193,7 @@ class SecuredKafka:
                 time.sleep(_POLL_S)  # the poll interval: the condition itself is checked above
 
     def create_topics(self, specs: Iterable[TopicSpec], timeout: float = 60.0) -> None:
-        """The project's `sinks.kafka_admin.create_topics` as admin: an existing topic is kept, and it
+        """The project's `kafka_cluster.admin.create_topics` as admin: an existing topic is kept, and it
         returns once every partition has a leader."""
         self.broker.create_topics(specs, timeout)
 

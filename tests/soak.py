@@ -42,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from embedded.demo import DemoTraffic
 from embedded.local_kafka import LocalKafka, free_port
-from sinks.kafka_admin import create_topics
+from kafka_cluster.admin import create_topics
 from streaming.config import REPO_ROOT, GatewayConfig
 from streaming.query import topic_specs
 

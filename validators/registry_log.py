@@ -9,7 +9,7 @@ Keys and values (the topic is compacted, so only a key's last record lasts):
   the offset of its creation); a tombstone deletes it. A key per incarnation, not per name: a deleted and
   re-created topic is another key, and compaction can never bring the old incarnation back.
 - `defaults`: the gateway-wide defaults (the seed file's `defaults`, Kafka's `server.properties`).
-- `seed`: the seed file's text as last applied (`sinks/registry_store.py` applies each change of the file as
+- `seed`: the seed file's text as last applied (`kafka_cluster/registry_store.py` applies each change of the file as
   the difference from it).
 
 Two creations of one name can race (two doors): both are written; the incarnation created first (the lowest

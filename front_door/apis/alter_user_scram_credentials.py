@@ -32,7 +32,7 @@ from front_door.security.scram_credentials import (
     MIN_ITERATIONS,
     ScramCredential,
 )
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 
 _BY_TYPE = {code: mechanism for mechanism, code in MECHANISM_TYPES.items()}
 

@@ -1,4 +1,4 @@
-"""CreatePartitions (key 37): a topic's partitions grown in the registry (`sinks/registry_store.py`); the new
+"""CreatePartitions (key 37): a topic's partitions grown in the registry (`kafka_cluster/registry_store.py`); the new
 partitions are served by every door and decided by the stage from the next micro-batch on.
 
 Kafka's rules (`ControllerApis.createPartitions`, `ReplicationControlManager.createPartitions`): ALTER on each

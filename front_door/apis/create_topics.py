@@ -1,4 +1,4 @@
-"""CreateTopics (key 19, v2-v7): a topic added to the registry (`sinks/registry_store.py`), served by every door
+"""CreateTopics (key 19, v2-v7): a topic added to the registry (`kafka_cluster/registry_store.py`), served by every door
 and decided by the stage from the next micro-batch on.
 
 Kafka's rules (`ControllerApis.createTopics`, `ReplicationControlManager.createTopic`): CREATE on the cluster or

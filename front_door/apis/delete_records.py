@@ -22,7 +22,7 @@ from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
-from sinks.storage.delete_records import DeleteRecordsError, delete_records
+from storage.delete_records import DeleteRecordsError, delete_records
 
 _ERRORS = {DeleteRecordsError.OFFSET_OUT_OF_RANGE: ErrorCode.offset_out_of_range,
            DeleteRecordsError.POLICY_VIOLATION: ErrorCode.policy_violation}

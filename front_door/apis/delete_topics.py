@@ -1,4 +1,4 @@
-"""DeleteTopics (key 20): a topic removed from the registry (`sinks/registry_store.py`). Every door stops
+"""DeleteTopics (key 20): a topic removed from the registry (`kafka_cluster/registry_store.py`). Every door stops
 serving it at once; the query decides its batches UNKNOWN_TOPIC_OR_PARTITION from the next micro-batch and
 removes its partitions from the segment storage then (`storage/topic_incarnations.py`), so a topic re-created
 with the name starts empty, under a new topic id.

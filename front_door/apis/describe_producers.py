@@ -10,7 +10,7 @@ for one out of range and NOT_LEADER_OR_FOLLOWER where another node leads it (`le
 storage cannot be read KAFKA_STORAGE_ERROR, with a message naming the file (also logged).
 
 The door holds no producer state (the stage does, in Spark's state store): each partition's is rebuilt from its
-stored batches as Kafka rebuilds it when it loads a log (`sinks/storage/producer_batches.py` reads them, from the
+stored batches as Kafka rebuilds it when it loads a log (`storage/producer_batches.py` reads them, from the
 first segment that can hold a producer `producer.id.expiration.ms` has not expired;
 `validators/producer_state_rebuild.py` replays them), then expired against the wall clock.
 """
@@ -33,9 +33,9 @@ from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.log_reader import PartitionReader
-from sinks.storage.producer_batches import producer_batches
+from storage.errors import KafkaStorageError
+from storage.log_reader import PartitionReader
+from storage.producer_batches import producer_batches
 from validators.errors import Errors
 from validators.producer_state import ProducerStateEntry
 from validators.producer_state_rebuild import active_producers, rebuild_producer_state

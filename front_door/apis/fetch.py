@@ -44,9 +44,9 @@ from front_door.network.messages import (
 )
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.log_reader import OffsetOutOfRangeError, PartitionReader
-from sinks.storage.transaction_index import AbortedTxn
+from storage.errors import KafkaStorageError
+from storage.log_reader import OffsetOutOfRangeError, PartitionReader
+from storage.transaction_index import AbortedTxn
 
 # a long poll re-reads storage at least this often (appends answered with acks=0 publish no response)
 RECHECK_S = 0.2

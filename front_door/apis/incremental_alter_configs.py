@@ -142,7 +142,7 @@ def _topic_changed(current: Mapping[str, str], configs: Any) -> dict[str, str] |
 
 async def alter_topic(ctx: Context, name: str, configs: Any, validate_only: bool,
                       incremental: bool = True) -> Problem | None:
-    """A topic's configs changed in the registry (`sinks/registry_store.py`): incrementally, or (AlterConfigs)
+    """A topic's configs changed in the registry (`kafka_cluster/registry_store.py`): incrementally, or (AlterConfigs)
     replaced by `configs` as a whole; checked as CreateTopics checks them (INVALID_CONFIG)."""
     spec = ctx.topic_store.topic(name) if ctx.topic_store is not None else None
     if ctx.registry().get(name) is None:

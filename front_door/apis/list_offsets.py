@@ -24,8 +24,8 @@ from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, READ_COMMITTED, build, error_code, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader
+from storage.errors import KafkaStorageError
+from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader
 from validators.append_result import GATEWAY_LEADER_EPOCH
 
 

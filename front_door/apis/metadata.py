@@ -27,7 +27,7 @@ from front_door.context import CLUSTER_ID, Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import CLUSTER_NAME, AclOperation, ResourceType
-from sinks.registry_store import RegistryError
+from kafka_cluster.registry_store import RegistryError
 from validators.append_result import GATEWAY_LEADER_EPOCH
 from validators.topic_config import (
     INTERNAL_TOPICS,

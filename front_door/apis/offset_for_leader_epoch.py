@@ -23,8 +23,8 @@ from front_door.context import Context
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.log_reader import log_end_offset
+from storage.errors import KafkaStorageError
+from storage.log_reader import log_end_offset
 from validators.append_result import GATEWAY_LEADER_EPOCH
 
 UNDEFINED_EPOCH_OFFSET = -1

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from kio.schema.errors import ErrorCode
 
 from front_door.context import Context
-from sinks.registry_store import RegistryError, TopicExists
+from kafka_cluster.registry_store import RegistryError, TopicExists
 from validators.topic_config import ConfigError, TopicConfig, topic_config, topic_name_error
 
 NO_REPLICATION_FACTOR = -1

@@ -17,8 +17,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from front_door.cluster.security_store import ChangeListener, SecurityStoreError, record_key, split_key
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.security")
 POLL_S = 0.2

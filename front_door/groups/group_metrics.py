@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 from front_door.groups.classic_group import GroupState
 from front_door.groups.coordinator import GroupsSnapshot
 from sinks.batch_metrics import PREFIX
-from sinks.storage.log_reader import log_end_offset
+from storage.log_reader import log_end_offset
 
 log = logging.getLogger("gateway.front_door.groups")
 

@@ -48,9 +48,9 @@ from contract.group_records import (
 )
 from contract.topics import GROUPS_TOPIC_PARTITIONS
 from front_door.groups.placement import partition_for
-from sinks.kafka_admin import watermarks
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.admin import watermarks
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door.groups")
 

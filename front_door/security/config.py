@@ -36,7 +36,7 @@ from front_door.security.authorizer import parse_super_users
 from front_door.security.listeners import Listener, ListenerError, parse_listeners, parse_protocol_map
 from front_door.security.ssl_principal import DEFAULT_RULES, MappingRule, PrincipalMappingError, parse_rules
 from front_door.security.tls import BLOCK, CLIENT_AUTH, LISTENER_CLIENT_AUTH, ClientAuth, TlsSettings
-from sinks.kafka_security import (
+from kafka_cluster.security import (
     KafkaSecurityError,
     SaslMechanism,
     Secret,

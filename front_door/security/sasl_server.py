@@ -24,7 +24,7 @@ from scramp import ScramException, ScramMechanism
 
 from front_door.network.principal import KafkaPrincipal, user
 from front_door.security.scram_credentials import ScramCredentials
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 
 
 class SaslState(enum.Enum):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from front_door.cluster.security_store import SCRAM_KIND, SecurityStore
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 
 # Kafka's ScramMechanism: minimum and maximum iterations a credential may have
 MIN_ITERATIONS = 4096

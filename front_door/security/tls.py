@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from front_door.security.listeners import Listener
-from sinks.kafka_security import KafkaSecurityError, Secret, SecurityProtocol
+from kafka_cluster.security import KafkaSecurityError, Secret, SecurityProtocol
 
 BLOCK = "front_door_security"
 CLIENT_AUTH = "ssl.client.auth"

@@ -30,9 +30,9 @@ from contract.transaction_records import (
     encode_value,
 )
 from front_door.transactions.view import TransactionView
-from sinks.kafka_admin import create_topics, watermarks
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.admin import create_topics, watermarks
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from validators.transaction_state import TransactionMetadata, TransactionState
 
 log = logging.getLogger("gateway.front_door.transactions")

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from contract.topics import DEFAULT_DLQ_TOPIC, DEFAULT_INGRESS_TOPIC
+from kafka_cluster.security import KafkaCluster, KafkaSecurityError, load_cluster_file
 from sinks.command_line import (
     CommandParser,
     bootstrap_servers,
@@ -64,7 +65,6 @@ from sinks.dlq.render import _LIST_COLUMNS, _jsonl, _SafeWriter, _write_show, _w
 from sinks.dlq.replay import ReplayOutcome, ReplayPlan, ReplaySender, plan_replay
 from sinks.dlq.report import Filter, compute_stats, list_row, show_view
 from sinks.dlq.times import parse_position
-from sinks.kafka_security import KafkaCluster, KafkaSecurityError, load_cluster_file
 from sinks.time_arguments import TIME_FORMS, parse_time, protect_relative_times
 from validators.errors import Errors
 from validators.topic_config import topic_name_error

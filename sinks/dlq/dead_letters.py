@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contract.dead_letters import DeadLetterField as F
 from contract.decision_row import DecisionRow
-from sinks.kafka_publisher import OutgoingMessage
+from kafka_cluster.publisher import OutgoingMessage
 
 
 def dead_letter(row: DecisionRow, ingress_topic: str) -> OutgoingMessage:

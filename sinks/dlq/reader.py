@@ -9,11 +9,11 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from kafka_cluster.admin import watermarks
+from kafka_cluster.client_log import COMMAND_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from sinks.dlq.format import DeadLetter, DlqMessage, parse_dead_letter
 from sinks.dlq.report import Filter
-from sinks.kafka_admin import watermarks
-from sinks.kafka_client_log import COMMAND_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
 
 
 class DlqError(Exception):

@@ -9,9 +9,9 @@ from typing import Any
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.topics import DEFAULT_INGRESS_TOPIC
+from kafka_cluster.client_log import COMMAND_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from sinks.dlq.format import DeadLetter, replay_request_id
-from sinks.kafka_client_log import COMMAND_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
 
 
 @dataclass(frozen=True)

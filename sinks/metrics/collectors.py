@@ -18,7 +18,7 @@ from sinks.batch_metrics import (
     OTHER_TOPIC,
     PREFIX,
 )
-from sinks.storage.file_names import parse_partition_dir
+from storage.file_names import parse_partition_dir
 
 
 def finite(value: Any) -> float | None:

@@ -21,8 +21,8 @@ from pathlib import Path
 from confluent_kafka import Consumer
 
 from contract.responses import decode_response
-from sinks.storage.log_reader import read
-from sinks.storage.verify import verify_partition
+from storage.log_reader import read
+from storage.verify import verify_partition
 from streaming.config import REPO_ROOT, GatewayConfig
 from streaming.submit import SPARK_HOME
 from tests.integration.gateway_io import SentBatch, produce_batches, read_all

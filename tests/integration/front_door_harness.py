@@ -16,7 +16,7 @@ from front_door.cluster.leadership import leader, node_ids
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
 from front_door.settings import FrontDoorSettings
-from sinks.registry_store import RegistryStore
+from kafka_cluster.registry_store import RegistryStore
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully
 from streaming.registry_sync import open_registry_store

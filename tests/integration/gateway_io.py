@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contract.limits import IngressLimits
 from contract.responses import decode_response
-from sinks.kafka_admin import create_topics, watermarks
+from kafka_cluster.admin import create_topics, watermarks
 from streaming.config import GatewayConfig
 from streaming.query import topic_specs
 

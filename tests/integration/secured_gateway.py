@@ -10,7 +10,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import ResourcePatternType, ResourceType
 
-from sinks.kafka_access import RequiredAcl
+from kafka_cluster.access import RequiredAcl
 from streaming.config import GatewayConfig
 from tests.integration.conftest import TEST_TOPICS
 from tests.secured_kafka import GATEWAY, MTLS_PRINCIPAL, Acl, SecuredKafka

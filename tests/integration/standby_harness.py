@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from sinks.storage.log_reader import read
+from storage.log_reader import read
 from streaming.config import REPO_ROOT, GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, ResponseWatch, _wait_for, account, send_wave
 from tests.integration.ports import free_ports

@@ -25,7 +25,7 @@ from clients import (
 )
 from clients.errors import PART_OF_INVALID_BATCH
 from clients.partitioner import partition_for_key
-from sinks.kafka_admin import create_topics
+from kafka_cluster.admin import create_topics
 from streaming.query import start_gateway, stop_gracefully
 from tests.integration.gateway_io import create_gateway_topics
 from validators.codec.record_batch import TimestampType

@@ -30,10 +30,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contract.responses import decode_response
+from kafka_cluster.admin import create_topics
 from sinks.dlq.cli import main as dlq_main
-from sinks.kafka_admin import create_topics
-from sinks.storage.commit_record import read_commit
-from sinks.storage.file_names import partition_dir, segment_file_name
+from storage.commit_record import read_commit
+from storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_all, read_responses
 from validators.codec import record_batch as rb

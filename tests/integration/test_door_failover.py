@@ -23,7 +23,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from front_door.cluster.door_cluster import MAX_NODES_PER_DOOR
-from sinks.storage.log_reader import read
+from storage.log_reader import read
 from streaming.config import GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.gateway_io import create_gateway_topics

@@ -12,10 +12,10 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from embedded.local_kafka import run_kafka_tool
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import read
-from sinks.storage.partition_log import PartitionLog, append_batches
+from storage.file_names import partition_dir, segment_bases
+from storage.log_config import SegmentConfig
+from storage.log_reader import read
+from storage.partition_log import PartitionLog, append_batches
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 
 pytestmark = pytest.mark.integration
@@ -106,8 +106,8 @@ def test_index_files_verify_and_dump(storage, topic):
     out = dump(indexes)
     printed_offsets = [tuple(map(int, m.groups())) for m in re.finditer(r"^offset: (\d+) position: (\d+)$", out, re.M)]
     printed_times = [tuple(map(int, m.groups())) for m in re.finditer(r"^timestamp: (-?\d+) offset: (\d+)$", out, re.M)]
-    from sinks.storage.offset_index import OffsetIndex
-    from sinks.storage.time_index import TimeIndex
+    from storage.offset_index import OffsetIndex
+    from storage.time_index import TimeIndex
 
     ours_offsets = [(e.offset, e.position) for b in bases
                     for e in OffsetIndex(d / f"{b:020d}.index", b, writable=False).all_entries()]

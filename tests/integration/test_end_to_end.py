@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from sinks.micro_batch import MicroBatchSummary
-from sinks.storage.file_names import partition_dir, segment_file_name
+from storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
 from streaming.session import stop_state_stores
 from tests.integration.gateway_io import (

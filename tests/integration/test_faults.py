@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from embedded.local_kafka import LocalKafka
-from sinks.storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
+from storage.crash_point import CRASH_ENV, KILL_PIDFILE_ENV
 from streaming.config import GatewayConfig
 from tests.integration.conftest import TEST_TOPICS
 from tests.integration.fault_harness import (

@@ -45,8 +45,8 @@ from kio.static.primitive import i32Timedelta
 from contract.responses import decode_response
 from front_door.cluster.leadership import leader, node_ids
 from front_door.cluster.topic_ids import topic_id
-from sinks.storage.file_records import split_batches
-from sinks.storage.log_reader import ConsumerRecord, offsets_for_times, read
+from storage.file_records import split_batches
+from storage.log_reader import ConsumerRecord, offsets_for_times, read
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.gateway_io import read_all
 from validators.codec.record_batch import build_record_batch

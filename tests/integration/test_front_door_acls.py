@@ -24,7 +24,7 @@ from confluent_kafka.admin import ResourceType as AdminResourceType
 
 from embedded.local_kafka import java_executable
 from front_door.security.config import STANDARD_AUTHORIZER
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 from streaming.config import GatewayConfig
 from streaming.users_command import Addition, add_user
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door

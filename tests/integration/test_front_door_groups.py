@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 from prometheus_client import generate_latest
 
 from embedded.local_kafka import java_executable
-from sinks.storage.retention import enforce_retention
+from storage.retention import enforce_retention
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.group_members import (
     JavaMember,

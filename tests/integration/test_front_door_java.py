@@ -35,8 +35,8 @@ from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpat
 from front_door.api_keys import ApiKey
 from front_door.apis.api_versions import ADVERTISED
 from front_door.cluster.leadership import leader, node_ids
-from sinks.storage.file_records import split_batches
-from sinks.storage.log_reader import ConsumerRecord, batch_records, read
+from storage.file_records import split_batches
+from storage.log_reader import ConsumerRecord, batch_records, read
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import (
     CAPPED_MAX_MESSAGE_BYTES,

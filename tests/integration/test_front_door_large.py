@@ -40,9 +40,9 @@ from kio.static.primitive import i32Timedelta
 from contract.limits import INGRESS_ENVELOPE_BYTES, IngressLimits
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
-from sinks.kafka_admin import create_topics, describe_hop_limits
+from kafka_cluster.admin import create_topics, describe_hop_limits
 from sinks.registry_watcher import RegistryWatcher
-from sinks.storage.log_reader import batch_records, read
+from storage.log_reader import batch_records, read
 from streaming.config import GatewayConfig
 from tests.integration.front_door_harness import (
     CAPPED_MAX_MESSAGE_BYTES,

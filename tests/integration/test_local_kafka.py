@@ -19,7 +19,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from embedded import local_kafka
 from embedded.local_kafka import BrokerStartError, LocalKafka, free_port
-from sinks.kafka_admin import create_topics
+from kafka_cluster.admin import create_topics
 from tests.kafka_wire import ProduceConnection, produce_batch
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from embedded.local_kafka import free_port
-from sinks.storage.commit_record import read_commit
+from storage.commit_record import read_commit
 from streaming.config import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -31,7 +31,7 @@ def _java_processes_under(path: Path) -> list[str]:
 # The demo's run window the line count looks at: from its first response on, this many of the demo's summaries
 # (one every 3 s) and at least one of the gateway's (one per 10 s).
 DEMO_SUMMARIES = 5
-# librdkafka's lines known to be harmless (sinks/kafka_client_log.py): at DEBUG, so never in `make run`'s output
+# librdkafka's lines known to be harmless (kafka_cluster/client_log.py): at DEBUG, so never in `make run`'s output
 HARMLESS = ("Coordinator load in progress", "unserved events")
 
 

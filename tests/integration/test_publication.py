@@ -1,4 +1,4 @@
-"""`sinks.kafka_publisher.Publication` against the real broker: the produce responses go in one
+"""`kafka_cluster.publisher.Publication` against the real broker: the produce responses go in one
 `produce_batch` call, the dead letters (headers, a timestamp) one `produce` each, and both must land as
 `produce` alone would put them — same partition per key, same bytes, nothing lost when the local queue
 is full, a clear error for what the broker would never take."""
@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-import sinks.kafka_publisher as kp
+import kafka_cluster.publisher as kp
 from embedded.local_kafka import LocalKafka
-from sinks.kafka_admin import create_topics
-from sinks.kafka_publisher import OutgoingMessage, Publication
+from kafka_cluster.admin import create_topics
+from kafka_cluster.publisher import OutgoingMessage, Publication
 
 MAX_BYTES = 1 << 20
 

@@ -13,10 +13,10 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from sinks.segment_dataframe import read_segments
-from sinks.storage.commit_record import read_commit
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
-from sinks.storage.retention import REASON_RETENTION_MS
+from storage.commit_record import read_commit
+from storage.file_names import partition_dir, segment_bases
+from storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
+from storage.retention import REASON_RETENTION_MS
 from streaming.query import start_gateway
 from streaming.retention_schedule import RetentionSchedule
 from tests.integration.gateway_io import create_gateway_topics, produce_batches, read_responses

@@ -21,9 +21,9 @@ from confluent_kafka.admin import AclOperation, ResourceType
 from pyspark.sql import SparkSession
 
 from embedded.local_kafka import java_executable
+from kafka_cluster.access import KafkaAccessError, check_access
 from sinks.dlq.cli import main as dlq_main
-from sinks.kafka_access import KafkaAccessError, check_access
-from sinks.storage.log_reader import read
+from storage.log_reader import read
 from streaming.config import REPO_ROOT, GatewayConfig
 from streaming.query import start_gateway
 from streaming.status import recent_errors

@@ -31,7 +31,7 @@ from confluent_kafka.admin import (
 )
 
 from embedded.local_kafka import run_kafka_tool
-from sinks.registry_store import RegistryStore, TopicExists
+from kafka_cluster.registry_store import RegistryStore, TopicExists
 from tests.integration.front_door_harness import FRONT_DOOR_TOPICS, RunningDoor, running_front_door
 from tests.integration.test_front_door_groups import kafka_tool
 

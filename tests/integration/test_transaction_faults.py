@@ -33,7 +33,7 @@ from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpat
 from front_door.cluster.door_cluster import first_node_id
 from front_door.groups.placement import coordinator as group_coordinator
 from front_door.transactions.placement import transaction_coordinator
-from sinks.storage.log_reader import read
+from storage.log_reader import read
 from streaming.config import GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, _wait_for
 from tests.integration.gateway_io import create_gateway_topics

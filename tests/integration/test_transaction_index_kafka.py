@@ -1,4 +1,4 @@
-"""Proof that `sinks.storage.transaction_index` is Kafka's `.txnindex`: Apache Kafka's own `TransactionIndex`
+"""Proof that `storage.transaction_index` is Kafka's `.txnindex`: Apache Kafka's own `TransactionIndex`
 (from `.jvm/kafka`, driven by `java/TxnIndexProbe.java`) and the Python module read each other's files as
 the same entries, answer every fetch range's `collectAbortedTxns` alike, and, given the same operations,
 write byte-identical files and fail the same ones with the same messages. Kafka's
@@ -26,10 +26,10 @@ from embedded.local_kafka import (
     run_kafka_tool,
     tools_log4j_config,
 )
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, segment_file_name
-from sinks.storage.index import CorruptIndexError, InvalidOffsetError
-from sinks.storage.transaction_index import TOTAL_SIZE, AbortedTxn, TransactionIndex
+from storage.errors import KafkaStorageError
+from storage.file_names import TXN_INDEX_FILE_SUFFIX, segment_file_name
+from storage.index import CorruptIndexError, InvalidOffsetError
+from storage.transaction_index import TOTAL_SIZE, AbortedTxn, TransactionIndex
 from tests.integration.group_members import compile_java_client
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from embedded.local_kafka import LocalKafka
 from sinks.partition_task import append_partition
-from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, partition_dir
+from storage.file_names import TXN_INDEX_FILE_SUFFIX, partition_dir
 from streaming.stage import IngressBatch, decide_group
 from validators.append_result import PartitionState
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker, build_end_txn_marker

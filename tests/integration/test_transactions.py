@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
-from sinks.storage.commit_record import read_commit_head
-from sinks.storage.file_names import partition_dir
-from sinks.storage.transaction_index import TransactionIndex
+from storage.commit_record import read_commit_head
+from storage.file_names import partition_dir
+from storage.transaction_index import TransactionIndex
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.group_members import compile_java_client
 from tests.integration.test_front_door_groups import kafka_tool

@@ -22,9 +22,9 @@ from contract.topics import SECURITY_TOPIC_PARTITIONS
 from embedded.local_kafka import free_port
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
-from sinks.kafka_access import KafkaAccessError, check_access
-from sinks.kafka_admin import create_topics
-from sinks.kafka_security import KafkaCluster, load_kafka_security
+from kafka_cluster.access import KafkaAccessError, check_access
+from kafka_cluster.admin import create_topics
+from kafka_cluster.security import KafkaCluster, load_kafka_security
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT, GatewayConfig
 from streaming.query import security_topic_spec, topic_specs

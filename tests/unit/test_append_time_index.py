@@ -1,4 +1,4 @@
-"""The append-time index of a reopened active segment (`sinks/storage/append_time_index.py`).
+"""The append-time index of a reopened active segment (`storage/append_time_index.py`).
 
 Each micro-batch reopens the partition's active segment. The writer takes the committed entries' count and
 CRC from the commit record instead of reading them (one entry per batch, up to a 1 GiB segment), so what it
@@ -18,13 +18,13 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from front_door.apis.fetch import read_partition
-from sinks.storage import append_time_index
-from sinks.storage.commit_record import COMMIT_FILE, read_commit
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import PartitionReader, read
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.verify import verify_partition
+from storage import append_time_index
+from storage.commit_record import COMMIT_FILE, read_commit
+from storage.file_names import partition_dir, segment_bases
+from storage.log_config import SegmentConfig
+from storage.log_reader import PartitionReader, read
+from storage.partition_log import PartitionLog, append_batches
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=1 << 20)

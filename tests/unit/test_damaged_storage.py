@@ -27,19 +27,19 @@ from hypothesis import strategies as st
 
 from clients.consumer import GatewayConsumer, TopicPartition
 from sinks.__main__ import main
-from sinks.storage.commit_record import COMMIT_FILE, read_commit, segment_list_name
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import (
+from storage.commit_record import COMMIT_FILE, read_commit, segment_list_name
+from storage.errors import KafkaStorageError
+from storage.file_names import partition_dir, segment_bases, segment_file_name
+from storage.log_config import SegmentConfig
+from storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     offsets_for_times,
     read,
 )
-from sinks.storage.partition_log import append_batches
-from sinks.storage.verify import verify_partition
+from storage.partition_log import append_batches
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

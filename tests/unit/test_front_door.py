@@ -33,7 +33,7 @@ from front_door.network.wire import (
 )
 from front_door.producer_id_manager import BLOCK_SIZE, ProducerIdManager
 from front_door.settings import FrontDoorSettings
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry
 

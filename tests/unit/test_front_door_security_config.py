@@ -25,7 +25,7 @@ from front_door.security.listeners import (
 )
 from front_door.security.ssl_principal import PrincipalMappingError, parse_rules, principal_name
 from front_door.security.tls import ClientAuth
-from sinks.kafka_security import KafkaSecurityError, SaslMechanism, SecurityProtocol
+from kafka_cluster.security import KafkaSecurityError, SaslMechanism, SecurityProtocol
 from streaming.config import GatewayConfig
 
 

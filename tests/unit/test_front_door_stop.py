@@ -18,7 +18,7 @@ from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
 from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from validators.topic_config import TopicRegistry
 
 REGISTRY = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})

@@ -1,4 +1,4 @@
-"""Group commit (`sinks.storage.group_commit`): many partitions made durable by two syncs of the filesystem,
+"""Group commit (`storage.group_commit`): many partitions made durable by two syncs of the filesystem,
 exactly once through a crash at every step, and a micro-batch's commit that costs the same however many
 segments a partition retains (`commit_record`: the record names its segment list, written only on a change)."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sinks.storage import recovery
-from sinks.storage.commit_record import COMMIT_FILE, RECOVERY_MARKER, SEGMENT_LIST_PREFIX, read_commit
-from sinks.storage.crash_point import CRASH_ENV
-from sinks.storage.file_names import partition_dir
-from sinks.storage.partition_lock import LOCK_FILE
+from storage import recovery
+from storage.commit_record import COMMIT_FILE, RECOVERY_MARKER, SEGMENT_LIST_PREFIX, read_commit
+from storage.crash_point import CRASH_ENV
+from storage.file_names import partition_dir
+from storage.partition_lock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 10
@@ -26,9 +26,9 @@ MICRO_BATCHES = 5
 def writer(root: str, micro_batches: int) -> None:
     """Run in a subprocess: `micro_batches` deterministic micro-batches over `PARTITIONS` partitions, each
     committed by one group commit (segments rolling in some partitions)."""
-    from sinks.storage.group_commit import group_commit
-    from sinks.storage.log_config import SegmentConfig
-    from sinks.storage.partition_log import BatchAppender
+    from storage.group_commit import group_commit
+    from storage.log_config import SegmentConfig
+    from storage.partition_log import BatchAppender
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=700, index_interval_bytes=150, segment_index_bytes=240)
@@ -100,8 +100,8 @@ def test_a_commit_reads_and_writes_the_same_however_many_segments_are_retained(
 ) -> None:
     """After the partition is loaded, a micro-batch's open and commit touch the active segment and the record
     only: no older segment's file, no segment list; the record keeps its size as segments are added."""
-    from sinks.storage.log_config import SegmentConfig
-    from sinks.storage.partition_log import append_batches
+    from storage.log_config import SegmentConfig
+    from storage.partition_log import append_batches
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=1, index_interval_bytes=0)  # a segment per batch
@@ -132,7 +132,7 @@ def test_a_group_commit_only_where_syncfs_makes_everything_durable(tmp_path: Pat
     import time
 
     from sinks import partition_task
-    from sinks.storage import group_commit
+    from storage import group_commit
     from tests.unit.test_partition_task import REGISTRY, _config, _decided
 
     assert group_commit.filesystem_type(Path("/proc")) == "proc"

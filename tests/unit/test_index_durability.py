@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sinks.storage.commit_record import CommitRecord, read_commit, write_commit
-from sinks.storage.file_names import partition_dir, segment_file_name
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_manager import repair_indexes
-from sinks.storage.log_reader import offsets_for_times, read
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.verify import verify_partition
+from storage.commit_record import CommitRecord, read_commit, write_commit
+from storage.file_names import partition_dir, segment_file_name
+from storage.log_config import SegmentConfig
+from storage.log_manager import repair_indexes
+from storage.log_reader import offsets_for_times, read
+from storage.partition_log import PartitionLog, append_batches
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

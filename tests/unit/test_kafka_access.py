@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AclOperation
 
-from sinks.kafka_access import (
+from kafka_cluster.access import (
     RETRY_BACKOFF_MAX_S,
     KafkaAccessError,
     KafkaNotAnswering,
@@ -25,7 +25,7 @@ from sinks.kafka_access import (
     check_access,
     not_answering,
 )
-from sinks.kafka_security import KafkaCluster, load_kafka_security
+from kafka_cluster.security import KafkaCluster, load_kafka_security
 from streaming.config import REPO_ROOT, GatewayConfig
 
 

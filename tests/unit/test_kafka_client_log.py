@@ -1,5 +1,5 @@
 """librdkafka's lines through `KAFKA_CLIENT_LOG`: the ones known to be harmless at DEBUG, every other at its own
-level (sinks/kafka_client_log.py)."""
+level (kafka_cluster/client_log.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from embedded.local_kafka import free_port
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 
 
 def librdkafka_line(level: int, facility: str, message: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sinks.kafka_security import (
+from kafka_cluster.security import (
     PLAINTEXT,
     KafkaCluster,
     KafkaSecurityError,

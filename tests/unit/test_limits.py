@@ -48,7 +48,7 @@ from front_door.metrics import FrontDoorMetrics
 from front_door.network.in_flight import InFlightBytes
 from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from front_door.producer_id_manager import ProducerIdManager
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from streaming.config import GatewayConfig, load_gateway_config
 from streaming.query import sink_config, topic_specs
 from tests.memory_group_store import MemoryGroupStore

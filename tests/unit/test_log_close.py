@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.storage.commit_record import read_commit
-from sinks.storage.file_names import partition_dir, segment_file_name
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_manager import close_logs
-from sinks.storage.log_reader import MAX_TIMESTAMP, offsets_for_times
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.time_index import TimeIndex
-from sinks.storage.verify import verify_partition
+from storage.commit_record import read_commit
+from storage.file_names import partition_dir, segment_file_name
+from storage.log_config import SegmentConfig
+from storage.log_manager import close_logs
+from storage.log_reader import MAX_TIMESTAMP, offsets_for_times
+from storage.partition_log import PartitionLog, append_batches
+from storage.time_index import TimeIndex
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 from validators.topic_config import TopicConfig, TopicRegistry
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from sinks.__main__ import main
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import (
+from storage.log_config import SegmentConfig
+from storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -18,8 +18,8 @@ from sinks.storage.log_reader import (
     offsets_for_times,
     read,
 )
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.verify import verify_partition
+from storage.partition_log import PartitionLog, append_batches
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=700, index_interval_bytes=150)

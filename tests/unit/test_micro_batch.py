@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from sinks.micro_batch import GatewaySink, MicroBatchSummary
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
@@ -54,6 +54,7 @@ def test_the_termination_is_waited_for() -> None:
 
 def test_the_product_reads_no_spark_internal_property() -> None:
     """The exactly-once key is foreachBatch's own batch id, not MicroBatchExecution's local property."""
-    product = ("contract", "validators", "streaming", "sinks", "front_door", "clients", "embedded")
+    product = ("contract", "validators", "storage", "kafka_cluster", "streaming", "sinks", "front_door", "clients",
+               "embedded")
     users = [str(f) for d in product for f in (REPO_ROOT / d).rglob("*.py") if "streaming.sql.batchId" in f.read_text()]
     assert users == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.storage.index import CorruptIndexError, IndexFullError, InvalidOffsetError
-from sinks.storage.offset_index import OffsetIndex, OffsetPosition
+from storage.index import CorruptIndexError, IndexFullError, InvalidOffsetError
+from storage.offset_index import OffsetIndex, OffsetPosition
 
 BASE = 45
 
@@ -81,7 +81,7 @@ def test_sanity_check(tmp_path):
 
 
 def test_relative_offset_overflow(idx):
-    from sinks.storage.index import IndexOffsetOverflowError
+    from storage.index import IndexOffsetOverflowError
 
     with pytest.raises(IndexOffsetOverflowError):
         idx.append(BASE + 2**31, 0)

@@ -14,11 +14,11 @@ import pytest
 
 import sinks.partition_task as partition_task
 from contract.decision_row import DecisionRow
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 from sinks.partition_task import THREADED_COMMIT_ROWS, SinkConfig, append_partition, run_task
-from sinks.storage.commit_record import read_commit
-from sinks.storage.file_names import partition_dir
-from sinks.storage.log_reader import read
+from storage.commit_record import read_commit
+from storage.file_names import partition_dir
+from storage.log_reader import read
 from streaming.stage import IngressBatch, decide_group
 from tests.decision_rows import decision_row
 from validators.append_result import PartitionState

@@ -1,9 +1,9 @@
 """A partition's producer state rebuilt from its stored batches (`validators/producer_state_rebuild.py`) as Kafka's
-`loadProducersFromRecords` rebuilds it, and where the storage walk starts (`sinks/storage/producer_batches.py`)."""
+`loadProducersFromRecords` rebuilds it, and where the storage walk starts (`storage/producer_batches.py`)."""
 
 from __future__ import annotations
 
-from sinks.storage.producer_batches import walk_start
+from storage.producer_batches import walk_start
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker
 from validators.producer_state import NO_OFFSET, ProducerStateEntry
 from validators.producer_state_rebuild import LoggedBatch, active_producers, rebuild_producer_state

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from sinks.storage.commit_record import COMMIT_FILE, read_commit
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import read
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.recovery import LogStateMismatchError, StorageCorruptionError, check_log_end_offset
-from sinks.storage.verify import verify_partition
+from storage.commit_record import COMMIT_FILE, read_commit
+from storage.errors import KafkaStorageError
+from storage.file_names import partition_dir, segment_bases, segment_file_name
+from storage.log_config import SegmentConfig
+from storage.log_reader import read
+from storage.partition_log import PartitionLog, append_batches
+from storage.recovery import LogStateMismatchError, StorageCorruptionError, check_log_end_offset
+from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 
 CFG = SegmentConfig(segment_bytes=600, index_interval_bytes=100, segment_index_bytes=400)
@@ -184,7 +184,7 @@ def test_an_open_checks_only_the_segments_a_micro_batch_can_have_touched(tmp_pat
     """Every micro-batch opens the partition: the inactive segments this process found as committed are not
     checked again (a failed micro-batch can only have appended to the last committed segment and rolled past
     it), and what such a failure left is still cut back to the commit exactly."""
-    from sinks.storage import recovery
+    from storage import recovery
 
     for mb in range(4):
         fill(tmp_path, 6, batch_id=mb, start=6 * mb)
@@ -215,7 +215,7 @@ def test_an_open_checks_only_the_segments_a_micro_batch_can_have_touched(tmp_pat
 
 
 def test_a_new_process_checks_every_committed_segment_again(tmp_path, monkeypatch):
-    from sinks.storage import recovery
+    from storage import recovery
 
     for mb in range(3):
         fill(tmp_path, 6, batch_id=mb, start=6 * mb)

@@ -9,12 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sinks.storage.commit_record import read_commit
-from sinks.storage.crash_point import CRASH_ENV
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.log_reader import EARLIEST_TIMESTAMP, OffsetOutOfRangeError, offsets_for_times, read
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.retention import (
+from storage.commit_record import read_commit
+from storage.crash_point import CRASH_ENV
+from storage.file_names import partition_dir, segment_bases
+from storage.log_reader import EARLIEST_TIMESTAMP, OffsetOutOfRangeError, offsets_for_times, read
+from storage.partition_log import PartitionLog, append_batches
+from storage.retention import (
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MAX_EVENTTIME_MS,
     REASON_RETENTION_MS,
@@ -173,7 +173,7 @@ def test_crash_between_retention_commit_and_file_deletion(tmp_path):
     cfg = topic(retention_bytes=0)
     fill(tmp_path, cfg, [T0] * 12)
     code = (
-        "from pathlib import Path; from sinks.storage.retention import enforce_retention; "
+        "from pathlib import Path; from storage.retention import enforce_retention; "
         "from validators.topic_config import TopicConfig; "
         f"enforce_retention(Path({str(tmp_path)!r}), 't', 0, TopicConfig(name='t', partitions=1, "
         f"segment_bytes={5 * SIZE}, retention_ms=-1, retention_bytes=0), {T0})"

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
-from sinks.storage.commit_record import read_commit
-from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
-from sinks.storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
-from sinks.storage.partition_log import PartitionLog, append_batches
-from sinks.storage.retention import (
+from storage.commit_record import read_commit
+from storage.file_names import partition_dir, segment_bases, segment_file_name
+from storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
+from storage.partition_log import PartitionLog, append_batches
+from storage.retention import (
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MAX_EVENTTIME_MS,
     REASON_RETENTION_MS,
 )
-from sinks.storage.verify import verify_partition
+from storage.verify import verify_partition
 from streaming.retention_schedule import RetentionSchedule, metric_reason
 from tests.unit.test_segment import T0, make_batch
 from validators.codec.record_batch import TimestampType
@@ -195,7 +195,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from tests.unit.test_retention_schedule import T0, make_batch
-from sinks.storage.partition_log import append_batches
+from storage.partition_log import append_batches
 from validators.topic_config import TopicConfig
 root, size, micro_batches = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cfg = TopicConfig(name="t", partitions=1, segment_bytes=5 * size, retention_ms=-1, retention_bytes=20 * size)

@@ -16,7 +16,7 @@ from front_door.security.sasl_server import (
     server_nonce,
 )
 from front_door.security.scram_credentials import ScramCredential, ScramCredentials
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 from tests.memory_security_store import MemorySecurityStore
 
 ALL = (SaslMechanism.SCRAM_SHA_512, SaslMechanism.SCRAM_SHA_256, SaslMechanism.PLAIN)

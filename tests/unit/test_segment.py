@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from sinks.storage.file_names import segment_file_name
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import find_offset_by_timestamp
-from sinks.storage.segment import LogSegment
+from storage.file_names import segment_file_name
+from storage.log_config import SegmentConfig
+from storage.log_reader import find_offset_by_timestamp
+from storage.segment import LogSegment
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 
 T0 = 1_700_000_000_000
@@ -220,7 +220,7 @@ def test_reopened_segment_continues_index_interval(tmp_path):
 
 
 def test_offset_overflow_is_refused(tmp_path):
-    from sinks.storage.segment import LogSegmentOffsetOverflowError
+    from storage.segment import LogSegmentOffsetOverflowError
 
     seg = segment(tmp_path, 0, 4096)
     with pytest.raises(LogSegmentOffsetOverflowError):
@@ -230,7 +230,7 @@ def test_offset_overflow_is_refused(tmp_path):
 def test_a_log_synced_by_the_filesystem_is_not_synced_again_unless_it_changed(tmp_path, monkeypatch):
     import os
 
-    from sinks.storage.linux_calls import sync_filesystem
+    from storage.linux_calls import sync_filesystem
     seg = segment(tmp_path, 0, 1)
     for o in range(10):
         seg.append(one(o), o)

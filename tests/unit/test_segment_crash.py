@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sinks.storage.commit_record import COMMIT_FILE, SEGMENT_LIST_PREFIX, read_commit, segment_list_name
-from sinks.storage.crash_point import CRASH_ENV
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.partition_lock import LOCK_FILE
+from storage.commit_record import COMMIT_FILE, SEGMENT_LIST_PREFIX, read_commit, segment_list_name
+from storage.crash_point import CRASH_ENV
+from storage.file_names import partition_dir, segment_bases
+from storage.partition_lock import LOCK_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 MICRO_BATCHES = 6
@@ -22,8 +22,8 @@ MICRO_BATCHES = 6
 
 def writer(root: str, micro_batches: int) -> None:
     """Run in a subprocess: append `micro_batches` deterministic micro-batches (rolling segments)."""
-    from sinks.storage.log_config import SegmentConfig
-    from sinks.storage.partition_log import append_batches
+    from storage.log_config import SegmentConfig
+    from storage.partition_log import append_batches
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

@@ -3,9 +3,9 @@ is the batches' append time, exactly what the gateway passes."""
 
 from __future__ import annotations
 
-from sinks.storage.file_names import partition_dir, segment_bases
-from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
-from sinks.storage.partition_log import PartitionLog
+from storage.file_names import partition_dir, segment_bases
+from storage.log_config import SegmentConfig, roll_jitter_ms
+from storage.partition_log import PartitionLog
 from tests.unit.test_segment import T0, make_batch
 from validators.topic_config import TopicConfig
 

@@ -19,11 +19,11 @@ import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from contract.decision_row import DecisionRow
+from kafka_cluster.security import KafkaCluster
 from sinks.decisions import DECISION_SCHEMA, arrow_decisions
-from sinks.kafka_security import KafkaCluster
 from sinks.partition_task import SinkConfig, run_task
 from sinks.registry_watcher import RegistryWatcher
-from sinks.storage.log_reader import read
+from storage.log_reader import read
 from streaming import stage
 from streaming.bucket_state import BucketState
 from streaming.stage import (

@@ -19,7 +19,7 @@ def test_infrastructure_failures_are_retried() -> None:
 
 def test_failures_a_restart_cannot_fix_stop_with_advice() -> None:
     kind, advice = classify("pyspark.errors.exceptions.captured.StreamingQueryException: [FOREACH_BATCH_USER_FUNC"
-                            "TION_ERROR] ... sinks.storage.recovery.LogStateMismatchError: t-0: segment storage is "
+                            "TION_ERROR] ... storage.recovery.LogStateMismatchError: t-0: segment storage is "
                             "behind the Spark state")
     assert kind is FailureKind.FATAL and "restore" in advice
     kind, advice = classify("SharedStorageError: /mnt/segments is not visible from executor host w2")

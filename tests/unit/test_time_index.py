@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.storage.index import CorruptIndexError, IndexFullError, InvalidOffsetError
-from sinks.storage.time_index import TimeIndex, TimestampOffset, TimestampOrderError
+from storage.index import CorruptIndexError, IndexFullError, InvalidOffsetError
+from storage.time_index import TimeIndex, TimestampOffset, TimestampOrderError
 
 BASE = 45
 MAX_ENTRIES = 30

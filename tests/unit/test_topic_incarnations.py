@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sinks.storage import topic_incarnations
-from sinks.storage.delete_records import DeleteRecordsError, RecordsDeleted, delete_records
-from sinks.storage.log_reader import read
-from sinks.storage.partition_log import BatchAppender
+from storage import topic_incarnations
+from storage.delete_records import DeleteRecordsError, RecordsDeleted, delete_records
+from storage.log_reader import read
+from storage.partition_log import BatchAppender
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import topic_config
 

@@ -32,7 +32,7 @@ from front_door.producer_id_manager import ProducerIdManager
 from front_door.transactions.coordinator import TransactionCoordinator
 from front_door.transactions.placement import transaction_coordinator
 from sinks.partition_task import append_partition
-from sinks.storage.file_names import partition_dir
+from storage.file_names import partition_dir
 from streaming.stage import IngressBatch, decide_group
 from tests.memory_group_store import MemoryGroupStore
 from tests.memory_transaction_store import MemoryTransactionStore

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import SEGMENT_FILE_SUFFIXES, TXN_INDEX_FILE_SUFFIX, segment_file_name
-from sinks.storage.index import CorruptIndexError, InvalidOffsetError
-from sinks.storage.transaction_index import TOTAL_SIZE, AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from storage.errors import KafkaStorageError
+from storage.file_names import SEGMENT_FILE_SUFFIXES, TXN_INDEX_FILE_SUFFIX, segment_file_name
+from storage.index import CorruptIndexError, InvalidOffsetError
+from storage.transaction_index import TOTAL_SIZE, AbortedTxn, TransactionIndex, TxnIndexSearchResult
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Kafka's TransactionIndexTest.testCollectAbortedTransactions

@@ -10,11 +10,11 @@ from pathlib import Path
 from front_door.apis.fetch import read_partition
 from front_door.apis.list_offsets import look_up
 from sinks.partition_task import append_partition
-from sinks.storage.commit_record import read_commit_head
-from sinks.storage.file_names import delete_segment_files, partition_dir
-from sinks.storage.file_records import split_batches
-from sinks.storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader, read
-from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
+from storage.commit_record import read_commit_head
+from storage.file_names import delete_segment_files, partition_dir
+from storage.file_records import split_batches
+from storage.log_reader import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, PartitionReader, read
+from storage.transaction_index import AbortedTxn, TransactionIndex
 from streaming.stage import IngressBatch, decide_group
 from validators.append_result import PartitionState
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker, build_end_txn_marker

@@ -19,7 +19,7 @@ from front_door.security.scram_credentials import (
     ScramCredential,
     ScramCredentials,
 )
-from sinks.kafka_security import SaslMechanism
+from kafka_cluster.security import SaslMechanism
 from streaming import users_command
 from streaming.__main__ import build_parser, main
 from streaming.users_command import DEFAULT_ITERATIONS

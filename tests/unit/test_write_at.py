@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sinks.storage import segment
-from sinks.storage.segment import write_at
+from storage import segment
+from storage.segment import write_at
 
 
 def _buffers() -> list[bytes]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sinks.storage import writeback
+from storage import writeback
 
 
 def test_linux_has_the_call() -> None:

@@ -10,7 +10,7 @@ import org.apache.kafka.storage.internals.log.TxnIndexSearchResult;
 
 /**
  * Apache Kafka's own transaction index (`TransactionIndex`, `AbortedTxn`) driven by a script on stdin, one
- * operation a line, for the tests to run the same script through `sinks.storage.transaction_index`:
+ * operation a line, for the tests to run the same script through `storage.transaction_index`:
  *
  *   open PATH START_OFFSET | append PRODUCER_ID FIRST LAST LAST_STABLE | all | collect FETCH UPPER_BOUND
  *   | truncate OFFSET | reset | sanity | flush | close | delete

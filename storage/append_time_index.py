@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.index import CorruptIndexError, InvalidOffsetError
+from storage.index import CorruptIndexError, InvalidOffsetError
 
 ENTRY_SIZE = 16
 _ENTRY = struct.Struct(">qq")

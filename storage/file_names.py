@@ -11,7 +11,7 @@ from pathlib import Path
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
 TIME_INDEX_FILE_SUFFIX = ".timeindex"
-# Kafka's transaction index (`sinks.storage.transaction_index`): only a segment with an aborted transaction has one
+# Kafka's transaction index (`storage.transaction_index`): only a segment with an aborted transaction has one
 TXN_INDEX_FILE_SUFFIX = ".txnindex"
 APPEND_TIME_INDEX_SUFFIX = ".appendtimeindex"  # the gateway's (docs/design.md: segment storage); Kafka ignores unknown suffixes
 SEGMENT_FILE_SUFFIXES = (LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, APPEND_TIME_INDEX_SUFFIX)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sinks.storage.errors import KafkaStorageError
+from storage.errors import KafkaStorageError
 
 INT32_MAX = 2**31 - 1
 

@@ -30,21 +30,21 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.append_time_index import AppendTimeEntry, AppendTimeIndex
-from sinks.storage.crash_point import crash_point
-from sinks.storage.file_names import (
+from storage.append_time_index import AppendTimeEntry, AppendTimeIndex
+from storage.crash_point import crash_point
+from storage.file_names import (
     APPEND_TIME_INDEX_SUFFIX,
     INDEX_FILE_SUFFIX,
     LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     segment_file_name,
 )
-from sinks.storage.file_records import BatchInfo, CorruptRecordError, iter_file_batches, split_batches
-from sinks.storage.index import INT32_MAX, CorruptIndexError
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.offset_index import OffsetIndex
-from sinks.storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
-from sinks.storage.writeback import start_writeback
+from storage.file_records import BatchInfo, CorruptRecordError, iter_file_batches, split_batches
+from storage.index import INT32_MAX, CorruptIndexError
+from storage.log_config import SegmentConfig
+from storage.offset_index import OffsetIndex
+from storage.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from storage.writeback import start_writeback
 from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from sinks.storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
+from storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 

@@ -1,7 +1,7 @@
 """The one error type of damaged segment storage (Kafka's `KafkaStorageException`).
 
 Every reader and command meets a missing, short, zero-filled, over-long or garbage file either with a
-rebuilt index (as Kafka's recovery would, `sinks.storage.segment_reader`) or with this error, whose message
+rebuilt index (as Kafka's recovery would, `storage.segment_reader`) or with this error, whose message
 names the file and what is wrong. `CorruptRecordError` (a bad batch in a `.log`) and
 `CorruptIndexError` (an index that fails its sanity check) are its kinds.
 """

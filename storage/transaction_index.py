@@ -27,9 +27,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import TXN_INDEX_FILE_SUFFIX, segment_file_name
-from sinks.storage.index import CorruptIndexError, InvalidOffsetError
+from storage.errors import KafkaStorageError
+from storage.file_names import TXN_INDEX_FILE_SUFFIX, segment_file_name
+from storage.index import CorruptIndexError, InvalidOffsetError
 
 CURRENT_VERSION = 0
 TOTAL_SIZE = 34

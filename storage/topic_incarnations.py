@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from sinks.storage.file_names import list_partitions, partition_dir
+from storage.file_names import list_partitions, partition_dir
 
 log = logging.getLogger("gateway.storage")
 

@@ -9,7 +9,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sinks.storage.errors import KafkaStorageError
+from storage.errors import KafkaStorageError
 from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,

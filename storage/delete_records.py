@@ -16,11 +16,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
-from sinks.storage.commit_record import read_commit_head, recovery_marked, write_commit
-from sinks.storage.file_names import delete_segment_files, partition_dir
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.partition_lock import PartitionLock
-from sinks.storage.recovery import recover_partition
+from storage.commit_record import read_commit_head, recovery_marked, write_commit
+from storage.file_names import delete_segment_files, partition_dir
+from storage.log_config import SegmentConfig
+from storage.partition_lock import PartitionLock
+from storage.recovery import recover_partition
 from validators.topic_config import TopicConfig
 
 HIGH_WATERMARK = -1  # DeleteRecordsRequest's offset meaning "everything below the high watermark"

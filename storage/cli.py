@@ -21,9 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import list_partitions, partition_dir
-from sinks.storage.log_reader import (
+from sinks.text_table import table_lines
+from sinks.time_arguments import TIME_FORMS, parse_time
+from storage.errors import KafkaStorageError
+from storage.file_names import list_partitions, partition_dir
+from storage.log_reader import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -31,10 +33,8 @@ from sinks.storage.log_reader import (
     batch_records,
     offsets_for_times,
 )
-from sinks.storage.partition_log import PartitionLog
-from sinks.storage.verify import verify_partition
-from sinks.text_table import table_lines
-from sinks.time_arguments import TIME_FORMS, parse_time
+from storage.partition_log import PartitionLog
+from storage.verify import verify_partition
 
 _SPECIAL = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 EPILOG = ("exit status: 0 done; 1 verify found a problem; 2 bad arguments, damaged or missing files, "

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.commit_record import CommitHead, CommitRecord, SegmentState, read_commit_head
-from sinks.storage.file_names import partition_dir, segment_bases, segment_file_name
-from sinks.storage.file_records import BatchInfo, CorruptRecordError
-from sinks.storage.segment import LogSegment
-from sinks.storage.segment_reader import open_for_reading
-from sinks.storage.transaction_index import AbortedTxn, TransactionIndex
+from storage.commit_record import CommitHead, CommitRecord, SegmentState, read_commit_head
+from storage.file_names import partition_dir, segment_bases, segment_file_name
+from storage.file_records import BatchInfo, CorruptRecordError
+from storage.segment import LogSegment
+from storage.segment_reader import open_for_reading
+from storage.transaction_index import AbortedTxn, TransactionIndex
 from validators.codec.compression import CorruptCompressedDataError
 from validators.codec.record_batch import TimestampType, decode_record_batch, is_valid
 from validators.codec.records import InvalidRecordError

@@ -21,9 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from sinks.storage.crash_point import crash_point
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.linux_calls import exchange
+from storage.crash_point import crash_point
+from storage.errors import KafkaStorageError
+from storage.linux_calls import exchange
 
 COMMIT_FILE = "gateway-commit.json"
 COMMIT_TMP_FILE = COMMIT_FILE + ".tmp"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sinks.storage.file_names import partition_dir
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.partition_lock import PartitionBusyError
-from sinks.storage.partition_log import PartitionLog
+from storage.file_names import partition_dir
+from storage.log_config import SegmentConfig
+from storage.partition_lock import PartitionBusyError
+from storage.partition_log import PartitionLog
 from validators.topic_config import TopicConfig, TopicRegistry
 
 

@@ -8,12 +8,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import segment_bases
-from sinks.storage.file_records import BatchInfo
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import PartitionReader
-from sinks.storage.segment import LogSegment
+from storage.errors import KafkaStorageError
+from storage.file_names import segment_bases
+from storage.file_records import BatchInfo
+from storage.log_config import SegmentConfig
+from storage.log_reader import PartitionReader
+from storage.segment import LogSegment
 from validators.append_result import GATEWAY_LEADER_EPOCH
 from validators.codec.record_batch import is_valid, parse_header
 

@@ -21,8 +21,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.kafka_admin")
 

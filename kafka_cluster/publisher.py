@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 
 _producers: dict[tuple[KafkaCluster, int, int], Producer] = {}
 

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sinks.storage.commit_record import SegmentState
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.index import CorruptIndexError
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.segment import LogSegment
+from storage.commit_record import SegmentState
+from storage.errors import KafkaStorageError
+from storage.index import CorruptIndexError
+from storage.log_config import SegmentConfig
+from storage.segment import LogSegment
 
 log = logging.getLogger("gateway.segments.reader")
 

@@ -29,18 +29,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import SegmentState, read_commit_head, recovery_marked, write_commit
-from sinks.storage.crash_point import crash_point
-from sinks.storage.file_names import (
+from storage.commit_record import SegmentState, read_commit_head, recovery_marked, write_commit
+from storage.crash_point import crash_point
+from storage.file_names import (
     delete_segment_files,
     partition_dir,
     segment_file_name,
 )
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.log_reader import batch_records
-from sinks.storage.partition_lock import PartitionLock
-from sinks.storage.recovery import recover_partition
-from sinks.storage.segment import LogSegment
+from storage.log_config import SegmentConfig
+from storage.log_reader import batch_records
+from storage.partition_lock import PartitionLock
+from storage.recovery import recover_partition
+from storage.segment import LogSegment
 from validators.codec.record_batch import TimestampType
 from validators.topic_config import TopicConfig, TopicRegistry
 

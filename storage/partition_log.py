@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import (
+from storage.commit_record import (
     CommitHead,
     SegmentState,
     clear_recovery_mark,
@@ -39,17 +39,17 @@ from sinks.storage.commit_record import (
     write_head,
     write_segment_list,
 )
-from sinks.storage.crash_point import crash_point
-from sinks.storage.file_names import (
+from storage.crash_point import crash_point
+from storage.file_names import (
     delete_segment_files,
     partition_dir,
 )
-from sinks.storage.file_records import split_batches
-from sinks.storage.log_config import SegmentConfig, roll_jitter_ms
-from sinks.storage.partition_lock import PartitionBusyError, PartitionLock
-from sinks.storage.recovery import check_log_end_offset, recover_partition
-from sinks.storage.segment import LogSegment, RollParams
-from sinks.storage.transaction_index import AbortedTxn, TransactionIndex, close_all
+from storage.file_records import split_batches
+from storage.log_config import SegmentConfig, roll_jitter_ms
+from storage.partition_lock import PartitionBusyError, PartitionLock
+from storage.recovery import check_log_end_offset, recover_partition
+from storage.segment import LogSegment, RollParams
+from storage.transaction_index import AbortedTxn, TransactionIndex, close_all
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicConfig
 

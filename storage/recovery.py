@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sinks.storage.commit_record import (
+from storage.commit_record import (
     SEGMENT_LIST_PREFIX,
     CommitHead,
     CommitRecord,
@@ -35,8 +35,8 @@ from sinks.storage.commit_record import (
     write_commit,
     write_head,
 )
-from sinks.storage.errors import KafkaStorageError
-from sinks.storage.file_names import (
+from storage.errors import KafkaStorageError
+from storage.file_names import (
     LOG_FILE_SUFFIX,
     SEGMENT_FILE_SUFFIXES,
     TXN_INDEX_FILE_SUFFIX,
@@ -45,9 +45,9 @@ from sinks.storage.file_names import (
     segment_bases,
     segment_file_name,
 )
-from sinks.storage.index import CorruptIndexError
-from sinks.storage.log_config import SegmentConfig
-from sinks.storage.segment import LogSegment
+from storage.index import CorruptIndexError
+from storage.log_config import SegmentConfig
+from storage.segment import LogSegment
 
 log = logging.getLogger("gateway.segments")
 

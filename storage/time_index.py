@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from sinks.storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
+from storage.index import AbstractIndex, CorruptIndexError, IndexFullError, InvalidOffsetError
 from validators.codec.record_batch import NO_TIMESTAMP
 
 _TIME_ENTRY = struct.Struct(">qi")

@@ -28,9 +28,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator, Sequence
 
-from sinks.storage.file_records import BatchInfo, CorruptRecordError
-from sinks.storage.log_reader import PartitionReader
-from sinks.storage.segment import LogSegment
+from storage.file_records import BatchInfo, CorruptRecordError
+from storage.log_reader import PartitionReader
+from storage.segment import LogSegment
 from validators.codec.compression import CorruptCompressedDataError
 from validators.codec.control_batch import read_end_txn_marker
 from validators.codec.record_batch import NO_PRODUCER_ID, NO_TIMESTAMP, decode_record_batch, is_valid

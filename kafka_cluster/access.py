@@ -24,7 +24,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AclOperation, AdminClient
 
 from contract.topics import registry_topic, rehearsal_topic
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.kafka_access")
 

@@ -21,9 +21,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from contract.topics import REGISTRY_TOPIC_CONFIGS, REGISTRY_TOPIC_PARTITIONS
-from sinks.kafka_admin import create_topics, watermarks
-from sinks.kafka_client_log import KAFKA_CLIENT_LOG
-from sinks.kafka_security import KafkaCluster
+from kafka_cluster.admin import create_topics, watermarks
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.security import KafkaCluster
 from validators.registry_log import DEFAULTS_KEY, SEED_KEY, RegistryLog, TopicSpec
 from validators.topic_config import ConfigError, TopicRegistry, seed_topic_id
 
