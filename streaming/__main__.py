@@ -57,13 +57,8 @@ from sinks.time_arguments import protect_relative_times
 from storage import cli as storage_cli
 from storage.log_manager import close_logs
 from streaming import door_command, users_command
-from streaming.config import (
-    REPO_ROOT,
-    GatewayConfig,
-    GatewayConfigError,
-    add_config_argument,
-    load_gateway_config,
-)
+from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument
+from streaming.config_file import GatewayConfigError, load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.door_command import start_front_door
 from streaming.door_hint import kcat_hint, listeners_line

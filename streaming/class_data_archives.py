@@ -15,7 +15,7 @@ from embedded.class_data_sharing import ARCHIVE_DIR, KAFKA_ARCHIVE, REPO_ROOT, S
 from embedded.demo import DemoTraffic
 from embedded.local_kafka import LocalKafka, free_port
 from kafka_cluster.admin import create_topics
-from streaming.config import load_gateway_config
+from streaming.config_file import load_gateway_config
 from streaming.query import start_gateway, topic_specs
 from streaming.session import SPARK_LOG_CONFIG, build_spark_session, stop_session
 

@@ -27,7 +27,8 @@ from kafka_cluster.admin import create_topics
 from kafka_cluster.registry_store import RegistryStore
 from sinks.metrics.health import Health
 from sinks.metrics.server import parse_address, serve_metrics
-from streaming.config import GatewayConfig, GatewayConfigError, add_config_argument, load_gateway_config
+from streaming.config import GatewayConfig, add_config_argument
+from streaming.config_file import GatewayConfigError, load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.query import topic_specs
 from streaming.registry_sync import open_registry_store

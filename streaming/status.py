@@ -35,7 +35,8 @@ from kafka_cluster.security import KafkaCluster
 from sinks.command_line import positive_seconds, whole_number
 from sinks.metrics.gateway_metrics import QUERY_INFO
 from sinks.text_table import table_lines
-from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import GatewayConfig, add_config_argument
+from streaming.config_file import load_gateway_config
 from streaming.config_rules import setting_argument
 
 _TOPIC_COLUMNS = ("topic", "appended", "records", "bytes", "duplicate", "rejected", "errors")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pyspark
 
-from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument
+from streaming.config_file import load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.session import ENVIRONMENT_DIR, is_local, spark_jars
 

@@ -53,7 +53,8 @@ from kafka_cluster.admin import create_topics
 from kafka_cluster.security import SaslMechanism
 from sinks.command_line import positive_seconds
 from sinks.text_table import table_lines
-from streaming.config import GatewayConfig, add_config_argument, load_gateway_config
+from streaming.config import GatewayConfig, add_config_argument
+from streaming.config_file import load_gateway_config
 from streaming.config_rules import setting_argument
 from streaming.query import security_topic_spec
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from embedded.local_kafka import LocalKafka
-from streaming.config import REPO_ROOT, GatewayConfig, load_gateway_config
+from streaming.config import REPO_ROOT, GatewayConfig
+from streaming.config_file import load_gateway_config
 from tests.integration.front_door_harness import running_front_door
 from tests.integration.ports import free_ports
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig, GatewayConfigError, load_gateway_config
+from streaming.config import DEFAULT_CONFIG, REPO_ROOT, GatewayConfig
+from streaming.config_file import GatewayConfigError, load_gateway_config
 from streaming.config_rules import RULES, setting_problems
 
 STANDBY_CONFIG = REPO_ROOT / "conf" / "standby.json"

@@ -62,7 +62,7 @@ def test_run_refuses_a_metrics_log_file_it_cannot_write(tmp_path: Path, capsys: 
 
 
 def test_the_startup_timeout_is_read_from_the_config(tmp_path: Path) -> None:
-    from streaming.config import load_gateway_config
+    from streaming.config_file import load_gateway_config
 
     config = tmp_path / "gateway.json"
     config.write_text('{"startup_timeout_ms": 300000}')

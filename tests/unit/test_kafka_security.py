@@ -19,7 +19,7 @@ from kafka_cluster.security import (
     load_cluster_file,
     load_kafka_security,
 )
-from streaming.config import load_gateway_config
+from streaming.config_file import load_gateway_config
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIca\n-----END CERTIFICATE-----\n"
 CERT = "-----BEGIN CERTIFICATE-----\nMIIcert\n-----END CERTIFICATE-----\n"

@@ -49,7 +49,8 @@ from front_door.network.in_flight import InFlightBytes
 from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES, CloseConnection, parse_request
 from front_door.producer_id_manager import ProducerIdManager
 from kafka_cluster.security import KafkaCluster
-from streaming.config import GatewayConfig, load_gateway_config
+from streaming.config import GatewayConfig
+from streaming.config_file import load_gateway_config
 from streaming.query import sink_config, topic_specs
 from tests.memory_group_store import MemoryGroupStore
 from validators.topic_config import TopicRegistry

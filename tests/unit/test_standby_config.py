@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streaming.config import DEFAULT_CONFIG, load_gateway_config
+from streaming.config import DEFAULT_CONFIG
+from streaming.config_file import load_gateway_config
 
 STANDBY = Path(DEFAULT_CONFIG).parent / "standby.json"
 
