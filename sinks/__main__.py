@@ -1,6 +1,6 @@
-"""`python -m sinks`: the command groups of the sinks packages.
+"""`python -m sinks`: the command groups of the sinks package.
 
-    python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (storage/cli.py)
+    python -m sinks segments dump|verify|read|offsets-for-times|truncate ...   (sinks/segments_cli.py)
     python -m sinks dlq stats|list|show|replay ...                             (sinks/dlq/cli.py)
 """
 
@@ -10,16 +10,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from sinks import segments_cli
 from sinks.command_line import CommandParser
 from sinks.time_arguments import protect_relative_times
-from storage import cli as storage_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="python -m sinks", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (python -m sinks dlq --help)")
-    storage_cli.register(sub)
+    segments_cli.register(sub)
     return parser
 
 
@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sinks.dlq.cli import main as dlq_main
 
         return dlq_main(argv[1:])
-    return storage_cli.run(build_parser().parse_args(protect_relative_times(argv)))
+    return segments_cli.run(build_parser().parse_args(protect_relative_times(argv)))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
     gateway run --standby         a second driver, ready to take over when the running one stops
     gateway status                what it is doing (metrics endpoint and response topic)
     gateway submit                the same job through spark-submit on the configured cluster
-    gateway segments ...          segment storage (storage/cli.py; also `python -m sinks segments`)
+    gateway segments ...          segment storage (sinks/segments_cli.py; also `python -m sinks segments`)
     gateway dlq ...               the dead-letter topic (sinks/dlq/cli.py; also `python -m sinks dlq`)
     gateway acls                  the ACLs the gateway's principal needs on its Kafka cluster (kafka-acls.sh lines)
     gateway client-properties     the `kafka` block as a Java client properties file (Kafka's tools' --command-config)
@@ -45,6 +45,7 @@ from kafka_cluster.access import KafkaAccessError, check_access
 from kafka_cluster.admin import create_topics
 from kafka_cluster.registry_store import RegistryError, RegistryStore, seed_from_file
 from kafka_cluster.security import KafkaSecurityError
+from sinks import segments_cli
 from sinks.command_line import CommandParser, principal
 from sinks.dlq.cli import DlqConfig
 from sinks.dlq.cli import main as dlq_main
@@ -54,7 +55,6 @@ from sinks.metrics.metrics_log_file import MetricsLogFile
 from sinks.metrics.observer import MetricsObserver
 from sinks.metrics.server import MetricsServer, parse_address, serve_metrics
 from sinks.time_arguments import protect_relative_times
-from storage import cli as storage_cli
 from storage.log_manager import close_logs
 from streaming import door_command, users_command
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {gateway_version()}")
     sub = parser.add_subparsers(dest="group", required=True)
     sub.add_parser("dlq", help="dead letters: stats, list, show, replay (gateway dlq --help)")
-    storage_cli.register(sub)
+    segments_cli.register(sub)
     r = sub.add_parser("run", help="run the gateway query", epilog=EPILOG)
     add_config_argument(r)
     r.add_argument("--bootstrap-servers", type=setting_argument("bootstrap_servers"),
@@ -438,7 +438,7 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.group == "submit":
         return run_submit(args)
     if args.group == "segments":
-        return storage_cli.run(args)
+        return segments_cli.run(args)
     if args.group == "users":
         return users_command.run(args)
     if args.group == "door":

@@ -4,7 +4,7 @@
     python -m sinks segments verify ROOT [TOPIC PARTITION] [--index-interval-bytes N]
     python -m sinks segments read ROOT TOPIC PARTITION [--offset N] [--max N]
     python -m sinks segments offsets-for-times ROOT TOPIC PARTITION TIME|latest|earliest|max-timestamp
-    python -m sinks segments truncate ROOT TOPIC PARTITION --to OFFSET --yes   operator repair (see recovery.py)
+    python -m sinks segments truncate ROOT TOPIC PARTITION --to OFFSET --yes   operator repair (see storage/recovery.py)
 
 Every command prints a table, or JSON with `--json`. TIME takes the forms of `dlq --since`
 (`sinks.time_arguments`). Exit status: 0 done; 1 `verify` found a problem; 2 bad arguments, damaged or
