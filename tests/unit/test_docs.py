@@ -286,8 +286,9 @@ def test_make_run_takes_another_config() -> None:
     """`make run CONFIG=path` runs the gateway on that config (docs/security.md's walk-through)."""
     import subprocess
 
-    shown = subprocess.run(["make", "-n", "run", "CONFIG=conf/secured-door.json"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
+    # --no-print-directory: under `make test` this make is a sub-make, which names its directory otherwise
+    shown = subprocess.run(["make", "--no-print-directory", "-n", "run", "CONFIG=conf/secured-door.json"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.splitlines()
     assert shown[-1].endswith(" -m streaming run --demo --config conf/secured-door.json")
     assert check_command(["make", "run", "CONFIG=conf/nothing.json"]) == "CONFIG=conf/nothing.json does not exist"
 
