@@ -12,7 +12,7 @@ from contract.topics import DEFAULT_GROUPS_TOPIC, DEFAULT_SECURITY_TOPIC
 from front_door.cluster.door_cluster import DEFAULT_SESSION_TIMEOUT_MS, MAX_NODES_PER_DOOR, first_node_id
 from front_door.cluster.leadership import DEFAULT_NODES, node_ids
 from front_door.cluster.node import BrokerAddress, Node
-from front_door.groups.coordinator import GroupSettings
+from front_door.groups.coordinator_api import GroupSettings
 from front_door.network.wire import DEFAULT_MAX_REQUEST_BYTES
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.listeners import Listener, plaintext_listener

@@ -172,7 +172,7 @@ class GatewayConfig:
 
     def front_door_settings(self, listen: str | None = None) -> FrontDoorSettings:
         """The front door's settings for this gateway (`listen` overrides `front_door_address`)."""
-        from front_door.groups.coordinator import GroupSettings
+        from front_door.groups.coordinator_api import GroupSettings
         from front_door.settings import FrontDoorSettings
         from front_door.transactions.coordinator import TransactionSettings
 

@@ -14,7 +14,7 @@ from front_door import access
 from front_door.api_keys import ApiKey
 from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
-from front_door.groups.coordinator import LeavingMember
+from front_door.groups.coordinator_api import LeavingMember
 from front_door.network.messages import NO_THROTTLE, build, response_module
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType

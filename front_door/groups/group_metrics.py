@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from front_door.groups.classic_group import GroupState
-from front_door.groups.coordinator import GroupsSnapshot
+from front_door.groups.coordinator_api import GroupsSnapshot
 from sinks.batch_metrics import PREFIX
 from storage.log_reader import log_end_offset
 

@@ -49,7 +49,8 @@ from front_door.apis.registry import READABLE
 from front_door.cluster.node import Node
 from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
-from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.coordinator_api import GroupSettings
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.messages import build
 from front_door.network.principal import KafkaPrincipal, user
@@ -331,7 +332,7 @@ def test_list_groups_shows_only_describable_groups_without_cluster_describe(tmp_
 async def _join_as_admin(door: Door) -> None:
     """A second group, made by the coordinator directly (no ACL names it)."""
     from front_door.groups.classic_group import Protocol
-    from front_door.groups.coordinator import JoinRequest
+    from front_door.groups.coordinator_api import JoinRequest
 
     await door.ctx.groups.join(JoinRequest(
         group_id="hidden", member_id="", group_instance_id=None, session_timeout_ms=10_000,

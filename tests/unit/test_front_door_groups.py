@@ -32,7 +32,8 @@ from front_door.cluster.leadership import node_ids
 from front_door.cluster.node import Node
 from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
-from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.coordinator_api import GroupSettings
 from front_door.groups.placement import coordinator, partition_for
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.wire import BadRequestError, parse_request

@@ -15,13 +15,8 @@ from kio.schema.errors import ErrorCode
 from contract.group_records import OffsetAndMetadata
 from front_door.cluster.leadership import node_ids
 from front_door.groups.classic_group import ClassicGroup, GroupState, Member, Protocol
-from front_door.groups.coordinator import (
-    GroupCoordinator,
-    GroupSettings,
-    JoinRequest,
-    JoinResult,
-    LeavingMember,
-)
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.coordinator_api import GroupSettings, JoinRequest, JoinResult, LeavingMember
 from front_door.groups.placement import coordinator, java_string_hash, partition_for
 from tests.memory_group_store import MemoryGroupStore
 

@@ -25,7 +25,8 @@ from front_door.apis.describe_producers import Described, describe
 from front_door.cluster.leadership import leader, node_ids
 from front_door.cluster.node import Node
 from front_door.context import Context
-from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.coordinator_api import GroupSettings
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.wire import encode_response
 from front_door.producer_id_manager import ProducerIdManager

@@ -18,7 +18,8 @@ from kio.schema.errors import ErrorCode
 from contract.group_records import OffsetAndMetadata, TxnEnd
 from front_door.apis import offset_fetch, txn_offset_commit
 from front_door.cluster.leadership import node_ids
-from front_door.groups.coordinator import GroupCoordinator, GroupSettings
+from front_door.groups.coordinator import GroupCoordinator
+from front_door.groups.coordinator_api import GroupSettings
 from front_door.groups.placement import OFFSETS_TOPIC, coordinator, partition_for
 from front_door.network.wire import parse_request
 from tests.memory_group_store import MemoryGroupStore
