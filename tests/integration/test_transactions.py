@@ -186,20 +186,28 @@ def test_a_transaction_left_open_across_a_door_restart_is_aborted_when_its_id_re
 
 def test_an_abandoned_transaction_is_aborted_after_its_timeout(spark, gateway_config) -> None:  # type: ignore[no-untyped-def]
     with running_front_door(spark, gateway_config, topics=TOPICS, transaction_abort_interval_ms=200) as door:
+        # librdkafka caps a message's delivery timeout at the transaction timeout: a record through the stage
+        # first (past the query's slow first micro-batch) and 8 s leave room for micro-batches on a busy
+        # machine, so the batch is appended before the coordinator gives up on the transaction
+        warm = Producer({"bootstrap.servers": door.bootstrap})
+        warm.produce("orders", value=b"warm-up", partition=0)
+        assert warm.flush(60) == 0
         p = Producer({"bootstrap.servers": door.bootstrap, "transactional.id": f"abandoned-{uuid.uuid4().hex[:6]}",
-                      "transaction.timeout.ms": 2_000})
+                      "transaction.timeout.ms": 8_000})
         p.init_transactions(60)
         p.begin_transaction()
-        p.produce("orders", value=b"abandoned", partition=1)
+        delivered: list[object] = []
+        p.produce("orders", value=b"abandoned", partition=1, on_delivery=lambda err, _msg: delivered.append(err))
         assert p.flush(60) == 0
-        # never ended: the coordinator aborts it once its 2 s are up, and read_committed readers move past it
+        assert delivered == [None]
+        # never ended: the coordinator aborts it once its 8 s are up, and read_committed readers move past it
         # (the flush returned once the batch was appended: the partition's transaction was open then)
         directory = partition_dir(door.segments_root, "orders", 1)
         _wait_stable(directory)
         aborted = TransactionIndex(partition_dir(door.segments_root, "orders", 1) / "00000000000000000000.txnindex",
                                    0).all_aborted()
         assert [(t.first_offset, t.last_offset) for t in aborted] == [(0, 1)]
-        assert _read(door, "read_committed") == []
+        assert _read(door, "read_committed") == [b"warm-up"]
 
 
 def test_consumer_offsets_sent_to_a_transaction_commit_with_it_and_go_with_an_abort(door: RunningDoor) -> None:
