@@ -3,15 +3,14 @@ of (batch bytes, topic config, partition state, clock) — Kafka's produce path 
 
 Nothing here reads a clock, logs or does I/O: `now_ms` is the micro-batch clock passed in; accepted
 records more than one hour in the future are counted (`future_timestamp_count`, KIP-937) for the stage
-to report. The whole decision is in this module and reads top to bottom in the order it runs: the entry
-(`validate_and_assign`, and `partition_lane` + `decide_in_lane` for the stage), the leader's checks before
-LogValidator, then Kafka's `LogValidator.validateMessagesAndAssignOffsets` for v2 (`_stored_v2`:
-analyzeAndValidateRecords, validateBatch, the record walk with validateRecord and processRecordErrors, the
-in-place assignment of paths A/B or buildRecordsAndAssignOffsets, path C) and for magic 0/1
-(`_decide_legacy`: convertAndAssignOffsetsNonCompressed), then the producer-state step and the accepted
-result. It calls out only to leaves that never call back: `framing` (step 5), `record_walks` (the
-pure-Python twin of the C walk), `producer_state`, `timestamps`, `append_result` (what is returned) and
-the codec.
+to report. The decision reads top to bottom in the order it runs: the entry (`validate_and_assign`, and
+`partition_lane` + `decide_in_lane` for the stage), the leader's checks before LogValidator, then Kafka's
+`LogValidator.validateMessagesAndAssignOffsets` for v2 (`_stored_v2`: analyzeAndValidateRecords,
+validateBatch, the record walk, the in-place assignment of paths A/B or buildRecordsAndAssignOffsets, path C)
+and for magic 0/1 (`_decide_legacy`: convertAndAssignOffsetsNonCompressed), then the producer-state step and
+the accepted result. It calls out only to leaves that never call back: `framing` (step 5), the record walks
+with validateRecord and processRecordErrors (`record_walks` for v2, `legacy_record_walk` for magic 0/1),
+`producer_state`, `timestamps`, `append_result` (what is returned) and the codec.
 
 Order of checks (Kafka's; the first failing one decides):
 
@@ -48,23 +47,7 @@ Gateway decisions (documented differences; everything else follows Kafka):
   compression.type=producer, v2 — is always in place: header rewrite only, record bytes untouched.
   A compressed batch with non-contiguous inner offsets is answered like Kafka 4.2 answers it:
   UNKNOWN_SERVER_ERROR (its rebuild from PartialDefaultRecords throws; seen on a real broker).
-* Record walk depth (`gateway.record.validation`, topic_config.RecordValidation): `full` (default)
-  reads every record as Kafka does — `DefaultRecord.readFrom(ByteBuffer)` uncompressed (path A),
-  `readPartiallyFrom(InputStream)` over the decompressed stream on the compressed in-place path B —
-  so the gateway accepts exactly what Kafka accepts and never stores a batch a consumer or
-  DumpLogSegments would fail on (docs/design.md: segment storage). The walk and `validateRecord` run in one native pass
-  (validators/codec/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
-  not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
-  anything else to the codec's complete walk (records.scan_records), which gives Kafka's text. A clean
-  uncompressed batch is decided up to the producer-state step in one native call (`decide_in_place`:
-  steps 11-15, the walk and the path A rewrite); what it declines, `_stored_v2` decides with Kafka's texts.
-  `fast` trades that for speed (docs/performance.md): uncompressed LogAppendTime batches are decided from the
-  header alone, uncompressed CreateTime batches from the record length chain and timestamp deltas;
-  the layout inside records is then not verified (and on LogAppendTime topics not the record count).
-  The project's differential test against a real Kafka 4.2 broker agrees on every batch with `full`.
-* Corrupt compressed streams (valid batch CRC): UNKNOWN_SERVER_ERROR, "Failed to decompress record
-  stream" — what a Kafka 4.2 broker answers (its codec IOException becomes a KafkaException); the
-  reference's CORRUPT_MESSAGE for testCorruptLz4ProduceRequest is the batch CRC check, which comes first.
+* Record walk depth (`gateway.record.validation`) and corrupt compressed streams: `record_walks`.
 * Idempotent producers (producer_state.py): a duplicate is acknowledged with the original offsets and
   `log_append_time_ms` = the cached batch timestamp — Kafka's quirk is kept: on CreateTime topics that
   is the original batch's max CreateTime, not -1. Expiry uses the gateway's append time.
@@ -79,7 +62,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from typing import NamedTuple
@@ -92,7 +74,6 @@ from validators.append_result import (
     Accepted,
     AppendResult,
     PartitionState,
-    RecordError,
     Rejected,
     RejectedBatch,
     invalid_record,
@@ -100,7 +81,7 @@ from validators.append_result import (
 from validators.codec import legacy_records, native_walk
 from validators.codec import record_batch as rb
 from validators.codec import records as rec
-from validators.codec.compression import CompressionType, CorruptCompressedDataError
+from validators.codec.compression import CompressionType
 from validators.codec.control_batch import ControlRecordType, parse_end_txn_marker
 from validators.codec.record_batch import (
     BATCH_HEADER,
@@ -111,26 +92,13 @@ from validators.codec.record_batch import (
     CorruptRecordError,
     TimestampType,
 )
-from validators.codec.records import InvalidRecordError
 from validators.errors import Errors
 from validators.framing import frame_batch
+from validators.legacy_record_walk import check_legacy_records, read_entry
 from validators.producer_state import BatchMetadata, ProducerStateError, ProducerTable
-from validators.record_walks import (
-    _KIND_NULL_KEY,
-    _KIND_TIMESTAMP,
-    _scan_timestamp_zigzags,
-    _walk_py,
-    _walk_records,
-    _walk_stream,
-)
+from validators.record_walks import V2Header, check_records
 from validators.timestamps import (
-    FUTURE_TIMESTAMP_WARN_MS,
-    is_future,
-    is_out_of_range,
-    out_of_range_message,
-    safe_window,
     to_long,
-    window_bounds,
 )
 from validators.topic_config import INTERNAL_TOPICS, RecordValidation, TopicConfig, topic_name_error
 
@@ -177,10 +145,12 @@ def validate_and_assign(
     COORDINATOR for a transaction marker from the front door's transaction coordinator."""
     if type(batch) is not bytes:
         batch = bytes(batch)
+    framed = frame_batch(batch)  # step 5's framing, reported where each path's order of checks puts it
     try:
         if origin is AppendOrigin.COORDINATOR:
-            return _decide_marker(batch, topic, partition, config, state, now_ms)
-        return _decide(batch, topic, partition, config, state, now_ms, origin is AppendOrigin.CLIENT_TRANSACTIONAL)
+            return _decide_marker(batch, framed, topic, partition, config, state, now_ms)
+        return _decide(batch, framed, topic, partition, config, state, now_ms,
+                       origin is AppendOrigin.CLIENT_TRANSACTIONAL)
     except RejectedBatch as r:
         return r.result
 
@@ -250,10 +220,10 @@ def _native_applies(config: TopicConfig) -> bool:
 
 
 def _decide(
-    data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int,
-    transactional_id: bool = False,
+    data: bytes, framed: tuple[int, int] | Rejected, topic: str, partition: int | None, config: TopicConfig | None,
+    state: PartitionState, now_ms: int, transactional_id: bool = False,
 ) -> AppendResult:
-    framed = frame_batch(data)  # (batch_size, magic) or a framing error, reported in Kafka's order below
+    """`framed`: (batch_size, magic) or the framing error, reported in Kafka's order below."""
     # step 1 (KafkaApis): transactional records need an authorized transactional.id
     if isinstance(framed, tuple) and framed[1] == 2 and data[22] & _ATTR_TXN and not transactional_id:
         return Rejected(
@@ -271,16 +241,14 @@ def _decide(
     if isinstance(framed, Rejected):  # step 5
         return framed
     batch_size, magic = framed
-    if magic < 2:
-        return _decide_legacy(data, tp, config, state, now_ms)
-    return _decide_v2(data, batch_size, tp, config, state, now_ms)
-
-
-# A transaction marker from the coordinator (origin COORDINATOR).
+    if magic == 2:
+        return _decide_v2(data, batch_size, tp, config, state, now_ms)
+    return _decide_legacy(data, tp, config, state, now_ms)
 
 
 def _decide_marker(
-    data: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int
+    data: bytes, framed: tuple[int, int] | Rejected, topic: str, partition: int | None, config: TopicConfig | None,
+    state: PartitionState, now_ms: int,
 ) -> AppendResult:
     """A transaction marker from the coordinator (`ReplicaManager.appendRecords` with origin COORDINATOR, as
     for WriteTxnMarkers): one end-transaction control batch, given offsets and stamped like any batch, that
@@ -289,7 +257,6 @@ def _decide_marker(
     if config is None or partition is None or not 0 <= partition < config.partitions:
         return Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_OR_PARTITION.default_message or "")
     tp = _tp(topic, partition)
-    framed = frame_batch(data)
     if isinstance(framed, Rejected):
         return framed
     batch_size = framed[0]
@@ -369,8 +336,8 @@ def _stored_v2(
 
     target_id = config.target_compression_id
     in_place = target_id is None or target_id == codec_id  # codec equality decides (not the level)
-    header = _V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
-    checked = _check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
+    header = V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
+    checked = check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
 
     max_ts = append_time if lat_topic else checked.max_timestamp
     if in_place:
@@ -382,7 +349,7 @@ def _stored_v2(
             GATEWAY_LEADER_EPOCH,
         )
     else:
-        stored = _rebuild_v2(data, header, codec_id, target_id, tp, config, state, append_time, lso,
+        stored = _rebuild_v2(data, checked.area, header, codec_id, target_id, tp, config, state, append_time, lso,
                              producer_id, producer_epoch, base_sequence)
     _check_fits_segment(len(stored), tp, config.segment_bytes)
     return StoredV2(stored, max_ts, checked.future_count, producer_id, producer_epoch, base_sequence,
@@ -444,176 +411,14 @@ def _validate_batch(
         raise RejectedBatch(invalid_record(message, lso))
 
 
-@dataclass(frozen=True, slots=True)
-class _V2Header:
-    base_timestamp: int
-    max_timestamp: int
-    attributes: int
-    count: int
-    batch_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Checked:
-    """Outcome of a successful record check: the batch's max record timestamp (-1: none) and the
-    KIP-937 future count."""
-
-    max_timestamp: int
-    future_count: int
-
-
-def _check_records(
-    data: bytes, header: _V2Header, codec_id: int, in_place: bool, lat_topic: bool, tp: str, config: TopicConfig,
-    now_ms: int, lso: int,
-) -> _Checked:
-    """The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
-    it (the fallback), the cheap Python walkers accept only what they fully verified and anything
-    else goes to the full walk, which reports Kafka's exact outcome."""
-    area: bytes | None = None
-    if in_place and not config.compacted and not header.attributes & TIMESTAMP_TYPE_MASK:
-        zs: list[int] | None = None
-        if codec_id:
-            area = _decompress(data, header, codec_id, lso)
-            if native_walk.NATIVE_WALK is None:
-                zs = _walk_records(area, len(area), header.count, 0, contiguous=True)
-        elif config.record_validation is RecordValidation.FAST:
-            if lat_topic:
-                return _Checked(NO_TIMESTAMP, 0)  # header only (docs/performance.md)
-            zs = _scan_timestamp_zigzags(data, header.batch_size, header.count)
-        elif native_walk.NATIVE_WALK is None:
-            zs = _walk_records(data, header.batch_size, header.count)
-        if zs is not None:
-            checked = _Checked(NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
-            if checked is not None:  # None: not fully verified by the cheap walk
-                return checked
-    return _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
-
-
-def _check_create_times(zs: list[int], h: _V2Header, config: TopicConfig, now_ms: int) -> _Checked | None:
-    """Accept a CreateTime batch from its raw zigzag timestamp deltas when every record is inside the
-    window, or return None (the full walk then reports every bad record)."""
-    lo, hi = safe_window(now_ms, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
-    base = h.base_timestamp
-    dlo = lo - base
-    dhi = hi - base
-    if not dlo <= 0 <= dhi:
-        return None
-    zmax = max(zs)
-    # zigzag z <= min(2*dhi, -2*dlo - 1)  <=>  delta in [dlo, dhi] for both signs; then base + delta is
-    # inside the safe window (no long wrap) and the Java check accepts every record
-    if zmax > min(2 * dhi, -2 * dlo - 1):
-        return None
-    max_delta = zmax >> 1 if not zmax & 1 else max((z >> 1) ^ -(z & 1) for z in zs)
-    max_ts = max(base + max_delta, NO_TIMESTAMP)
-    future = 0
-    if is_future(max_ts, now_ms):
-        limit = now_ms + FUTURE_TIMESTAMP_WARN_MS - base
-        future = sum(1 for z in zs if (z >> 1) ^ -(z & 1) > limit)
-    return _Checked(max_ts, future)
-
-
-def _decompress(data: bytes, h: _V2Header, codec_id: int, lso: int) -> bytes:
-    try:
-        return rb.records_area(data[: h.batch_size])
-    except CorruptCompressedDataError as e:
-        # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
-        # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
-        raise RejectedBatch(Rejected(
-            Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
-        )) from None
-
-
-def _full_walk(
-    data: bytes, h: _V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
-    in_place: bool, area: bytes | None = None,
-) -> _Checked:
-    """Records as LogValidator iterates them (path A uncompressed, path B compressed), then
-    `validateRecord` per record and `processRecordErrors`. Raises RejectedBatch."""
-    if codec_id == 0:  # path A: the records area in place, no copy
-        buf, start, end = data, RECORD_BATCH_OVERHEAD, h.batch_size
-    else:
-        buf = area if area is not None else _decompress(data, h, codec_id, lso)
-        start, end = 0, len(buf)
-    partial = codec_id != 0 and in_place  # skipKeyValueIterator -> PartialDefaultRecord
-    lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
-    checks = (h.base_timestamp, bool(h.attributes & TIMESTAMP_TYPE_MASK), h.max_timestamp, not lat_topic, now_ms, before, after,
-              config.compacted)
-    walk = _walk_py if native_walk.NATIVE_WALK is None else native_walk.NATIVE_WALK.walk  # one walk at run time: the native one when built
-    error, max_ts, future, contiguous, walk_errors = walk(buf, start, end, h.count, *checks)
-    if error is not None and partial:
-        # the stream reader accepts what the ByteBuffer reader accepts, and more: it decides
-        error, max_ts, future, contiguous, walk_errors = _walk_stream(buf, h.count, *checks)
-    if error is not None:
-        # DefaultRecord.readFrom(ByteBuffer) reads the length outside its try block: a too-long varint
-        # escapes as an IllegalArgumentException, not an ApiException -> UNKNOWN_SERVER_ERROR
-        code = Errors.UNKNOWN_SERVER_ERROR if error.startswith("Varint is too long") else Errors.INVALID_RECORD
-        raise RejectedBatch(Rejected(code, error, log_start_offset=lso))
-
-    if walk_errors:  # processRecordErrors
-        record = "PartialDefaultRecord" if partial else "DefaultRecord"
-        errors: list[tuple[Errors, RecordError]] = []
-        for i, kind, offset, ts, key_size, value_size in walk_errors:
-            if kind == _KIND_NULL_KEY:
-                errors.append((Errors.INVALID_RECORD, RecordError(
-                    i, f"Compacted topic cannot accept message without key in topic partition {tp}")))
-            elif kind == _KIND_TIMESTAMP:
-                errors.append((Errors.INVALID_TIMESTAMP,
-                               RecordError(i, out_of_range_message(ts, offset, now_ms, before, after))))
-            else:
-                # Record.toString: DefaultRecord prints a null key/value as 0 bytes, PartialDefaultRecord
-                # its raw size (-1 for null)
-                if not partial:
-                    key_size, value_size = max(key_size, 0), max(value_size, 0)
-                errors.append((Errors.INVALID_TIMESTAMP, RecordError(
-                    i, f"Invalid timestamp type in message {record}(offset={offset}, timestamp={ts}, "
-                       f"key={key_size} bytes, value={value_size} bytes). Producer should not set timestamp type "
-                       "to LogAppendTime.")))
-        raise RejectedBatch(_record_errors(errors, now_ms, config, lso))
-
-    if partial and not contiguous:
-        # non-contiguous inner offsets abandon in-place assignment and the batch is rebuilt
-        # from the records read so far - PartialDefaultRecords, whose key() throws (Kafka 4.2 answers
-        # UNKNOWN_SERVER_ERROR; seen on a real broker). The gateway answers the same.
-        raise RejectedBatch(Rejected(
-            Errors.UNKNOWN_SERVER_ERROR, "key is skipped in PartialDefaultRecord", log_start_offset=lso
-        ))
-    return _Checked(max_ts, future)
-
-
-def _record_errors(errors: list[tuple[Errors, RecordError]], now_ms: int, config: TopicConfig, lso: int) -> Rejected:
-    """`LogValidator.processRecordErrors`: INVALID_TIMESTAMP wins; every record error is reported."""
-    record_errors = tuple(e for _, e in errors)
-    if any(code is Errors.INVALID_TIMESTAMP for code, _ in errors):
-        window = None
-        if config.message_timestamp_type == TimestampType.CREATE_TIME:
-            window = window_bounds(now_ms, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
-        return Rejected(
-            Errors.INVALID_TIMESTAMP,
-            "One or more records have been rejected due to invalid timestamp",
-            record_errors,
-            log_start_offset=lso,
-            window=window,
-        )
-    shown = ", ".join(str(e) for e in record_errors[:3])
-    return Rejected(
-        Errors.INVALID_RECORD,
-        f"One or more records have been rejected due to {len(record_errors)} record errors in total, and only "
-        f"showing the first three errors at most: [{shown}]",
-        record_errors,
-        log_start_offset=lso,
-    )
-
-
 def _rebuild_v2(
-    data: bytes, h: _V2Header, codec_id: int, target_id: int | None, tp: str, config: TopicConfig,
+    data: bytes, area: bytes | None, h: V2Header, codec_id: int, target_id: int | None, tp: str, config: TopicConfig,
     state: PartitionState, append_time: int, lso: int, producer_id: int, producer_epoch: int, base_sequence: int,
 ) -> bytes:
     """MemoryRecordsBuilder over the validated records: fresh offsets from the log end offset, the
-    records' own timestamps, the topic's timestamp type and target codec, producer fields copied."""
-    area = data[RECORD_BATCH_OVERHEAD : h.batch_size] if codec_id == 0 else rb.records_area(data[: h.batch_size])
-    decoded = rec.decode_records(area, h.count)
+    records' own timestamps, the topic's timestamp type and target codec, producer fields copied. `area`: the
+    decompressed records the walk read (None: uncompressed, read in place)."""
+    decoded = rec.decode_records(data[RECORD_BATCH_OVERHEAD : h.batch_size] if area is None else area, h.count)
     batch_lat = bool(h.attributes & TIMESTAMP_TYPE_MASK)
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     items = [
@@ -693,9 +498,9 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
                 f"topic partition {tp}",
                 lso,
             )
-        entry = _read_entry(entry_bytes, tp, lso)
+        entry = read_entry(entry_bytes, tp, lso)
         entries.append(entry)
-        entry_max, entry_future = _check_legacy_records(entry, lat_topic, tp, config, now_ms, lso)
+        entry_max, entry_future = check_legacy_records(entry, lat_topic, tp, config, now_ms, lso)
         max_ts = max(max_ts, entry_max)
         future += entry_future
 
@@ -724,82 +529,6 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
         future_count=future, producer_max_timestamp=max((e.timestamp for e in entries), default=NO_TIMESTAMP),
         input_magic=first_magic, rebuilt=True,
     )
-
-
-def _read_entry(entry_bytes: bytes, tp: str, lso: int) -> legacy_records.LegacyEntry:
-    """One shallow entry's records (the deep iterator of a compressed wrapper); Kafka's error if unreadable."""
-    try:
-        (entry,) = legacy_records.read_message_set(entry_bytes, verify_crc=False)
-    except CorruptRecordError as e:
-        raise RejectedBatch(Rejected(Errors.CORRUPT_MESSAGE, e.message)) from None
-    except InvalidRecordError as e:
-        raise RejectedBatch(invalid_record(e.message, lso)) from None
-    except CorruptCompressedDataError as e:
-        raise RejectedBatch(Rejected(
-            Errors.CORRUPT_MESSAGE, f"Failed to decompress record stream in topic partition {tp}: {e.message}"
-        )) from None
-    except ValueError as e:
-        raise RejectedBatch(Rejected(Errors.UNKNOWN_SERVER_ERROR, str(e), log_start_offset=lso)) from None
-    return entry
-
-
-def _check_legacy_records(
-    entry: legacy_records.LegacyEntry, lat_topic: bool, tp: str, config: TopicConfig, now_ms: int, lso: int
-) -> tuple[int, int]:
-    """`LogValidator.validateRecord` for each record of one entry, then `processRecordErrors` (per batch: batchIndex
-    restarts at 0). Returns the entry's max timestamp and KIP-937 future count."""
-    before = config.message_timestamp_before_max_ms
-    after = config.message_timestamp_after_max_ms
-    compressed = entry.compression is not CompressionType.NONE
-    errors: list[tuple[Errors, RecordError]] = []
-    max_ts = NO_TIMESTAMP
-    future = 0
-    # (validateRecordCompression never fires: the deep iterator already threw "Inner messages must not
-    # be compressed", which read_message_set raises as InvalidRecordError)
-    for i, r in enumerate(entry.records):
-        message: str | None = None
-        code = Errors.INVALID_RECORD
-        ts = r.timestamp
-        if r.magic != entry.magic:  # record.hasMagic(batch.magic())
-            message = (f"Record {_legacy_record_string(r)}'s magic does not match outer magic {entry.magic} in topic "
-                       f"partition {tp}")
-        elif compressed and not r.is_valid:  # inner CRC of a compressed legacy batch: CorruptRecordException
-            raise RejectedBatch(Rejected(
-                Errors.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {r.crc}, computed crc = {r.computed_crc})"
-            ))
-        elif config.compacted and r.key is None:
-            message = f"Compacted topic cannot accept message without key in topic partition {tp}"
-        elif not lat_topic and ts != NO_TIMESTAMP:
-            if is_out_of_range(ts, now_ms, before, after):
-                code, message = Errors.INVALID_TIMESTAMP, out_of_range_message(ts, r.offset, now_ms, before, after)
-        elif entry.timestamp_type == TimestampType.LOG_APPEND_TIME:
-            code = Errors.INVALID_TIMESTAMP
-            message = (f"Invalid timestamp type in message {_legacy_record_string(r)}. Producer should not set "
-                       "timestamp type to LogAppendTime.")
-        if message is not None:
-            errors.append((code, RecordError(i, message)))
-            continue
-        if ts > max_ts:
-            max_ts = ts
-        if not lat_topic and is_future(ts, now_ms):
-            future += 1
-    if errors:
-        raise RejectedBatch(_record_errors(errors, now_ms, config, lso))
-    return max_ts, future
-
-
-def _legacy_record_string(r: legacy_records.LegacyRecord) -> str:
-    """`AbstractLegacyRecordBatch.toString` around `LegacyRecord.toString`."""
-    key = 0 if r.key is None else len(r.key)
-    value = 0 if r.value is None else len(r.value)
-    codec = CompressionType.for_id(r.attributes & 0x07).kafka_name if r.attributes & 0x07 <= 4 else "unknown"
-    if r.magic > 0:
-        inner = (f"Record(magic={r.magic}, attributes={r.attributes}, compression={codec}, crc={r.crc}, "
-                 f"{r.timestamp_type.kafka_name}={r.timestamp}, key={key} bytes, value={value} bytes)")
-    else:
-        inner = (f"Record(magic={r.magic}, attributes={r.attributes}, compression={codec}, crc={r.crc}, "
-                 f"key={key} bytes, value={value} bytes)")
-    return f"LegacyRecordBatch(offset={r.offset}, {inner})"
 
 
 # Step 17 and the accepted result, for every path.

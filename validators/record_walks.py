@@ -1,28 +1,59 @@
-"""The pure-Python record walks over a v2 batch's records, as Kafka's `LogValidator` iterates them: the cheap
-walks over an uncompressed area, the partial scan of a compressed stream (in-place path B), and the full
-walk with `validateRecord` (key, KIP-937 timestamps, the LogAppendTime flag). `_walk_py` is the reference
-of the native walk (validators/codec/_record_walk.c) and its fallback. A leaf of `log_validator`, which
-turns what a walk finds into Kafka's errors: nothing here decides a batch.
+"""LogValidator's record walk over a v2 batch: the records read as Kafka iterates them, `validateRecord` per
+record (key, KIP-937 timestamps, the LogAppendTime flag) and `processRecordErrors`, with Kafka's texts
+(`check_records`, raising RejectedBatch). `_walk_py` is the reference of the native walk
+(validators/codec/_record_walk.c) and its fallback; the cheap walks over an uncompressed area and the partial
+scan of a compressed stream (in-place path B) are the fallback's shortcuts.
+
+Record walk depth (`gateway.record.validation`, topic_config.RecordValidation): `full` (default)
+reads every record as Kafka does — `DefaultRecord.readFrom(ByteBuffer)` uncompressed (path A),
+`readPartiallyFrom(InputStream)` over the decompressed stream on the compressed in-place path B —
+so the gateway accepts exactly what Kafka accepts and never stores a batch a consumer or
+DumpLogSegments would fail on (docs/design.md: segment storage). The walk and `validateRecord` run in one native pass
+(validators/codec/_record_walk.c, built by `pip install -e .`); its reference, and the fallback where it is
+not built (one warning), is the Python walk: a tight walker for the common record shapes that hands
+anything else to the codec's complete walk (records.scan_records), which gives Kafka's text. A clean
+uncompressed batch is decided up to the producer-state step in one native call (`decide_in_place`:
+steps 11-15, the walk and the path A rewrite); what it declines, `_stored_v2` decides with Kafka's texts.
+`fast` trades that for speed (docs/performance.md): uncompressed LogAppendTime batches are decided from the
+header alone, uncompressed CreateTime batches from the record length chain and timestamp deltas;
+the layout inside records is then not verified (and on LogAppendTime topics not the record count).
+The project's differential test against a real Kafka 4.2 broker agrees on every batch with `full`.
+
+Corrupt compressed streams (valid batch CRC): UNKNOWN_SERVER_ERROR, "Failed to decompress record
+stream" — what a Kafka 4.2 broker answers (its codec IOException becomes a KafkaException); the
+reference's CORRUPT_MESSAGE for testCorruptLz4ProduceRequest is the batch CRC check, which comes first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from validators.append_result import RecordError, Rejected, RejectedBatch
+from validators.codec import native_walk
+from validators.codec import record_batch as rb
 from validators.codec import records as rec
+from validators.codec.compression import CorruptCompressedDataError
 from validators.codec.record_batch import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    TimestampType,
 )
 from validators.codec.records import InvalidRecordError, _VarintTooLong, read_leb128
+from validators.errors import Errors
 from validators.timestamps import (
+    FUTURE_TIMESTAMP_WARN_MS,
     LONG_MAX,
     LONG_MIN,
     is_future,
     is_out_of_range,
+    out_of_range_message,
     safe_window,
     to_long,
+    window_bounds,
 )
+from validators.topic_config import RecordValidation, TopicConfig
 
 
 def _varlong_zigzag(data: bytes, pos: int, limit: int) -> int | None:
@@ -383,3 +414,168 @@ def _validate_records(
     return max_ts, future, contiguous, errors
 
 
+# LogValidator's record walk over a v2 batch: the walk chosen, then validateRecord's and processRecordErrors' answers.
+
+
+@dataclass(frozen=True, slots=True)
+class V2Header:
+    """What the record walk needs of a v2 batch's header."""
+
+    base_timestamp: int
+    max_timestamp: int
+    attributes: int
+    count: int
+    batch_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRecords:
+    """Outcome of a successful record check: the batch's max record timestamp (-1: none), the KIP-937 future
+    count, and the decompressed records area of a compressed batch (None: uncompressed), which a rebuild reads
+    as Kafka's `buildRecordsAndAssignOffsets` takes the validated records."""
+
+    max_timestamp: int
+    future_count: int
+    area: bytes | None = None
+
+
+def check_records(
+    data: bytes, header: V2Header, codec_id: int, in_place: bool, lat_topic: bool, tp: str, config: TopicConfig,
+    now_ms: int, lso: int,
+) -> CheckedRecords:
+    """The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
+    it (the fallback), the cheap Python walkers accept only what they fully verified and anything
+    else goes to the full walk, which reports Kafka's exact outcome. Raises RejectedBatch."""
+    area = _decompress(data, header, lso) if codec_id else None  # once, for the walk and a rebuild
+    if in_place and not config.compacted and not header.attributes & TIMESTAMP_TYPE_MASK:
+        zs: list[int] | None = None
+        if area is not None:
+            if native_walk.NATIVE_WALK is None:
+                zs = _walk_records(area, len(area), header.count, 0, contiguous=True)
+        elif config.record_validation is RecordValidation.FAST:
+            if lat_topic:
+                return CheckedRecords(NO_TIMESTAMP, 0)  # header only (docs/performance.md)
+            zs = _scan_timestamp_zigzags(data, header.batch_size, header.count)
+        elif native_walk.NATIVE_WALK is None:
+            zs = _walk_records(data, header.batch_size, header.count)
+        if zs is not None:
+            checked = (NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
+            if checked is not None:  # None: not fully verified by the cheap walk
+                return CheckedRecords(*checked, area)
+    return _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
+
+
+def _check_create_times(zs: list[int], h: V2Header, config: TopicConfig, now_ms: int) -> tuple[int, int] | None:
+    """Accept a CreateTime batch from its raw zigzag timestamp deltas when every record is inside the
+    window, or return None (the full walk then reports every bad record)."""
+    lo, hi = safe_window(now_ms, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+    base = h.base_timestamp
+    dlo = lo - base
+    dhi = hi - base
+    if not dlo <= 0 <= dhi:
+        return None
+    zmax = max(zs)
+    # zigzag z <= min(2*dhi, -2*dlo - 1)  <=>  delta in [dlo, dhi] for both signs; then base + delta is
+    # inside the safe window (no long wrap) and the Java check accepts every record
+    if zmax > min(2 * dhi, -2 * dlo - 1):
+        return None
+    max_delta = zmax >> 1 if not zmax & 1 else max((z >> 1) ^ -(z & 1) for z in zs)
+    max_ts = max(base + max_delta, NO_TIMESTAMP)
+    future = 0
+    if is_future(max_ts, now_ms):
+        limit = now_ms + FUTURE_TIMESTAMP_WARN_MS - base
+        future = sum(1 for z in zs if (z >> 1) ^ -(z & 1) > limit)
+    return max_ts, future
+
+
+def _decompress(data: bytes, h: V2Header, lso: int) -> bytes:
+    try:
+        return rb.records_area(data[: h.batch_size])
+    except CorruptCompressedDataError as e:
+        # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
+        # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
+        raise RejectedBatch(Rejected(
+            Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
+        )) from None
+
+
+def _full_walk(
+    data: bytes, h: V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
+    in_place: bool, area: bytes | None,
+) -> CheckedRecords:
+    """Records as LogValidator iterates them (path A uncompressed, path B compressed), then
+    `validateRecord` per record and `processRecordErrors`. Raises RejectedBatch."""
+    if area is None:  # path A: the records area in place, no copy
+        buf, start, end = data, RECORD_BATCH_OVERHEAD, h.batch_size
+    else:
+        buf, start, end = area, 0, len(area)
+    partial = codec_id != 0 and in_place  # skipKeyValueIterator -> PartialDefaultRecord
+    lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    checks = (h.base_timestamp, bool(h.attributes & TIMESTAMP_TYPE_MASK), h.max_timestamp, not lat_topic, now_ms, before, after,
+              config.compacted)
+    walk = _walk_py if native_walk.NATIVE_WALK is None else native_walk.NATIVE_WALK.walk  # one walk at run time: the native one when built
+    error, max_ts, future, contiguous, walk_errors = walk(buf, start, end, h.count, *checks)
+    if error is not None and partial:
+        # the stream reader accepts what the ByteBuffer reader accepts, and more: it decides
+        error, max_ts, future, contiguous, walk_errors = _walk_stream(buf, h.count, *checks)
+    if error is not None:
+        # DefaultRecord.readFrom(ByteBuffer) reads the length outside its try block: a too-long varint
+        # escapes as an IllegalArgumentException, not an ApiException -> UNKNOWN_SERVER_ERROR
+        code = Errors.UNKNOWN_SERVER_ERROR if error.startswith("Varint is too long") else Errors.INVALID_RECORD
+        raise RejectedBatch(Rejected(code, error, log_start_offset=lso))
+
+    if walk_errors:  # processRecordErrors
+        record = "PartialDefaultRecord" if partial else "DefaultRecord"
+        errors: list[tuple[Errors, RecordError]] = []
+        for i, kind, offset, ts, key_size, value_size in walk_errors:
+            if kind == _KIND_NULL_KEY:
+                errors.append((Errors.INVALID_RECORD, RecordError(
+                    i, f"Compacted topic cannot accept message without key in topic partition {tp}")))
+            elif kind == _KIND_TIMESTAMP:
+                errors.append((Errors.INVALID_TIMESTAMP,
+                               RecordError(i, out_of_range_message(ts, offset, now_ms, before, after))))
+            else:
+                # Record.toString: DefaultRecord prints a null key/value as 0 bytes, PartialDefaultRecord
+                # its raw size (-1 for null)
+                if not partial:
+                    key_size, value_size = max(key_size, 0), max(value_size, 0)
+                errors.append((Errors.INVALID_TIMESTAMP, RecordError(
+                    i, f"Invalid timestamp type in message {record}(offset={offset}, timestamp={ts}, "
+                       f"key={key_size} bytes, value={value_size} bytes). Producer should not set timestamp type "
+                       "to LogAppendTime.")))
+        raise RejectedBatch(record_errors(errors, now_ms, config, lso))
+
+    if partial and not contiguous:
+        # non-contiguous inner offsets abandon in-place assignment and the batch is rebuilt
+        # from the records read so far - PartialDefaultRecords, whose key() throws (Kafka 4.2 answers
+        # UNKNOWN_SERVER_ERROR; seen on a real broker). The gateway answers the same.
+        raise RejectedBatch(Rejected(
+            Errors.UNKNOWN_SERVER_ERROR, "key is skipped in PartialDefaultRecord", log_start_offset=lso
+        ))
+    return CheckedRecords(max_ts, future, area)
+
+
+def record_errors(errors: list[tuple[Errors, RecordError]], now_ms: int, config: TopicConfig, lso: int) -> Rejected:
+    """`LogValidator.processRecordErrors`: INVALID_TIMESTAMP wins; every record error is reported."""
+    record_errors = tuple(e for _, e in errors)
+    if any(code is Errors.INVALID_TIMESTAMP for code, _ in errors):
+        window = None
+        if config.message_timestamp_type == TimestampType.CREATE_TIME:
+            window = window_bounds(now_ms, config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms)
+        return Rejected(
+            Errors.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            record_errors,
+            log_start_offset=lso,
+            window=window,
+        )
+    shown = ", ".join(str(e) for e in record_errors[:3])
+    return Rejected(
+        Errors.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(record_errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]",
+        record_errors,
+        log_start_offset=lso,
+    )
