@@ -73,7 +73,6 @@ class RollParams:
     now: int
 
 
-
 class LogSegment:
     """A segment open for reading, or (the active one) for appending (Kafka's `LogSegment`)."""
 
@@ -228,7 +227,7 @@ class LogSegment:
         if not batches:
             return
         self.ensure_offset_in_range(batches[-1][1].last_offset if len(batches) == 1
-                                     else max(h.last_offset for _p, h in batches))
+                                    else max(h.last_offset for _p, h in batches))
         physical_position = self._size
         if not self._pending:
             self._pending_at = physical_position
