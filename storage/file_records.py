@@ -1,12 +1,13 @@
 """Batches in a segment's `.log` file (Kafka's `FileRecords` / `FileLogInputStream`): where each batch
-is and its header, read without loading the records; and the batches of an in-memory buffer.
+is and its header, read without loading the records; the batches of an in-memory buffer; and the
+vectored write that puts appended batches in the file (`FileRecords.append`).
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from storage.errors import KafkaStorageError
@@ -25,6 +26,7 @@ HEADER_SIZE_UP_TO_MAGIC = 17  # FileLogInputStream: offset + size + leader epoch
 
 
 _SIZE = struct.Struct(">i")
+_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev takes
 
 
 class CorruptRecordError(KafkaStorageError):
@@ -102,3 +104,26 @@ def split_batches(records: bytes | memoryview) -> list[tuple[int, RecordBatchHea
         out.append((pos, header))
         pos += size
     return out
+
+
+def write_at(fd: int, buffers: Sequence[bytes], position: int) -> None:
+    """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
+    the appended batches are not joined into one copy first. A regular file may take a write in parts: the
+    rest of a buffer cut short is written on its own, then the next call starts at the buffer after it."""
+    i, n = 0, len(buffers)
+    while i < n:
+        chunk = buffers[i:i + _IOV_MAX] if i or n > _IOV_MAX else buffers
+        written = os.pwritev(fd, chunk, position)
+        position += written
+        for b in chunk:
+            if written < len(b):
+                break
+            written -= len(b)
+            i += 1
+        if written:
+            rest = memoryview(buffers[i])[written:]
+            while rest:
+                done = os.pwrite(fd, rest, position)
+                position += done
+                rest = rest[done:]
+            i += 1

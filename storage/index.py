@@ -11,6 +11,7 @@ rounded down to the entry size, and `sanity_check` decides a rebuild at load.
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 from storage.errors import KafkaStorageError
@@ -54,13 +55,14 @@ class AbstractIndex:
         in_memory: bool = False,
     ) -> None:
         """`in_memory`: an empty index that never touches its file (a reader's rebuilt view of a damaged
-        index, `LogSegment.rebuild_indexes_in_memory`)."""
+        index, `segment_recovery.rebuild_indexes_in_memory`)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
         self.in_memory = in_memory
         self._fd: int | None = None
+        self._crc = (0, 0)  # (bytes of `_data` hashed, their CRC-32): `checksum` extends it
         newly_created = False
         if in_memory:
             self._length = round_down_to_exact_multiple(max(max_index_size, 0), self.entry_size)
@@ -166,6 +168,17 @@ class AbstractIndex:
         self.close(trim=False)
         self.path.unlink(missing_ok=True)
 
+    def checksum(self) -> int:
+        """CRC-32 of the valid entries: what the commit record keeps for the active segment, whose indexes
+        are not fsynced at commit. Incremental: only entries added since the last call are hashed."""
+        done, crc = self._crc
+        if done > len(self._data):  # entries were dropped since: hash again from the start
+            done, crc = 0, 0
+        if done < len(self._data):
+            crc = zlib.crc32(self._data[done:], crc)
+            self._crc = (len(self._data), crc)
+        return crc
+
     # ------------------------------------------------------------------ truncation
 
     def truncate(self) -> None:
@@ -177,6 +190,7 @@ class AbstractIndex:
             return
         self._entries = entries
         del self._data[entries * self.entry_size :]
+        self._crc = (0, 0)  # entries written after the cut could make up the same length again
         self._written = min(self._written, len(self._data))
         if self._fd is not None:
             # Clear the dropped slots on disk too, keeping the preallocated length.

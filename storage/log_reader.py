@@ -131,7 +131,7 @@ class _SegmentView:
             if self.state is not None and self.state.max_timestamp is not None:
                 self._max_ts = (self.state.max_timestamp, int(self.state.max_timestamp_offset or self.base_offset))
             else:
-                max_ts = (self.segment.largest_timestamp_and_offset() if self.active
+                max_ts = (self.segment.load_largest_timestamp() if self.active
                           else self.segment.time_index.last_entry)
                 self._max_ts = (max_ts.timestamp, max_ts.offset)
         return self._max_ts

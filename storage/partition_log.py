@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from storage import segment_recovery
 from storage.commit_record import (
     CommitHead,
     SegmentState,
@@ -40,10 +41,7 @@ from storage.commit_record import (
     write_segment_list,
 )
 from storage.crash_point import crash_point
-from storage.file_names import (
-    delete_segment_files,
-    partition_dir,
-)
+from storage.file_names import delete_segment_files, partition_dir
 from storage.file_records import split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
@@ -154,7 +152,7 @@ class PartitionLog:
             "crash); rebuilding them from the log", self.topic, self.partition, segment.log_path.name,
             self.committed_batch_id,
         )
-        segment.rebuild_indexes()
+        segment_recovery.rebuild_indexes(segment)
         segment.flush()
         self.rebuilt_indexes = True
         assert self.commit_record is not None
@@ -406,7 +404,7 @@ class PartitionLog:
                 valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc,
             )
         self.inactive = keep
-        self.active.truncate_to(offset)
+        segment_recovery.truncate_to(self.active, offset)
         self.log_end_offset = self.active.read_next_offset()
         return self.commit(self.committed_batch_id if batch_id is None else batch_id)
 

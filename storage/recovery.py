@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from storage import segment_recovery
 from storage.commit_record import (
     SEGMENT_LIST_PREFIX,
     CommitHead,
@@ -217,11 +218,11 @@ def _restore_segment(
         if needs_rebuild:
             os.truncate(log_path, state.log_size)
             segment = _reopen(segment, directory, state.base_offset, config, state.created_ms)
-            segment.recover()
+            segment_recovery.recover(segment)
             sizes = segment.sizes()
             state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3])
             return state, 0, True, f"rebuilt the indexes of {log_path.name} (an index file was missing or short)"
-        cut = segment.truncate_files_to(*state.sizes)
+        cut = segment_recovery.truncate_files_to(segment, *state.sizes)
         return state, cut, False, f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)"
     finally:
         segment.close(finalize=False)
@@ -268,7 +269,7 @@ def _recover_without_commit(directory: Path, config: SegmentConfig) -> RecoveryR
                     "rebuilding index files...", segment.log_path, e,
                 )
             if need_recovery:
-                cut = segment.recover()
+                cut = segment_recovery.recover(segment)
                 truncated += cut
                 rebuilt.append(base)
                 actions.append(f"recovered {segment.log_path.name} ({reason}); {cut} invalid bytes truncated")

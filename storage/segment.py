@@ -1,20 +1,22 @@
 """One Kafka log segment: `<base>.log` + `.index` + `.timeindex`, plus the gateway's `.appendtimeindex`.
 
-Kafka's `LogSegment.java` semantics (Kafka's `LogFileUtils`; `LogSegment.shouldRoll`; Kafka's `LogLoader`, `LogSegment.recover`):
+Kafka's `LogSegment.java` semantics (Kafka's `LogFileUtils`; `LogSegment.shouldRoll`):
 - `append`: batches written back to back; per batch, an offset-index entry (batch last offset -> batch
   start position) and a time-index entry (max timestamp so far, last offset of the first batch reaching
   it) when the bytes since the last index entry are strictly more than `index.interval.bytes`;
 - `should_roll`: segment.bytes, segment.ms (+ jitter) with the event-time rule, full indexes, relative
   offset overflow;
-- `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size;
-- `recover`: rebuild the indexes from the log, truncating at the first invalid batch.
+- `on_become_inactive` / `close`: final time-index entry and indexes trimmed to their valid size.
+Kafka's `LogSegment.recover` and `LogSegment.truncateTo`, which Kafka's `LogLoader` drives, are in
+`storage.segment_recovery`; the segment keeps what they change (`truncate_log_to`, `reset_indexes`).
 
 Durability (`flush`): Kafka never relies on its indexes surviving a crash — `LogLoader` rebuilds them
 from the log (Kafka's `LogLoader`, `LogSegment.recover`) — so a commit fsyncs the `.log` and the `.appendtimeindex` only (the append
 times of CreateTime batches are in no Kafka file, so nothing could rebuild them). `.index`/`.timeindex` are
 fsynced when a segment rolls (as Kafka flushes a rolled segment). For the active segment the commit
 record keeps a CRC-32 of each index's valid bytes (`index_checksums`); a mismatch when the segment is next
-opened means index pages were lost with the page cache, and `rebuild_indexes` recreates them from the log.
+opened means index pages were lost with the page cache, and `segment_recovery.rebuild_indexes` recreates
+them from the log.
 
 The wall clock of the gateway is the batch's append time (docs/design.md: what the stage decides), never the host clock, so a replayed
 micro-batch rolls and indexes exactly as the first run did.
@@ -22,15 +24,13 @@ micro-batch rolls and indexes exactly as the first run did.
 
 from __future__ import annotations
 
-import logging
 import os
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from storage.append_time_index import AppendTimeEntry, AppendTimeIndex
+from storage.append_time_index import AppendTimeIndex
 from storage.crash_point import crash_point
 from storage.file_names import (
     APPEND_TIME_INDEX_SUFFIX,
@@ -39,7 +39,7 @@ from storage.file_names import (
     TIME_INDEX_FILE_SUFFIX,
     segment_file_name,
 )
-from storage.file_records import BatchInfo, CorruptRecordError, iter_file_batches, split_batches
+from storage.file_records import BatchInfo, iter_file_batches, split_batches, write_at
 from storage.index import INT32_MAX, CorruptIndexError
 from storage.log_config import SegmentConfig
 from storage.offset_index import OffsetIndex
@@ -49,14 +49,8 @@ from validators.codec.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     RecordBatchHeader,
-    TimestampType,
-    is_valid,
 )
 
-log = logging.getLogger("gateway.segments")
-
-
-_IOV_MAX = os.sysconf("SC_IOV_MAX")  # buffers one pwritev takes
 PENDING_LIMIT = 1 << 20  # appended bytes held before they are written out (bounded memory per segment)
 # What a run of appends reads of a v2 batch header: baseOffset, batchLength, magic, lastOffsetDelta,
 # maxTimestamp (DefaultRecordBatch's layout: bytes 0, 8, 16, 23, 35).
@@ -77,29 +71,6 @@ class RollParams:
     max_offset_in_messages: int
     messages_size: int
     now: int
-
-
-def write_at(fd: int, buffers: Sequence[bytes], position: int) -> None:
-    """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
-    the appended batches are not joined into one copy first. A regular file may take a write in parts: the
-    rest of a buffer cut short is written on its own, then the next call starts at the buffer after it."""
-    i, n = 0, len(buffers)
-    while i < n:
-        chunk = buffers[i:i + _IOV_MAX] if i or n > _IOV_MAX else buffers
-        written = os.pwritev(fd, chunk, position)
-        position += written
-        for b in chunk:
-            if written < len(b):
-                break
-            written -= len(b)
-            i += 1
-        if written:
-            rest = memoryview(buffers[i])[written:]
-            while rest:
-                done = os.pwrite(fd, rest, position)
-                position += done
-                rest = rest[done:]
-            i += 1
 
 
 class LogSegment:
@@ -156,8 +127,6 @@ class LogSegment:
         # maxTimestampAndOffsetSoFar, lazily the time index's last entry
         self._max_ts_and_offset: TimestampOffset | None = None
         self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
-        # (valid bytes, CRC-32 of them) per index, extended incrementally; reset whenever entries are dropped
-        self._index_crcs: dict[str, tuple[int, int]] = {}
         # Appended bytes not yet in the file, from file position `_pending_at`: one `pwrite` per commit
         # (or per PENDING_LIMIT bytes) instead of one per batch. Nothing reads the file past the last
         # commit record, and every read in this class writes them first.
@@ -207,19 +176,8 @@ class LogSegment:
 
     def index_checksums(self) -> tuple[int, int]:
         """CRC-32 of the valid bytes of the `.index` and `.timeindex` (what the commit record keeps for the
-        active segment, whose indexes are not fsynced at commit). Incremental: only entries added since the
-        last call are hashed."""
-        return (self._index_crc("index", self.offset_index), self._index_crc("timeindex", self.time_index))
-
-    def _index_crc(self, kind: str, index: OffsetIndex | TimeIndex) -> int:
-        data = index._data  # the valid entries' in-memory mirror (offset_index.AbstractIndex)
-        done, crc = self._index_crcs.get(kind, (0, 0))
-        if done > len(data):  # entries were dropped since: hash again from the start
-            done, crc = 0, 0
-        if done < len(data):
-            crc = zlib.crc32(data[done:], crc)
-            self._index_crcs[kind] = (len(data), crc)
-        return crc
+        active segment, whose indexes are not fsynced at commit)."""
+        return self.offset_index.checksum(), self.time_index.checksum()
 
     def indexes_match(self, index_crc: int | None, time_index_crc: int | None) -> bool:
         """Whether the indexes hold what was committed (an unknown checksum, None, matches anything)."""
@@ -263,13 +221,13 @@ class LogSegment:
     ) -> None:
         """Append one produce's batches (already offset-assigned) at the end of the log; `batches`, when the
         caller parsed them already, is `split_batches(records)`."""
-        self._require_writable()
+        self.require_writable()
         if batches is None:
             batches = split_batches(records)
         if not batches:
             return
-        self._ensure_offset_in_range(batches[-1][1].last_offset if len(batches) == 1
-                                     else max(h.last_offset for _p, h in batches))
+        self.ensure_offset_in_range(batches[-1][1].last_offset if len(batches) == 1
+                                    else max(h.last_offset for _p, h in batches))
         physical_position = self._size
         if not self._pending:
             self._pending_at = physical_position
@@ -303,7 +261,7 @@ class LogSegment:
         item after `should_roll` said no: the roll checks and the index entries are those two
         methods' arithmetic, kept in locals for the run. An item that is not a single v2 batch continuing
         the log, or that would roll, stops the run: the caller takes it one at a time."""
-        self._require_writable()
+        self.require_writable()
         self.ensure_preallocated()
         size = self._size
         offset_index, time_index, append_times = self.offset_index, self.time_index, self.append_time_index
@@ -373,7 +331,7 @@ class LogSegment:
             self.time_index.write_pending()
             self.append_time_index.write_pending()
 
-    def _ensure_offset_in_range(self, offset: int) -> None:
+    def ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
             raise LogSegmentOffsetOverflowError(
                 f"Detected offset overflow at offset {offset} in segment {self.log_path.name}"
@@ -494,66 +452,45 @@ class LogSegment:
         self.append_time_index.delete()
         self.log_path.unlink(missing_ok=True)
 
-    def _require_writable(self) -> None:
+    def require_writable(self) -> None:
         if not self.writable or self._fd < 0:
             raise ValueError(f"segment {self.log_path} is not open for appending")
 
     # ------------------------------------------------------------------ truncation and recovery
 
-    def truncate_to(self, offset: int) -> int:
-        """Kafka's `truncateTo(offset)`: drop every batch whose last offset is >= `offset` (a batch is kept
-        or dropped whole); indexes truncated and re-preallocated. Returns the bytes truncated."""
-        self._require_writable()
-        self._index_crcs.clear()
-        mapping = self.translate_offset(offset)
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.append_time_index.truncate_to(offset)
-        self._preallocated = False
-        self.ensure_preallocated()
-        truncated = 0
-        if mapping is not None:
-            truncated = self._size - mapping.position
-            os.ftruncate(self._fd, mapping.position)
-            self._size, self._synced_size = mapping.position, -1
-        if self._size == 0:
-            self._rolling_based_timestamp = None
-        self._load_largest_timestamp()
-        return truncated
-
-    def truncate_files_to(self, log_size: int, index_size: int, time_size: int, append_size: int) -> int:
-        """Cut every file back to a committed size (the gateway's commit record). Returns log bytes cut."""
-        self._require_writable()
-        self._index_crcs.clear()
-        self.write_pending()
-        truncated = self._size - log_size
-        os.ftruncate(self._fd, log_size)
-        self._size, self._synced_size = log_size, -1
-        self.offset_index.truncate_to_entries(index_size // OffsetIndex.entry_size)
-        self.time_index.truncate_to_entries(time_size // TimeIndex.entry_size)
-        self.append_time_index.truncate_to_entries(append_size // 16)
-        self.offset_index.trim_to_valid_size()  # committed state = a closed segment: trimmed indexes
-        self.time_index.trim_to_valid_size()
-        self._preallocated = False
+    def truncate_log_to(self, size: int) -> int:
+        """Cut the `.log` to `size` bytes (Kafka's `FileRecords.truncateTo`); what was derived from the bytes
+        cut (max timestamp, first batch's timestamp, preallocation) is loaded again when next needed. The
+        indexes are the caller's (`segment_recovery`). Returns the bytes cut."""
+        truncated = self._size - size
+        os.ftruncate(self._fd, size)
+        self._size, self._synced_size = size, -1
         self._max_ts_and_offset = None
         self._rolling_based_timestamp = None
+        self._preallocated = False
         return truncated
 
+    def reset_indexes(self) -> None:
+        """Empty the offset and time indexes (preallocated again) and forget the derived maxima: what
+        `recover` starts from (`segment_recovery`)."""
+        self.offset_index.truncate()
+        self.time_index.truncate()
+        self._preallocated = False
+        self.ensure_preallocated()
+        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        self._rolling_based_timestamp = None
+
     def restore_max_timestamp(self, timestamp: int | None, offset: int | None) -> None:
-        """maxTimestampAndOffsetSoFar of a reopened active segment: as committed, or, when unknown, loaded
-        from the files (`loadLargestTimestamp`)."""
+        """maxTimestampAndOffsetSoFar of a reopened active segment: as committed (or as recovery found it),
+        or, when unknown, loaded from the files (`loadLargestTimestamp`)."""
         if timestamp is None or offset is None:
-            self._load_largest_timestamp()
+            self.load_largest_timestamp()
         else:
             self._max_ts_and_offset = TimestampOffset(timestamp, offset)
 
-    def largest_timestamp_and_offset(self) -> TimestampOffset:
-        """The max timestamp and its offset, loaded from the files (`loadLargestTimestamp`)."""
-        self._load_largest_timestamp()
-        return self.max_timestamp_and_offset_so_far
-
-    def _load_largest_timestamp(self) -> None:
-        """`loadLargestTimestamp`: time index's last entry, then any larger batch after it."""
+    def load_largest_timestamp(self) -> TimestampOffset:
+        """`loadLargestTimestamp`: the max timestamp and its offset, loaded from the files — the time
+        index's last entry, then any larger batch after it."""
         last = self.time_index.last_entry
         max_ts = last
         start = self.offset_index.lookup(last.offset).position
@@ -561,6 +498,7 @@ class LogSegment:
             if batch.max_timestamp > max_ts.timestamp:
                 max_ts = TimestampOffset(batch.max_timestamp, batch.last_offset)
         self._max_ts_and_offset = max_ts
+        return max_ts
 
     def sanity_check(self) -> None:
         """The load-time check (`LogSegment.sanityCheck`): a missing or corrupt index means recover."""
@@ -569,118 +507,3 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
         self.append_time_index.sanity_check()
-
-    def _reset_indexes(self) -> None:
-        """Empty the offset and time indexes (preallocated again) and forget the derived maxima."""
-        self._index_crcs.clear()
-        self.offset_index.truncate()
-        self.time_index.truncate()
-        self._preallocated = False
-        self.ensure_preallocated()
-        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        self._rolling_based_timestamp = None
-
-    def _index_recovered_batch(self, batch: BatchInfo, valid_bytes: int, last_index_entry: int) -> int:
-        """`LogSegment.recover`'s per-batch index step: max timestamp so far, and an entry in both
-        indexes whenever `validBytes - lastIndexEntry > index.interval.bytes`. Returns the new
-        `lastIndexEntry`."""
-        if batch.max_timestamp > self.max_timestamp_so_far:
-            self._max_ts_and_offset = TimestampOffset(batch.max_timestamp, batch.last_offset)
-        if valid_bytes - last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(batch.last_offset, valid_bytes)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.shallow_offset_of_max_timestamp_so_far)
-            return valid_bytes
-        return last_index_entry
-
-    def rebuild_indexes_in_memory(self, append_times: bool) -> None:
-        """A reader's view of damaged indexes: `.index` and `.timeindex` (and, with `append_times`, the
-        `.appendtimeindex`) rebuilt from the log the way `recover` does, in memory only — the files
-        are left as they are for the writer's recovery. Rebuilt append times are the batch's LogAppendTime
-        or -1 (unknown), as in `recover`."""
-        size = self.config.segment_index_bytes
-        self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset, size, in_memory=True)
-        self.time_index = TimeIndex(self.time_index.path, self.base_offset, size, in_memory=True)
-        self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        entries = []
-        valid_bytes = last_index_entry = 0
-        for batch in self.batches_from(0):
-            # recover's offset-range check: a header the log's damage made point outside the segment
-            if not (self.can_convert_to_relative_offset(batch.base_offset)
-                    and self.can_convert_to_relative_offset(batch.last_offset)):
-                raise CorruptRecordError(
-                    f"Found invalid batch in {self.log_path} at byte offset {valid_bytes}: offsets "
-                    f"{batch.base_offset}..{batch.last_offset} are outside segment {self.base_offset}"
-                )
-            last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
-            valid_bytes += batch.size
-            lat = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
-            entries.append(AppendTimeEntry(batch.max_timestamp if lat else -1, batch.last_offset))
-        max_ts = self._max_ts_and_offset
-        if max_ts.timestamp != NO_TIMESTAMP:
-            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        if append_times:
-            self.append_time_index = AppendTimeIndex(self.append_time_index.path, writable=False, entries=entries)
-
-    def rebuild_indexes(self) -> None:
-        """Recreate `.index` and `.timeindex` from the log, the way `recover` does, for index pages
-        lost with the page cache (module docstring): the log is durable up to its committed size and is
-        not validated again, and the append-time index (fsynced with the log) is left as it is. The
-        segment ends closed the Kafka way: final time-index entry, trimmed indexes."""
-        self._require_writable()
-        self._reset_indexes()
-        valid_bytes = last_index_entry = 0
-        for batch in self.batches_from(0):
-            last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
-            valid_bytes += batch.size
-        self.on_become_inactive()
-
-    def recover(self) -> int:
-        """`LogSegment.recover`: rebuild the offset and time indexes from the log, validating each batch
-        (size, CRC, offsets in range and in order) and truncating the file at the first invalid one.
-        The append-time index keeps the entries of the surviving batches; a surviving batch with
-        no entry gets its LogAppendTime (LAT batches) or -1 (unknown). It is rewritten only when that
-        changes it: it is the one file nothing can rebuild. Returns the bytes truncated."""
-        self._require_writable()
-        kept = self.append_time_index.all_entries()
-        kept_append_times = {e.last_offset: e.append_time for e in kept}
-        self._reset_indexes()
-        append_times: list[AppendTimeEntry] = []
-        valid_bytes = 0
-        last_index_entry = 0
-        previous_last_offset = self.base_offset - 1
-        try:
-            for batch in self.batches_from(0):
-                data = self.read_bytes(batch.position, batch.size)
-                if not is_valid(data):
-                    raise CorruptRecordError(f"Record is corrupt (batch at position {batch.position} fails its CRC)")
-                if batch.base_offset <= previous_last_offset or batch.last_offset < batch.base_offset:
-                    raise CorruptRecordError(
-                        f"Batch at position {batch.position} has offsets [{batch.base_offset}, {batch.last_offset}] "
-                        f"out of order after offset {previous_last_offset}"
-                    )
-                self._ensure_offset_in_range(batch.last_offset)
-                last_index_entry = self._index_recovered_batch(batch, valid_bytes, last_index_entry)
-                valid_bytes += batch.size
-                previous_last_offset = batch.last_offset
-                append_time = kept_append_times.get(
-                    batch.last_offset,
-                    batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1,
-                )
-                append_times.append(AppendTimeEntry(append_time, batch.last_offset))
-        except (CorruptRecordError, LogSegmentOffsetOverflowError) as e:
-            log.warning("Found invalid messages in log segment %s at byte offset %d: %s", self.log_path, valid_bytes, e)
-        if append_times == kept[: len(append_times)]:
-            self.append_time_index.truncate_to_entries(len(append_times))
-        else:
-            self.append_time_index.truncate_to_entries(0)
-            for entry in append_times:
-                self.append_time_index.append(entry.append_time, entry.last_offset)
-        truncated = self._size - valid_bytes
-        if truncated > 0:
-            log.warning("Truncating %s to %d bytes (%d invalid bytes)", self.log_path, valid_bytes, truncated)
-            os.ftruncate(self._fd, valid_bytes)
-            self._size, self._synced_size = valid_bytes, -1
-        self.on_become_inactive()
-        return truncated
-
-

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage import segment_recovery
 from storage.commit_record import SegmentState
 from storage.errors import KafkaStorageError
 from storage.index import CorruptIndexError
@@ -94,7 +95,7 @@ def _check(segment: LogSegment, state: SegmentState | None, append_times: bool) 
     # Kafka's sanity check): the reader builds them from the log, which every read checks anyway.
     unchecked = state is None or state.index_crc is None or state.time_index_crc is None
     if problems or unchecked:
-        segment.rebuild_indexes_in_memory(append_times=append_problem is not None)
+        segment_recovery.rebuild_indexes_in_memory(segment, append_times=append_problem is not None)
     return tuple(problems)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from storage import segment_recovery
 from storage.file_names import segment_file_name
 from storage.log_config import SegmentConfig
 from storage.log_reader import find_offset_by_timestamp
@@ -73,7 +74,7 @@ def test_reload_largest_timestamp_and_next_offset_after_truncation(tmp_path):
     for o in range(40, 70):
         seg.append(one(o), o * 10)
     assert seg.time_index.entries == 14
-    seg.truncate_to(41)
+    segment_recovery.truncate_to(seg, 41)
     assert seg.time_index.entries == 0
     assert seg.largest_timestamp() == 400
     assert seg.read_next_offset() == 41
@@ -114,7 +115,7 @@ def test_truncate(tmp_path):
     for o in range(40, 60):
         seg.append(one(o), o)
     for target in (55, 50, 45):
-        seg.truncate_to(target)
+        segment_recovery.truncate_to(seg, target)
         assert seg.read_next_offset() == target
         assert all(e.offset < target for e in seg.offset_index.all_entries())
         assert all(e.offset < target for e in seg.time_index.all_entries())
@@ -127,7 +128,7 @@ def test_truncate_full(tmp_path):
     seg = segment(tmp_path, 40, 1)
     for o in range(40, 50):
         seg.append(one(o), o)
-    seg.truncate_to(0)
+    segment_recovery.truncate_to(seg, 0)
     assert seg.size == 0
     assert seg.offset_index.entries == 0 and seg.time_index.entries == 0 and seg.append_time_index.entries == 0
     assert seg.rolling_based_timestamp() is None
@@ -146,7 +147,7 @@ def test_recovery_fixes_corrupt_index(tmp_path):
     data[16:40] = b"\xff" * 24
     path.write_bytes(bytes(data))
     seg = segment(tmp_path, 0, 1)
-    assert seg.recover() == 0
+    assert segment_recovery.recover(seg) == 0
     assert [(e.offset, e.position) for e in seg.offset_index.all_entries()] == expected
     for o in range(100):
         assert seg.translate_offset(o).last_offset == o
@@ -160,7 +161,7 @@ def test_recovery_fixes_corrupt_time_index(tmp_path):
     path = tmp_path / segment_file_name(0, ".timeindex")
     path.write_bytes(bytes(range(256)) * 4)
     seg = segment(tmp_path, 0, 1)
-    seg.recover()
+    segment_recovery.recover(seg)
     for i in range(100):
         assert find_offset_by_timestamp(seg, i * 10).offset == i
         if i < 99:
@@ -179,7 +180,7 @@ def test_recovery_with_corrupt_message(tmp_path, corrupt_at):
         f.seek(position + 20)  # inside the CRC-covered bytes
         f.write(b"garbage" * 3)
     seg = segment(tmp_path, 0, 1)
-    truncated = seg.recover()
+    truncated = segment_recovery.recover(seg)
     assert truncated == 100 * MSG_SIZE - position
     assert seg.read_next_offset() == corrupt_at
     assert all(e.offset < corrupt_at for e in seg.offset_index.all_entries())
@@ -250,7 +251,7 @@ def test_a_log_synced_by_the_filesystem_is_not_synced_again_unless_it_changed(tm
     seg.write_pending()
     seg.synced_by_filesystem()
     size = seg.size
-    seg.truncate_to(5)
+    segment_recovery.truncate_to(seg, 5)
     for o in range(5, 11):
         seg.append(one(o), o)
     seg.write_pending()

@@ -1,4 +1,4 @@
-"""`segment.write_at`: the pending batches written back to back, whatever a write takes of them."""
+"""`file_records.write_at`: the pending batches written back to back, whatever a write takes of them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import segment
-from storage.segment import write_at
+from storage import file_records
+from storage.file_records import write_at
 
 
 def _buffers() -> list[bytes]:
@@ -32,7 +32,7 @@ def test_the_buffers_land_back_to_back_even_when_writes_come_up_short(tmp_path: 
 
     monkeypatch.setattr(os, "pwritev", short_pwritev)
     monkeypatch.setattr(os, "pwrite", short_pwrite)
-    monkeypatch.setattr(segment, "_IOV_MAX", 3)  # several vectored calls per write
+    monkeypatch.setattr(file_records, "_IOV_MAX", 3)  # several vectored calls per write
     path = tmp_path / "log"
     fd = os.open(path, os.O_RDWR | os.O_CREAT)
     try:
