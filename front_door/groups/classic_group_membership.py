@@ -87,7 +87,6 @@ class ClassicGroupMembership(GroupCoordinatorRuntime):
             if not w.done():
                 w.set_result(SyncResult(error))
 
-
     # ------------------------------------------------------------------ Heartbeat, LeaveGroup
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
@@ -165,7 +164,6 @@ class ClassicGroupMembership(GroupCoordinatorRuntime):
                 waiter.set_result(result)  # type: ignore[arg-type]
         group.remove(member_id)
 
-
     # ------------------------------------------------------------------ sessions
 
     def _schedule_heartbeat(self, group: ClassicGroup, member: Member) -> None:
@@ -203,4 +201,3 @@ class ClassicGroupMembership(GroupCoordinatorRuntime):
 
         rt = self._rt(group)
         rt.pending_expiry[member_id] = asyncio.get_running_loop().call_later(timeout_ms / 1000, expire)
-

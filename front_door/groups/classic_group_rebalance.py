@@ -168,7 +168,6 @@ class ClassicGroupRebalance(ClassicGroupMembership):
         return JoinResult(ErrorCode.none, member_id, group.generation, group.protocol_type, protocol,
                           group.leader or "", members)
 
-
     # ------------------------------------------------------------------ rebalance
 
     def _prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> None:
@@ -267,4 +266,3 @@ class ClassicGroupRebalance(ClassicGroupMembership):
         rt = self._rt(group)
         self._cancel(rt.join_timer)
         rt.join_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, action, group)
-

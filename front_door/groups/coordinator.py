@@ -134,4 +134,3 @@ class GroupCoordinator(ClassicGroupRebalance, OffsetMetadataManager):
         for rt in self._runtime.values():
             self._stop(rt)
         self._runtime.clear()
-
