@@ -1,6 +1,6 @@
 """Heartbeat (key 12, v0-v4): keeps a member's session; REBALANCE_IN_PROGRESS tells it to rejoin
-(`groups/coordinator.py` `heartbeat`). Asked of a node that does not coordinate the group: NOT_COORDINATOR.
-Without READ on the group: GROUP_AUTHORIZATION_FAILED.
+(`groups/classic_group_membership.py` `heartbeat`). Asked of a node that does not coordinate the group:
+NOT_COORDINATOR. Without READ on the group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""JoinGroup (key 11, v0-v9): a consumer joins a classic group (`groups/coordinator.py` has the rules:
-KIP-394's MEMBER_ID_REQUIRED, KIP-345's static members, protocol selection). The answer waits for the
+"""JoinGroup (key 11, v0-v9): a consumer joins a classic group (`groups/classic_group_rebalance.py` has the
+rules: KIP-394's MEMBER_ID_REQUIRED, KIP-345's static members, protocol selection). The answer waits for the
 rebalance to complete. Asked of a node that does not coordinate the group: NOT_COORDINATOR. Without READ
 on the group: GROUP_AUTHORIZATION_FAILED.
 """

@@ -1,5 +1,5 @@
 """LeaveGroup (key 13, v0-v5; several members at once from v3, KIP-345): members leave and the group
-rebalances (`groups/coordinator.py` `leave`). Before v3 the one member's error is the answer's.
+rebalances (`groups/classic_group_membership.py` `leave`). Before v3 the one member's error is the answer's.
 Asked of a node that does not coordinate the group: NOT_COORDINATOR. Without READ on the group:
 GROUP_AUTHORIZATION_FAILED.
 """

@@ -1,5 +1,5 @@
 """OffsetCommit (key 8, v2-v10; topics by id from v10): a group's consumed positions, stored on the
-groups topic before the answer (`groups/coordinator.py` `commit`). The commit timestamp is the
+groups topic before the answer (`groups/offset_manager.py` `commit`). The commit timestamp is the
 coordinator's clock (v2+ carry none); v2-v4's retention time is ignored, as Kafka 4 ignores it.
 A partition the registry lacks: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id). Asked of a node
 that does not coordinate the group: NOT_COORDINATOR for every partition. Without READ on the group every

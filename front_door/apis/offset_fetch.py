@@ -1,5 +1,5 @@
 """OffsetFetch (key 9, v1-v10; several groups from v8, KIP-709; topics by id from v10): what a group
-committed (`groups/coordinator.py` `fetch_offsets`): -1 with no error where nothing is committed, every
+committed (`groups/offset_manager.py` `fetch_offsets`): -1 with no error where nothing is committed, every
 committed partition when no topics are named (v2+). Asked of a node that does not coordinate the group:
 NOT_COORDINATOR for the group (per partition in v1, which has no group error). Without DESCRIBE on the
 group: GROUP_AUTHORIZATION_FAILED; a topic without DESCRIBE is left out of a listing of every committed

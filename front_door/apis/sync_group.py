@@ -1,6 +1,6 @@
 """SyncGroup (key 14, v0-v5): the leader hands in the assignment it computed, every member gets its
-own (`groups/coordinator.py` `sync`). Asked of a node that does not coordinate the group: NOT_COORDINATOR.
-Without READ on the group: GROUP_AUTHORIZATION_FAILED.
+own (`groups/classic_group_membership.py` `sync`). Asked of a node that does not coordinate the group:
+NOT_COORDINATOR. Without READ on the group: GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ state machine
     Empty <-> PreparingRebalance -> CompletingRebalance -> Stable -> PreparingRebalance ...
                                     (any state) -> Dead
 
-Pure: no clock, no I/O, no futures. The coordinator (`coordinator.py`) drives it and owns the timers and
-the waiting JoinGroup/SyncGroup requests.
+Pure: no clock, no I/O, no futures. The coordinator (`coordinator.py` and the managers it composes) drives
+it; the timers and the waiting JoinGroup/SyncGroup requests are its runtime's (`coordinator_runtime.py`).
 """
 
 from __future__ import annotations

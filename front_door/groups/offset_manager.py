@@ -1,49 +1,32 @@
 """Kafka's `OffsetMetadataManager` for classic groups: OffsetCommit, TxnOffsetCommit and the end of its
 transactions, OffsetFetch, OffsetDelete and the expiry of offsets (`offsets.retention.minutes`). It shares the
-group coordinator's state (`coordinator.py`: the groups, their committed offsets, the store) as Kafka's two
-managers share a shard, and runs on the same event loop."""
+group coordinator's state (`coordinator_runtime.py`: the groups, their committed offsets, the store) as Kafka's
+two managers share a shard, runs on the same event loop, and checks a committing member as the classic groups'
+`GroupMetadataManager` does (`classic_group_membership.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
 from contract.group_records import OffsetAndMetadata, PendingOffsets
 from front_door.groups.classic_group import ClassicGroup, GroupState
+from front_door.groups.classic_group_membership import ClassicGroupMembership
 from front_door.groups.coordinator_api import (
     CONSUMER_PROTOCOL_TYPE,
     UNKNOWN_MEMBER_ID,
     FetchedOffset,
-    GroupSettings,
-    GroupStore,
     TopicPartition,
 )
-from front_door.groups.transactional_offsets import PendingTransactionalOffsets
 
 log = logging.getLogger("gateway.front_door.groups")
 
 
-class OffsetMetadataManager:
-    # the group coordinator's state and helpers these methods use (`coordinator.GroupCoordinator`)
-    store: GroupStore
-    settings: GroupSettings
-    groups: dict[str, ClassicGroup]
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
-    transactional: PendingTransactionalOffsets
-    transaction_outcome: Callable[[int, int], bool | None]
-    _expiry: asyncio.TimerHandle | None
-    _now_ms: Callable[[], int]
-    _on_commit: Callable[[str, int], None]
-    _runtime: dict[str, object]
-
-    def _spawn(self, write: Awaitable[None], group_id: str) -> asyncio.Task[None]: ...
-    def _create(self, group_id: str) -> ClassicGroup: ...
-    def _heartbeat_seen(self, group: ClassicGroup, member_id: str) -> None: ...
-    def _validate_member(self, group: ClassicGroup, member_id: str, group_instance_id: str | None,
-                         generation: int) -> ErrorCode | None: ...
+class OffsetMetadataManager(ClassicGroupMembership):
+    """The offsets APIs and offset expiry of the groups in `GroupCoordinatorRuntime`."""
 
     async def commit(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                      offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
