@@ -4,7 +4,7 @@ The foreachBatch sink runs it in the tasks of the decisions' own partitions (`si
 stateful operator's output is already partitioned by target partition, so one Spark job per micro-batch
 decides, appends and publishes). It appends each target partition's accepted batches in offset order
 (`PartitionAppend`), then makes them durable and commits them exactly once per micro-batch id, the `batch_id`
-foreachBatch gives (`partition_log.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
+foreachBatch gives (`batch_appender.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
 `storage.group_commit`), and only then sends the produce responses and dead letters (a response never goes out
 before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
 one encodes the responses and folds the rows into metric deltas (`batch_metrics`), work that needs the
@@ -29,10 +29,11 @@ from kafka_cluster.security import KafkaCluster
 from sinks.batch_metrics import DecisionAggregates
 from sinks.dlq.dead_letters import dead_letter
 from sinks.responses import encode_row_response
+from storage.batch_appender import AppendOutcome, BatchAppender
 from storage.commit_record import read_commit_head
 from storage.file_names import partition_dir
 from storage.group_commit import group_commit, group_commit_available
-from storage.partition_log import AppendOutcome, BatchAppender
+from storage.open_logs import OpenLogs
 from storage.transaction_index import AbortedTxn
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicRegistry
@@ -50,6 +51,10 @@ GROUP_COMMIT_PARTITIONS = 8
 # Partitions a task keeps open at once (each holds its lock and active segment: ~6 file descriptors); past
 # this, the earlier ones are committed while the task goes on (docs/deployment.md, sizing).
 MAX_OPEN_PARTITIONS = 512
+# The partition logs this Python worker keeps open from one micro-batch to the next (Spark reuses its workers, and
+# a worker sees the same partitions again): a partition nothing else changed meanwhile is appended to without
+# being opened and recovered again (`storage.open_logs`).
+OPEN_LOGS = OpenLogs()
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ class TaskSummary:
 class PartitionAppend:
     """A target partition's accepted batches (not idempotent duplicates, which are acknowledged with their
     original offsets and not stored) appended as they arrive (`add`), in offset order, then one
-    fsync and commit (`finish`), exactly once per micro-batch (`partition_log.BatchAppender`); a batch that
+    fsync and commit (`finish`), exactly once per micro-batch (`batch_appender.BatchAppender`); a batch that
     does not continue the log fails the task. No directory is made for a partition that only rejects, such
     as a hostile topic name's. `seconds` is the time spent in it."""
 
@@ -108,7 +113,8 @@ class PartitionAppend:
         if self.appender is None:
             topic, partition = str(rows[0].topic), int(rows[0].partition)  # type: ignore[arg-type]
             # segment.*, index.* from the topic's config (rolling, index interval, preallocation)
-            self.appender = BatchAppender(self.root, topic, partition, self.batch_id, self.registry.get(topic))
+            self.appender = BatchAppender(self.root, topic, partition, self.batch_id, self.registry.get(topic),
+                                          OPEN_LOGS)
         done = 0
         # an abort marker's `.txnindex` entry goes to the segment the marker lands in, right after it
         for i in (i for i, r in enumerate(accepted) if r.aborted_txn_first_offset >= 0):

@@ -213,19 +213,22 @@ def write_commit(directory: Path, commit: CommitRecord) -> None:
             remove_segment_list(directory, commit.segment_list)
 
 
-def write_head(directory: Path, head: CommitHead) -> None:
-    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced."""
-    write_commit_tmp(directory, head, sync=True)
+def write_head(directory: Path, head: CommitHead) -> bytes:
+    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced. Returns the
+    record's JSON as written (without the padding)."""
+    data = write_commit_tmp(directory, head, sync=True)
     crash_point("commit-tmp-written")
     replace_commit(directory)
     fsync_dir(directory)
+    return data
 
 
-def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> None:
+def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> bytes:
     """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead). Where the
     record is exchanged in place (`replace_commit`), the tmp file is the previous record and is overwritten,
-    padded with spaces to its length (JSON allows them): no file is created or truncated at a commit."""
-    data = head.to_json().encode()
+    padded with spaces to its length (JSON allows them): no file is created or truncated at a commit. Returns
+    the record's JSON (without the padding)."""
+    data = record = head.to_json().encode()
     path = os.path.join(directory, COMMIT_TMP_FILE)
     try:
         fd = os.open(path, os.O_WRONLY)
@@ -240,6 +243,7 @@ def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+    return record
 
 
 def write_segment_list(directory: Path, generation: int, segments: tuple[SegmentState, ...] | list[SegmentState],

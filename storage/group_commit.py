@@ -25,10 +25,11 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from storage.batch_appender import BatchAppender
 from storage.commit_record import CommitHead
 from storage.crash_point import crash_point
 from storage.linux_calls import HAS_SYNCFS, sync_filesystem
-from storage.partition_log import BatchAppender, PartitionLog
+from storage.partition_log import PartitionLog
 
 # Filesystems whose syncfs(2) writes back and flushes everything they hold (their `sync_fs` waits for it).
 GROUP_COMMIT_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "overlay", "tmpfs"})

@@ -22,17 +22,20 @@ append time (the micro-batch clock), never the host's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage import segment_recovery
 from storage.commit_record import (
+    COMMIT_FILE,
     CommitHead,
     SegmentState,
     clear_recovery_mark,
     fsync_dir,
     mark_for_recovery,
+    marked_for_recovery,
     read_commit_head,
     remove_segment_list,
     replace_commit,
@@ -45,7 +48,7 @@ from storage.file_names import delete_segment_files, partition_dir
 from storage.file_records import split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
-from storage.recovery import check_log_end_offset, recover_partition
+from storage.recovery import recover_partition
 from storage.segment import LogSegment, RollParams
 from storage.transaction_index import AbortedTxn, TransactionIndex, close_all
 from validators.codec.record_batch import parse_header
@@ -60,20 +63,6 @@ class AppendInfo:
     last_offset: int
     size: int
     rolled: str | None  # the roll reason when this append started a new segment
-
-
-@dataclass(frozen=True)
-class AppendOutcome:
-    topic: str
-    partition: int
-    batch_id: int
-    skipped_replay: bool
-    batches: int
-    bytes_written: int
-    log_end_offset: int
-    log_start_offset: int = 0
-    segments_rolled: int = 0
-    recovered_bytes: int = 0  # uncommitted bytes truncated before this append (a crash was repaired)
 
 
 @dataclass
@@ -104,6 +93,9 @@ class PartitionLog:
     _obsolete_list: int = field(default=0, repr=False)  # a segment list to remove once the commit is durable
     first_unstable_offset: int | None = None  # the stage's, recorded at the next commit (`CommitHead`)
     _txn_indexes: list[TransactionIndex] = field(default_factory=list, repr=False)  # written since the commit
+    _record_json: bytes | None = field(default=None, repr=False)  # `commit_record` as this log wrote it
+    _staged_json: bytes = field(default=b"", repr=False)  # the record `stage_commit` wrote to the tmp file
+    _suspended_record: bytes | None = field(default=None, repr=False)  # the commit record as `suspend` left it
 
     @property
     def inactive(self) -> list[SegmentState]:
@@ -157,7 +149,7 @@ class PartitionLog:
         self.rebuilt_indexes = True
         assert self.commit_record is not None
         commit = replace(self.commit_record, active=_state_of(segment))
-        write_head(self.directory, commit)
+        self._record_json = write_head(self.directory, commit)
         self.commit_record = commit
 
     @staticmethod
@@ -173,7 +165,7 @@ class PartitionLog:
         """Lock the partition and recover it to its commit record (Kafka's `LogLoader`, `LogSegment.recover`; `recovery.py`).
         `now_ms` is the creation time of a first segment; by default the first batch's append time.
         With `blocking=False` a partition locked by someone else raises `PartitionBusyError`."""
-        seg_config = _segment_config(config)
+        seg_config = segment_config_of(config)
         directory = partition_dir(root, topic, partition)
         directory.mkdir(parents=True, exist_ok=True)
         lock = PartitionLock(directory)
@@ -296,7 +288,7 @@ class PartitionLog:
         the log is closed (Kafka's `OffsetIndex`, `TimeIndex`; `LogSegment.shouldRoll`; `close_cleanly`)."""
         if self.active is not None:
             self.active.trim_indexes()
-            self.active.write_pending()
+            self.active.write_pending(writeback=False)
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
         close_all(self._txn_indexes, sync=True)
@@ -305,9 +297,9 @@ class PartitionLog:
             self._new_files = False
         crash_point("data-fsynced")
         commit = self._next_commit(batch_id, sync=True)
-        write_head(self.directory, commit)
+        record = write_head(self.directory, commit)
         crash_point("committed")
-        self._committed(commit)
+        self._committed(commit, record)
         self.commit_durable()
         return commit
 
@@ -339,11 +331,11 @@ class PartitionLog:
         index.append(txn)
         self._txn_indexes.append(index)
 
-    def _committed(self, commit: CommitHead) -> None:
+    def _committed(self, commit: CommitHead, record: bytes) -> None:
         old = self.commit_record
         if old is not None and old.segment_list and old.segment_list != commit.segment_list:
             self._obsolete_list = old.segment_list
-        self.commit_record = commit
+        self.commit_record, self._record_json = commit, record
         self._inactive_changed = False
 
     def commit_durable(self) -> None:
@@ -361,11 +353,11 @@ class PartitionLog:
         record in its tmp file, nothing synced."""
         if self.active is not None:
             self.active.trim_indexes()
-            self.active.write_pending()
+            self.active.write_pending(writeback=False)
         close_all(self._txn_indexes, sync=False)
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
-        write_commit_tmp(self.directory, commit, sync=False)
+        self._staged_json = write_commit_tmp(self.directory, commit, sync=False)
         return commit
 
     def complete_commit(self, commit: CommitHead) -> None:
@@ -375,7 +367,7 @@ class PartitionLog:
             self.active.synced_by_filesystem()
         self._new_files = False
         replace_commit(self.directory)
-        self._committed(commit)
+        self._committed(commit, self._staged_json)
 
     def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitHead:
         """Operator repair (Kafka's `UnifiedLog.truncateTo`): drop every batch at or after `offset` (whole
@@ -435,6 +427,53 @@ class PartitionLog:
                 self._lock.release()
                 self._lock = None
 
+    def suspend(self) -> bool:
+        """Kafka keeps a partition's log open between appends (`LogManager`'s current logs): a log whose appends
+        are all committed releases its lock and keeps its active segment's files and its state, for `resume`.
+        False, nothing done, when something is not committed or not cleaned up after a commit."""
+        head = self.commit_record
+        if (self._lock is None or self._suspended_record is not None or head is None
+                or self.log_end_offset != head.log_end_offset or self._marked
+                or self._txn_indexes or self._obsolete_list or self._inactive_changed):
+            return False
+        if self.active is not None:
+            self.active.trim_indexes()  # the files as the commit left them (a no-op after a commit)
+        self._suspended_record = self._record_json if self._record_json is not None else head.to_json().encode()
+        self._lock.release()  # the object kept for `resume`
+        return True
+
+    def resume(self, config: SegmentConfig) -> bool:
+        """The lock taken again and the log's state from `suspend` kept, when nothing changed the partition
+        meanwhile: its commit record is still the one this log wrote (a retention pass, a repair, another
+        writer's commit or a re-created topic write another), no recovery is pending, the active segment's
+        `.log` has the committed length (no other writer's uncommitted tail), and the segment settings are the
+        same. False: the lock released again; the caller closes this log (`discard`) and opens the partition
+        afresh, with recovery."""
+        lock = self._lock
+        assert lock is not None and self._suspended_record is not None, "resume of a log that was not suspended"
+        try:
+            lock.acquire()
+        except FileNotFoundError:  # the partition's directory is gone (its topic deleted)
+            return False
+        try:
+            with open(os.path.join(self.directory, COMMIT_FILE), "rb") as f:
+                record: bytes | None = f.read().rstrip(b" ")
+        except FileNotFoundError:
+            record = None
+        if (record != self._suspended_record or config != self.config or marked_for_recovery(self.directory)
+                or (self.active is not None and self.active.file_size() != self.active.size)):
+            lock.release()
+            return False
+        self._suspended_record, self.recovered_bytes, self.rebuilt_indexes = None, 0, False
+        return True
+
+    def discard(self) -> None:
+        """A suspended log's files closed as they are: what is on disk is not this log's to trim any more."""
+        if self.active is not None:
+            self.active.close(finalize=False)
+            self.active = None
+        self._lock = self._suspended_record = None
+
     def __enter__(self) -> PartitionLog:
         return self
 
@@ -451,143 +490,9 @@ def _state_of(segment: LogSegment) -> SegmentState:
                         segment.append_time_index.checksum())
 
 
-def _segment_config(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
+def segment_config_of(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
     if config is None:
         return SegmentConfig()
     if isinstance(config, SegmentConfig):
         return config
     return SegmentConfig.from_topic(config)
-
-
-class BatchAppender:
-    """One micro-batch's accepted batches of a partition appended in steps, exactly once: `add` as they
-    are decided, in offset order, then `finish` (fsync and commit). Their bytes reach the page cache, and
-    the disk (`writeback`), while the rest are still being decided, so the commit's fsync waits for the
-    tail only. Items are `(base_offset, last_offset, bytes, append_time_ms)` (`append_time_ms` may be
-    left out: -1, unknown). The log is opened (locked, recovered) by the first `add`. A replay of a
-    committed micro-batch writes nothing; a torn write of an earlier attempt is truncated first. The
-    first batch must continue the committed log end offset, else `recovery.LogStateMismatchError`
-    explains the disagreement with the Spark state."""
-
-    def __init__(self, root: Path, topic: str, partition: int, batch_id: int,
-                 config: TopicConfig | SegmentConfig | None = None) -> None:
-        self.root, self.topic, self.partition, self.batch_id, self.config = root, topic, partition, batch_id, config
-        self._plog: PartitionLog | None = None
-        self._replay = False
-        self.count = self.written = self.rolled = 0
-
-    def open(self) -> PartitionLog:
-        if self._plog is None:
-            self._plog = PartitionLog.open(self.root, self.topic, self.partition, self.config)
-            commit = self._plog.commit_record
-            self._replay = commit is not None and self.batch_id <= commit.batch_id
-        return self._plog
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.open().log_start_offset
-
-    def add(self, items: Sequence[Sequence]) -> None:
-        if not items:
-            return
-        plog = self.open()
-        if self._replay:
-            return
-        if self.count == 0:
-            check_log_end_offset(plog.directory, plog.commit_record, int(items[0][0]), self.batch_id)
-        done = 0
-        while done < len(items):
-            # Runs of single v2 batches that roll nothing go through in one call; the item that stops a
-            # run (a roll, several batches, a legacy format, a mismatch) goes through `append` alone.
-            end, run_bytes = plog.append_run(items, done)
-            if end > done:
-                self.written += run_bytes
-                done = end
-                continue
-            item = items[done]
-            base_offset, last_offset, data = int(item[0]), int(item[1]), item[2]
-            append_time = int(item[3]) if len(item) > 3 else -1
-            info = plog.append(bytes(data), append_time)
-            if info.last_offset != last_offset:
-                raise ValueError(
-                    f"{self.topic}-{self.partition}: batch at offset {base_offset} ends at {info.last_offset}, "
-                    f"the stage said {last_offset}"
-                )
-            done += 1
-            self.written += info.size
-            self.rolled += info.rolled is not None
-        self.count += done
-
-    def add_aborted(self, txn: AbortedTxn) -> None:
-        """After `add` of its marker: an aborted transaction's `.txnindex` entry (`PartitionLog.append_aborted_txn`)."""
-        if not self._replay:
-            self.open().append_aborted_txn(txn)
-
-    def set_first_unstable_offset(self, offset: int | None) -> None:
-        """The stage's first unstable offset after this micro-batch, recorded by the commit."""
-        if not self._replay:
-            self.open().first_unstable_offset = offset
-
-    def finish(self) -> AppendOutcome | None:
-        """Commit what was added (nothing on a replay) and release the log; None when nothing was added."""
-        plog = self._plog
-        if plog is None:
-            return None
-        try:
-            if self.count and not self._replay:
-                plog.commit(self.batch_id)
-            return self.outcome()
-        finally:
-            self.close()
-
-    @property
-    def to_commit(self) -> bool:
-        """Something was added and is to be committed (not a replay)."""
-        return self._plog is not None and self.count > 0 and not self._replay
-
-    def outcome(self) -> AppendOutcome | None:
-        """What this appender did; None when the log was never opened."""
-        plog = self._plog
-        if plog is None:
-            return None
-        if self._replay:
-            return AppendOutcome(self.topic, self.partition, self.batch_id, True, 0, 0, plog.log_end_offset,
-                                 plog.log_start_offset, 0, plog.recovered_bytes)
-        return AppendOutcome(self.topic, self.partition, self.batch_id, False, self.count, self.written,
-                             plog.log_end_offset, plog.log_start_offset, self.rolled, plog.recovered_bytes)
-
-    @property
-    def log(self) -> PartitionLog:
-        """The open log (after the first `add`)."""
-        assert self._plog is not None
-        return self._plog
-
-    def close(self) -> None:
-        """Release the log without committing (what `finish` did not commit is truncated by the next open)."""
-        if self._plog is not None:
-            self._plog.close()
-            self._plog = None
-
-    def __enter__(self) -> BatchAppender:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def append_batches(
-    root: Path,
-    topic: str,
-    partition: int,
-    batch_id: int,
-    batches: Iterable[Sequence],
-    config: TopicConfig | SegmentConfig | None = None,
-) -> AppendOutcome:
-    """Append one micro-batch's accepted batches of a partition, in offset order, exactly once, and
-    commit them (`BatchAppender` in one step)."""
-    with BatchAppender(root, topic, partition, batch_id, config) as appender:
-        appender.open()
-        appender.add(batches if isinstance(batches, list) else list(batches))
-        outcome = appender.finish()
-        assert outcome is not None  # the log was opened
-        return outcome

@@ -141,6 +141,10 @@ class LogSegment:
         """Bytes of the `.log` file (`log.sizeInBytes()`)."""
         return self._size
 
+    def file_size(self) -> int:
+        """The `.log` file's length on disk: past `size` when another writer appended there and did not commit."""
+        return os.fstat(self._fd).st_size
+
     @property
     def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
         if self._max_ts_and_offset is None:
@@ -319,11 +323,13 @@ class LogSegment:
             crash_point("batch-written")
         return len(items)
 
-    def write_pending(self) -> None:
-        """Write the appended bytes not yet in the files (log and indexes), without fsync."""
+    def write_pending(self, writeback: bool = True) -> None:
+        """Write the appended bytes not yet in the files (log and indexes), without fsync. `writeback`: ask the
+        kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once."""
         if self._pending:
             write_at(self._fd, self._pending, self._pending_at)
-            start_writeback(self._fd, self._pending_at, self._pending_bytes)
+            if writeback:
+                start_writeback(self._fd, self._pending_at, self._pending_bytes)
             self._pending.clear()
             self._pending_bytes = 0
         if self.writable:

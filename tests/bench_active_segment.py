@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from front_door.apis.fetch import read_partition
+from storage.batch_appender import append_batches
 from storage.log_config import SegmentConfig
-from storage.partition_log import append_batches
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp, build_record_batch
 from validators.topic_config import topic_config
 

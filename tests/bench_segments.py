@@ -22,8 +22,8 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from storage.batch_appender import append_batches
 from storage.log_reader import PartitionReader, offsets_for_times
-from storage.partition_log import append_batches
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig
 

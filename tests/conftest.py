@@ -23,6 +23,7 @@ compilation, as the gateway runs.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
@@ -130,3 +131,13 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def closed_partition_logs() -> Iterator[None]:
+    """The partition logs the sink keeps open between micro-batches (`storage.open_logs`) belong to one test:
+    closed after it (a later test's directories are others, and descriptors are not held for the session)."""
+    yield
+    module = sys.modules.get("sinks.partition_task")
+    if module is not None:
+        module.OPEN_LOGS.close_all()

@@ -24,8 +24,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from embedded.local_kafka import LocalKafka
+from storage.batch_appender import append_batches
 from storage.file_names import partition_dir, segment_bases
-from storage.partition_log import append_batches
 from tests.kafka_wire import ProduceConnection
 from validators.append_result import Accepted, PartitionState
 from validators.log_validator import validate_and_assign

@@ -12,10 +12,11 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from embedded.local_kafka import run_kafka_tool
+from storage.batch_appender import append_batches
 from storage.file_names import partition_dir, segment_bases
 from storage.log_config import SegmentConfig
 from storage.log_reader import read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from pyspark.errors import PythonException
 
 from sinks.segment_dataframe import SEGMENT_SCHEMA, plan_segments, read_segments
+from storage.batch_appender import append_batches
 from storage.errors import KafkaStorageError
 from storage.file_names import list_partitions, partition_dir, segment_bases, segment_file_name
 from storage.log_config import SegmentConfig
 from storage.log_reader import offsets_for_times, read
-from storage.partition_log import append_batches
 from storage.retention import enforce_retention
 from validators.codec.record_batch import TimestampType, assign_offsets_and_timestamp
 from validators.topic_config import TopicConfig

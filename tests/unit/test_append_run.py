@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from storage.batch_appender import AppendOutcome, BatchAppender, append_batches
 from storage.commit_record import read_commit
 from storage.file_names import partition_dir
 from storage.log_config import SegmentConfig
-from storage.partition_log import AppendOutcome, BatchAppender, PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from tests.unit.test_segment import T0, make_batch
 
 Item = tuple[int, int, bytes, int]

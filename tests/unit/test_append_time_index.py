@@ -19,11 +19,12 @@ from kio.schema.errors import ErrorCode
 
 from front_door.apis.fetch import read_partition
 from storage import append_time_index
+from storage.batch_appender import append_batches
 from storage.commit_record import COMMIT_FILE, read_commit
 from storage.file_names import partition_dir, segment_bases
 from storage.log_config import SegmentConfig
 from storage.log_reader import PartitionReader, read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

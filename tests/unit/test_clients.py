@@ -15,7 +15,7 @@ from clients.consumer import GatewayConsumer, OffsetAndTimestamp, OffsetOutOfRan
 from clients.errors import PART_OF_INVALID_BATCH, error_for_record
 from clients.partitioner import murmur2, partition_for_key
 from clients.record_metadata import metadata_from_response
-from storage.partition_log import append_batches
+from storage.batch_appender import append_batches
 from validators.append_result import Accepted, PartitionState
 from validators.codec.compression import CompressionType
 from validators.codec.record_batch import TimestampType, build_record_batch, decode_record_batch

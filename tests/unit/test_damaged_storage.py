@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from clients.consumer import GatewayConsumer, TopicPartition
 from sinks.__main__ import main
+from storage.batch_appender import append_batches
 from storage.commit_record import COMMIT_FILE, read_commit, segment_list_name
 from storage.errors import KafkaStorageError
 from storage.file_names import partition_dir, segment_bases, segment_file_name
@@ -38,7 +39,6 @@ from storage.log_reader import (
     offsets_for_times,
     read,
 )
-from storage.partition_log import append_batches
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

@@ -26,9 +26,9 @@ MICRO_BATCHES = 5
 def writer(root: str, micro_batches: int) -> None:
     """Run in a subprocess: `micro_batches` deterministic micro-batches over `PARTITIONS` partitions, each
     committed by one group commit (segments rolling in some partitions)."""
+    from storage.batch_appender import BatchAppender
     from storage.group_commit import group_commit
     from storage.log_config import SegmentConfig
-    from storage.partition_log import BatchAppender
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=700, index_interval_bytes=150, segment_index_bytes=240)
@@ -100,8 +100,8 @@ def test_a_commit_reads_and_writes_the_same_however_many_segments_are_retained(
 ) -> None:
     """After the partition is loaded, a micro-batch's open and commit touch the active segment and the record
     only: no older segment's file, no segment list; the record keeps its size as segments are added."""
+    from storage.batch_appender import append_batches
     from storage.log_config import SegmentConfig
-    from storage.partition_log import append_batches
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=1, index_interval_bytes=0)  # a segment per batch

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from storage.batch_appender import append_batches
 from storage.commit_record import CommitRecord, read_commit, write_commit
 from storage.file_names import partition_dir, segment_file_name
 from storage.log_config import SegmentConfig
 from storage.log_manager import repair_indexes
 from storage.log_reader import offsets_for_times, read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

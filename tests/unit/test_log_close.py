@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from storage.batch_appender import append_batches
 from storage.commit_record import read_commit
 from storage.file_names import partition_dir, segment_file_name
 from storage.log_config import SegmentConfig
 from storage.log_manager import close_logs
 from storage.log_reader import MAX_TIMESTAMP, offsets_for_times
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.time_index import TimeIndex
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch

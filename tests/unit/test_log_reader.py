@@ -7,6 +7,7 @@ import json
 import pytest
 
 from sinks.__main__ import main
+from storage.batch_appender import append_batches
 from storage.log_config import SegmentConfig
 from storage.log_reader import (
     EARLIEST_TIMESTAMP,
@@ -18,7 +19,7 @@ from storage.log_reader import (
     offsets_for_times,
     read,
 )
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch
 

@@ -19,6 +19,7 @@ from sinks.partition_task import THREADED_COMMIT_ROWS, SinkConfig, append_partit
 from storage.commit_record import read_commit
 from storage.file_names import partition_dir
 from storage.log_reader import read
+from storage.open_logs import OpenLogs
 from streaming.stage import IngressBatch, decide_group
 from tests.decision_rows import decision_row
 from validators.append_result import PartitionState
@@ -162,6 +163,7 @@ def test_a_task_keeps_a_bounded_number_of_partitions_open(tmp_path: Path, monkey
     (their descriptors closed); every partition is still appended once, in order; a partition's rows after its
     early commit fail the task rather than be taken for a replay."""
     monkeypatch.setattr(partition_task, "MAX_OPEN_PARTITIONS", 1)
+    monkeypatch.setattr(partition_task, "OPEN_LOGS", OpenLogs(max_logs=0))  # committed logs closed, not kept
     opened: list[int] = []
     real_open = partition_task.PartitionAppend.add
 

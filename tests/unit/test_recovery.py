@@ -6,12 +6,13 @@ import json
 
 import pytest
 
+from storage.batch_appender import append_batches
 from storage.commit_record import COMMIT_FILE, read_commit
 from storage.errors import KafkaStorageError
 from storage.file_names import partition_dir, segment_bases, segment_file_name
 from storage.log_config import SegmentConfig
 from storage.log_reader import read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.recovery import LogStateMismatchError, StorageCorruptionError, check_log_end_offset
 from storage.verify import verify_partition
 from tests.unit.test_segment import T0, make_batch

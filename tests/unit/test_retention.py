@@ -9,11 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from storage.batch_appender import append_batches
 from storage.commit_record import read_commit
 from storage.crash_point import CRASH_ENV
 from storage.file_names import partition_dir, segment_bases
 from storage.log_reader import EARLIEST_TIMESTAMP, OffsetOutOfRangeError, offsets_for_times, read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.retention import (
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MAX_EVENTTIME_MS,

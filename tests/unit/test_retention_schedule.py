@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from sinks.metrics.gateway_metrics import GatewayMetrics
+from storage.batch_appender import append_batches
 from storage.commit_record import read_commit
 from storage.file_names import partition_dir, segment_bases, segment_file_name
 from storage.log_reader import EARLIEST_TIMESTAMP, offsets_for_times, read
-from storage.partition_log import PartitionLog, append_batches
+from storage.partition_log import PartitionLog
 from storage.retention import (
     REASON_RETENTION_BYTES,
     REASON_RETENTION_MAX_EVENTTIME_MS,
@@ -195,7 +196,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from tests.unit.test_retention_schedule import T0, make_batch
-from storage.partition_log import append_batches
+from storage.batch_appender import append_batches
 from validators.topic_config import TopicConfig
 root, size, micro_batches = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 cfg = TopicConfig(name="t", partitions=1, segment_bytes=5 * size, retention_ms=-1, retention_bytes=20 * size)

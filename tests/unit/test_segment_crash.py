@@ -22,8 +22,8 @@ MICRO_BATCHES = 6
 
 def writer(root: str, micro_batches: int) -> None:
     """Run in a subprocess: append `micro_batches` deterministic micro-batches (rolling segments)."""
+    from storage.batch_appender import append_batches
     from storage.log_config import SegmentConfig
-    from storage.partition_log import append_batches
     from tests.unit.test_segment import T0, make_batch
 
     cfg = SegmentConfig(segment_bytes=900, index_interval_bytes=150, segment_index_bytes=240)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from storage import topic_incarnations
+from storage.batch_appender import BatchAppender
 from storage.delete_records import DeleteRecordsError, RecordsDeleted, delete_records
 from storage.log_reader import read
-from storage.partition_log import BatchAppender
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import topic_config
 
