@@ -220,6 +220,12 @@ class AppendTimeIndex:
             os.close(self._fd)
             self._fd = None
 
+    def close_handler(self) -> None:
+        """The descriptor closed, nothing written or cut (Kafka's `AbstractIndex.closeHandler`)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def delete(self) -> None:
         self._written = self.entries  # nothing left to write to a file about to go
         self.close()

@@ -163,6 +163,12 @@ class AbstractIndex:
             os.close(self._fd)
             self._fd = None
 
+    def close_handler(self) -> None:
+        """Kafka's `closeHandler`: the descriptor closed, nothing written or cut."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def delete(self) -> None:
         self._written = len(self._data)  # nothing left to write to a file about to go
         self.close(trim=False)

@@ -468,9 +468,10 @@ class PartitionLog:
         return True
 
     def discard(self) -> None:
-        """A suspended log's files closed as they are: what is on disk is not this log's to trim any more."""
+        """A suspended log's files closed as they are, nothing written or cut: what is on disk may be another
+        writer's by now."""
         if self.active is not None:
-            self.active.close(finalize=False)
+            self.active.close_handlers()
             self.active = None
         self._lock = self._suspended_record = None
 

@@ -446,6 +446,19 @@ class LogSegment:
         os.close(self._fd)
         self._fd = -1
 
+    def close_handlers(self) -> None:
+        """Kafka's `LogSegment.closeHandlers`: every file's descriptor closed without writing to any of them — the
+        files may be another writer's by now (a log kept open whose partition changed, `PartitionLog.discard`)."""
+        if self._fd < 0:
+            return
+        self._pending.clear()
+        self._pending_bytes = 0
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.append_time_index.close_handler()
+        os.close(self._fd)
+        self._fd = -1
+
     def delete(self) -> None:
         """Remove every file of the segment."""
         self._pending.clear()

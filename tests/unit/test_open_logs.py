@@ -51,6 +51,23 @@ def test_kept_logs_write_the_same_files_as_fresh_opens(tmp_path: Path, name: str
     logs.close_all()
 
 
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_two_workers_taking_turns_write_the_same_files_as_fresh_opens(tmp_path: Path, name: str) -> None:
+    """Spark hands a partition's task to either of its Python workers: each keeps its own log, which goes stale
+    when the other appends, and is then closed without touching the other's files."""
+    config, several = CONFIGS[name]
+    batches = _micro_batches(random.Random(name), 12, several)
+    workers, turns = (OpenLogs(), OpenLogs()), random.Random(7)
+    for batch_id, items in enumerate(batches):
+        _append(workers[turns.randint(0, 1)], tmp_path / "kept", batch_id, items, config)
+        _append(None, tmp_path / "fresh", batch_id, items, config)
+        assert _files(tmp_path / "kept") == _files(tmp_path / "fresh")
+    for worker in workers:
+        worker.close_all()
+    assert _files(tmp_path / "kept") == _files(tmp_path / "fresh")
+    assert sum(w.reused for w in workers) > 0 and sum(w.opened for w in workers) > 2
+
+
 def test_a_kept_log_holds_no_lock(tmp_path: Path) -> None:
     logs = OpenLogs()
     _append(logs, tmp_path, 0, _items(0, 3))
@@ -75,8 +92,11 @@ def test_another_writers_commit_opens_the_partition_afresh(tmp_path: Path) -> No
     logs = OpenLogs()
     _append(logs, tmp_path, 0, _items(0, 3))
     append_batches(tmp_path, "t", 0, 1, _items(3, 2), CONFIG)  # another worker's micro-batch
-    _append(logs, tmp_path, 2, _items(5, 2))
-    assert (logs.opened, logs.reused) == (2, 0)
+    logs.close_all()  # the stale log closed: the other worker's files untouched
+    for batch_id, items in enumerate((_items(0, 3), _items(3, 2))):
+        append_batches(tmp_path / "fresh", "t", 0, batch_id, items, CONFIG)
+    assert _files(tmp_path) == _files(tmp_path / "fresh")
+    _append(logs, tmp_path, 2, _items(3 + 2, 2))
     assert read_commit_head(partition_dir(tmp_path, "t", 0)).log_end_offset == 7
     logs.close_all()
 
