@@ -45,6 +45,8 @@ class MicroBatchSummary:
     append_seconds: float = 0.0  # summed over target partitions (in parallel when in several tasks)
     publish_seconds: float = 0.0  # summed over target partitions
     partitions: int = 0  # target partitions decided
+    logs_opened: int = 0  # partition logs the sink opened afresh
+    logs_kept: int = 0  # partition logs the sink's workers had kept open
     metric_rows: list[dict[str, Any]] = field(default_factory=list)  # for sinks.metrics.merge_aggregates
 
     @staticmethod
@@ -60,6 +62,8 @@ class MicroBatchSummary:
             append_seconds=sum(t.append_seconds for t in summaries),
             publish_seconds=sum(t.publish_seconds for t in summaries),
             partitions=sum(t.partitions for t in summaries),
+            logs_opened=sum(t.logs_opened for t in summaries),
+            logs_kept=sum(t.logs_kept for t in summaries),
             metric_rows=[row for t in summaries for row in t.metric_rows],
         )
 

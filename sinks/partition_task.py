@@ -77,6 +77,8 @@ class TaskSummary:
     partitions: int = 0  # target partitions decided
     partitions_appended: int = 0
     replayed_partitions: int = 0
+    logs_opened: int = 0  # partition logs opened afresh, with recovery
+    logs_kept: int = 0  # partition logs taken up as this worker kept them open (`OPEN_LOGS`)
     segments_rolled: int = 0
     recovered_bytes: int = 0
     responses: int = 0
@@ -279,6 +281,7 @@ def run_task(
     dead letters and metric deltas built meanwhile; each partition committed; then all of the task's responses
     and dead letters sent in one publication, and one wait for their delivery. Durability is grouped across
     the task's partitions; no response leaves before its own partition's commit."""
+    opened, kept = OPEN_LOGS.opened, OPEN_LOGS.reused  # this task's own: a worker runs one task at a time
     appends: dict[tuple[str | None, int | None], PartitionAppend] = {}
     committed: dict[tuple[str | None, int | None], PartitionAppend] = {}  # committed early, closed
     rows: list[DecisionRow] = []
@@ -336,6 +339,8 @@ def run_task(
         partitions=len(every),
         partitions_appended=sum(1 for o in outcomes if o.batches),
         replayed_partitions=sum(1 for o in outcomes if o.skipped_replay),
+        logs_opened=OPEN_LOGS.opened - opened,
+        logs_kept=OPEN_LOGS.reused - kept,
         segments_rolled=sum(o.segments_rolled for o in outcomes),
         recovered_bytes=sum(o.recovered_bytes for o in outcomes),
         responses=n_resp,

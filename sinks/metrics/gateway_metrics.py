@@ -151,6 +151,12 @@ class GatewayMetrics:
                                     "dead-letter topic.", registry=r)
         self.replayed_partitions = Counter(f"{PREFIX}replayed_partitions_total", "Partition appends skipped "
                                            "because a replayed micro-batch was already committed.", registry=r)
+        self.partition_logs_opened = Counter(
+            f"{PREFIX}partition_logs_opened_total", "Partition logs the sink opened for a micro-batch's appends: "
+            "afresh (locked and recovered) or kept (kept open by the worker since its last micro-batch).", ["how"],
+            registry=r)
+        for how in ("afresh", "kept"):  # both series from the start, at 0
+            self.partition_logs_opened.labels(how)
         self.micro_batches = Counter(f"{PREFIX}micro_batches_total", "Micro-batches completed by the sink "
                                      "(durable and published).", registry=r)
         self.observer_failures = Counter(f"{PREFIX}metrics_observer_failures_total", "Micro-batches whose "
@@ -281,6 +287,8 @@ class GatewayMetrics:
                 self.responses.inc(summary.responses)
                 self.dead_letters.inc(summary.dead_letters)
                 self.replayed_partitions.inc(summary.replayed_partitions)
+                self.partition_logs_opened.labels("afresh").inc(summary.logs_opened)
+                self.partition_logs_opened.labels("kept").inc(summary.logs_kept)
             self.micro_batches.inc()
             self.last_micro_batch_id.set(batch_id)
             if clock_ms is not None and clock_ms > 0:

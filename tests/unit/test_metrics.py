@@ -23,7 +23,7 @@ from streaming.status import fetch_health, fetch_samples, render, summarize
 from validators.topic_config import TopicRegistry
 
 TOPICS = {"ct": 2, "lat": 3}
-ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le", "cause", "query", "version"}
+ALLOWED_LABELS = {"topic", "outcome", "error", "partition", "reason", "phase", "le", "cause", "query", "version", "how"}
 
 
 def fresh(segments_root: Path | None = None) -> GatewayMetrics:
@@ -67,8 +67,9 @@ def test_known_topics_start_at_zero_and_unknown_topics_fold_into_other() -> None
     m = fresh()
     assert value(m, "gateway_batches_total", topic="ct", outcome="appended", error="NONE") == 0
     assert value(m, "gateway_retention_deleted_segments_total", topic="lat", reason="retention_ms") == 0
+    assert value(m, "gateway_partition_logs_opened_total", how="kept") == 0
     summary = MicroBatchSummary(batch_id=5, appended_batches=1, appended_bytes=100, replayed_partitions=0,
-                                responses=4, dead_letters=3)
+                                responses=4, dead_letters=3, logs_opened=2, logs_kept=7)
     m.record_micro_batch(5, [
         aggregate("ct", 1, batches=1, records=3, appended_bytes=100, log_end_offset=3, log_start_offset=0,
                   latency_count=1, latency_sum_s=0.2, latency_buckets=[0, 0, 1] + [1] * 9),
@@ -83,6 +84,8 @@ def test_known_topics_start_at_zero_and_unknown_topics_fold_into_other() -> None
     assert value(m, "gateway_log_end_offset", topic="ct", partition="-1") is None  # unbounded: no gauge
     assert value(m, "gateway_responses_published_total") == 4
     assert value(m, "gateway_dead_letters_published_total") == 3
+    assert value(m, "gateway_partition_logs_opened_total", how="afresh") == 2
+    assert value(m, "gateway_partition_logs_opened_total", how="kept") == 7
     assert value(m, "gateway_last_micro_batch_id") == 5
     assert value(m, "gateway_last_micro_batch_clock_seconds") == 1_700_000_000
     assert value(m, "gateway_append_latency_seconds_bucket", topic="ct", le="0.1") == 0

@@ -30,15 +30,15 @@ NOW = 1_700_000_000_000
 REGISTRY = TopicRegistry({"orders": topic_config("orders", 3, {}, {})})
 
 
-def _decided(partition: int, count: int) -> list[DecisionRow]:
-    """`count` accepted acks=0 batches of `orders-<partition>`, as the stage decides them."""
+def _decided(partition: int, count: int, state: PartitionState | None = None) -> list[DecisionRow]:
+    """`count` accepted acks=0 batches of `orders-<partition>`, as the stage decides them (after `state`)."""
     items = [
         IngressBatch(ingress_partition=0, ingress_offset=partition * 1000 + i, ingress_timestamp_ms=NOW,
                      batch=build_record_batch([(NOW - 10, b"k%d" % i, b"v" * 50)] * 3), request_id=f"r{partition}-{i}",
                      client_id=None, acks=0, partition_header=str(partition))
         for i in range(count)
     ]
-    rows, _ = decide_group("orders", partition, items, REGISTRY, PartitionState(), NOW)
+    rows, _ = decide_group("orders", partition, items, REGISTRY, state or PartitionState(), NOW)
     assert all(r.error_code == 0 for r in rows)
     return rows
 
@@ -65,6 +65,16 @@ def test_a_replayed_micro_batch_writes_nothing_twice(tmp_path: Path) -> None:
     assert (again.appended_batches, again.replayed_partitions) == (0, 1)
     assert len(read(tmp_path / "segments", "orders", 1, 0, max_records=100)) == 12
     assert {m["p"]: m["batches"] for m in again.metric_rows} == {1: 4}  # its rows still count
+
+
+def test_a_workers_next_micro_batch_appends_to_the_logs_it_kept_open(tmp_path: Path) -> None:
+    config = _config(tmp_path / "segments")
+    first = run_task(config, 7, REGISTRY, [_decided(0, 2) + _decided(1, 2)], time.perf_counter)
+    assert (first.logs_opened, first.logs_kept) == (2, 0)
+    rows = _decided(1, 2, PartitionState(log_end_offset=6, last_append_time_ms=NOW))
+    second = run_task(config, 8, REGISTRY, [rows], time.perf_counter)
+    assert (second.logs_opened, second.logs_kept, second.appended_batches) == (0, 1, 2)
+    assert [r.offset for r in read(tmp_path / "segments", "orders", 1, 0, max_records=100)] == list(range(12))
 
 
 def test_no_rows_no_work(tmp_path: Path) -> None:
