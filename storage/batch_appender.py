@@ -31,7 +31,6 @@ class AppendOutcome:
     recovered_bytes: int = 0  # uncommitted bytes truncated before this append (a crash was repaired)
 
 
-
 class BatchAppender:
     """One micro-batch's accepted batches of a partition appended in steps, exactly once: `add` as they
     are decided, in offset order, then `finish` (fsync and commit). Their bytes reach the page cache, and
