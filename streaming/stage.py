@@ -4,7 +4,7 @@
 bucket of target (topic, partition)s in a micro-batch (`bucket_state.STAGE_BUCKETS` buckets: Spark's cost
 per group is then bounded however many partitions a micro-batch touches). Each target partition's batches
 are sorted by (ingress partition, ingress offset) — Spark gives no order after the shuffle — and decided one
-by one by the pure `validators.log_validator` (`decide_in_lane`: `validate_and_assign` with what depends only
+by one by the pure `validators.partition_lane` (`decide_in_lane`: `validate_and_assign` with what depends only
 on the partition settled once), threading the partition state through; the bucket's state holds every
 partition's (`bucket_state.BucketState`).
 The clock is `GroupState.getCurrentProcessingTimeMs()`: the micro-batch timestamp, recorded in the
@@ -39,7 +39,8 @@ from streaming.logs import ThrottledWarning, configure_logging
 from streaming.worker_memory import keep_worker_memory
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
-from validators.log_validator import AppendOrigin, PartitionLane, decide_in_lane, partition_lane
+from validators.log_validator import AppendOrigin
+from validators.partition_lane import PartitionLane, decide_in_lane, partition_lane
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
 from validators.topic_config import TopicRegistry
 
@@ -82,7 +83,7 @@ class TargetLane(NamedTuple):
 
 def target_lane(topic: str | None, partition: int | None, registry: TopicRegistry) -> TargetLane:
     """The lane of one target partition for `decide_target`: header problems first (the gateway's own contract,
-    docs/design.md: ingress topic), then Kafka's (`validators.log_validator.partition_lane`). An unexpected
+    docs/design.md: ingress topic), then Kafka's (`validators.partition_lane.partition_lane`). An unexpected
     exception here becomes UNKNOWN_SERVER_ERROR for the group's batches: bad input must never stop the query."""
     if topic is None:
         return TargetLane(None, Rejected(

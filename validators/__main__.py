@@ -28,8 +28,8 @@ import sys
 from typing import Any
 
 from validators.append_result import Accepted, PartitionState
-from validators.framing import incomplete_input
-from validators.log_validator import validate_and_assign
+from validators.codec.record_batch import LOG_OVERHEAD
+from validators.log_validator import next_batch_size, validate_and_assign
 from validators.producer_state import producers_from_json, producers_to_json
 from validators.topic_config import INTERNAL_TOPICS, ConfigError, TopicConfig, TopicRegistry, topic_config
 
@@ -136,6 +136,20 @@ def decision_json(result: Any) -> dict[str, Any]:
         "stored_size": 0,
         "state": None,
     }
+
+
+def incomplete_input(data: bytes) -> str | None:
+    """Why `data` holds no complete batch, for a person reading a file (a cut-off download, a short read),
+    or None when it does. The decision itself answers such bytes as Kafka does (`frame_batch`: INVALID_RECORD,
+    "must have at least one record batch"), which names neither the cause nor the sizes."""
+    if not data:
+        return "no bytes: expected one produce batch (RecordBatch v2 or a legacy message set)"
+    if len(data) < LOG_OVERHEAD:
+        return f"truncated: {len(data)} bytes, fewer than a batch's {LOG_OVERHEAD}-byte offset and size fields"
+    if next_batch_size(data, 0) is not None:
+        return None  # complete, or framing Kafka rejects with its own clear text (size, magic)
+    size = int.from_bytes(data[8:12], "big", signed=True)
+    return f"truncated: the batch's size field says {size + LOG_OVERHEAD} bytes, {len(data)} present"
 
 
 def _decide(args: argparse.Namespace) -> int:

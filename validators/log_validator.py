@@ -1,16 +1,17 @@
 """The append decision: Kafka's `LogValidator` + the leader checks around it, as one pure function
-of (batch bytes, topic config, partition state, clock) — Kafka's produce path (`UnifiedLog.append`) steps 4-17, docs/design.md: what the stage decides.
+of (batch bytes, topic config, partition state, clock) — Kafka's produce path (`UnifiedLog.append`) steps 4-17,
+docs/design.md: what the stage decides.
 
 Nothing here reads a clock, logs or does I/O: `now_ms` is the micro-batch clock passed in; accepted
 records more than one hour in the future are counted (`future_timestamp_count`, KIP-937) for the stage
-to report. The decision reads top to bottom in the order it runs: the entry (`validate_and_assign`, and
-`partition_lane` + `decide_in_lane` for the stage), the leader's checks before LogValidator, then Kafka's
-`LogValidator.validateMessagesAndAssignOffsets` for v2 (`_stored_v2`: analyzeAndValidateRecords,
+to report. The decision reads top to bottom in the order it runs: the entry (`validate_and_assign`; the stage
+enters through `partition_lane.decide_in_lane`), the leader's checks before LogValidator with step 5's framing,
+then Kafka's `LogValidator.validateMessagesAndAssignOffsets` for v2 (`_stored_v2`: analyzeAndValidateRecords,
 validateBatch, the record walk, the in-place assignment of paths A/B or buildRecordsAndAssignOffsets, path C)
 and for magic 0/1 (`_decide_legacy`: convertAndAssignOffsetsNonCompressed), then the producer-state step and
-the accepted result. It calls out only to leaves that never call back: `framing` (step 5), the record walks
-with validateRecord and processRecordErrors (`record_walks` for v2, `legacy_record_walk` for magic 0/1),
-`producer_state`, `timestamps`, `append_result` (what is returned) and the codec.
+the accepted result. It calls out only to leaves that never call back: the record walks with validateRecord
+and processRecordErrors (`record_walks` for v2, `legacy_record_walk` for magic 0/1), `producer_state`,
+`timestamps`, `append_result` (what is returned) and the codec.
 
 Order of checks (Kafka's; the first failing one decides):
 
@@ -34,19 +35,15 @@ Gateway decisions (documented differences; everything else follows Kafka):
   `validateRecords` error "Produce requests with version 13 are only allowed to contain exactly one
   record batch per partition" (87); a trailing fragment shorter than a batch is dropped as Kafka's
   `trimInvalidBytes` does, unless its size field or magic is corrupt (2).
-* Legacy magic 0/1 input is accepted and up-converted (docs/design.md: ingress topic), as Kafka's LogValidator does for
-  `toMagic = 2`: v0 records get timestamp -1, v1 keep theirs; the rebuilt batch keeps the
-  source codec (compression.type=producer). Kafka 4.x itself rejects magic < 2 on Produce v3+.
+* Legacy magic 0/1 input is up-converted (docs/design.md: ingress topic) as LogValidator does for `toMagic = 2`: v0
+  records get timestamp -1, v1 keep theirs, the source codec is kept. Kafka 4.x rejects magic < 2 on Produce v3+.
 * Transactional batches are decided as Kafka decides them when the ingress carries the transactional id the
   front door authorized (`gw.transactional.id`); without one they get Kafka's answer to a produce request with
   transactional records and a null transactional.id: TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53).
-* Rebuilds (path C, `buildRecordsAndAssignOffsets`) happen where Kafka rebuilds: a topic `compression.type` other than
-  `producer` and other than the batch's codec (the batch is recompressed with the topic's codec), and
-  legacy input. The records are re-encoded like `MemoryRecordsBuilder`; compressed output bytes may
-  differ from Java's codec libraries (the records are identical). The common path —
-  compression.type=producer, v2 — is always in place: header rewrite only, record bytes untouched.
-  A compressed batch with non-contiguous inner offsets is answered like Kafka 4.2 answers it:
-  UNKNOWN_SERVER_ERROR (its rebuild from PartialDefaultRecords throws; seen on a real broker).
+* Rebuilds (path C, `buildRecordsAndAssignOffsets`) happen where Kafka rebuilds: a topic `compression.type` other
+  than `producer` and the batch's codec, and legacy input; records re-encoded like `MemoryRecordsBuilder` (compressed
+  bytes may differ from Java's codec libraries, the records not). compression.type=producer, v2, is always in place.
+  Non-contiguous inner offsets in a compressed batch: UNKNOWN_SERVER_ERROR, as Kafka 4.2 answers (seen on a broker).
 * Record walk depth (`gateway.record.validation`) and corrupt compressed streams: `record_walks`.
 * Idempotent producers (producer_state.py): a duplicate is acknowledged with the original offsets and
   `log_append_time_ms` = the cached batch timestamp — Kafka's quirk is kept: on CreateTime topics that
@@ -61,9 +58,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
 from enum import Enum
-from functools import lru_cache
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -81,19 +76,19 @@ from validators.append_result import (
 from validators.codec import legacy_records, native_walk
 from validators.codec import record_batch as rb
 from validators.codec import records as rec
-from validators.codec.compression import CompressionType
+from validators.codec.compression import CompressionType, CorruptCompressedDataError, decompress
 from validators.codec.control_batch import ControlRecordType, parse_end_txn_marker
 from validators.codec.record_batch import (
     BATCH_HEADER,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    RECORD_OVERHEAD_V0,
     TIMESTAMP_TYPE_MASK,
     CorruptRecordError,
     TimestampType,
 )
 from validators.errors import Errors
-from validators.framing import frame_batch
 from validators.legacy_record_walk import check_legacy_records, read_entry
 from validators.producer_state import BatchMetadata, ProducerStateError, ProducerTable
 from validators.record_walks import V2Header, check_records
@@ -125,9 +120,6 @@ def _tp(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-_topic_name_error = lru_cache(maxsize=4096)(topic_name_error)
-
-
 def validate_and_assign(
     batch: bytes,
     topic: str,
@@ -155,68 +147,63 @@ def validate_and_assign(
         return r.result
 
 
-class PartitionLane(NamedTuple):
-    """What `partition_lane` settles once for a target partition, for `decide_in_lane` to use per batch.
-    `decide_in_place` None (no native path for this partition): every batch goes through `validate_and_assign`."""
-
-    topic: str
-    partition: int | None
-    config: TopicConfig | None
-    decide_in_place: Callable[..., tuple | None] | None
-    tp: str = ""
-    lat_topic: bool = False
-    max_message_bytes: int = 0
-    segment_bytes: int = 0
-    compacted: bool = False
-    before_max_ms: int = 0
-    after_max_ms: int = 0
-
-
-def partition_lane(topic: str, partition: int | None, config: TopicConfig | None) -> PartitionLane:
-    """The lane of one target partition for `decide_in_lane`: what depends only on the partition — the topic
-    name (`Topic.validate`), internal topics (step 8), the registry and the partition's range (step 4), whether the
-    native path applies — settled once."""
-    native = native_walk.NATIVE_WALK
-    if (native is None or config is None or partition is None or not 0 <= partition < config.partitions
-            or _topic_name_error(topic) is not None or topic in INTERNAL_TOPICS or not _native_applies(config)):
-        return PartitionLane(topic, partition, config, None)
-    return PartitionLane(
-        topic, partition, config, native.decide_in_place, _tp(topic, partition),
-        config.message_timestamp_type == TimestampType.LOG_APPEND_TIME, config.max_message_bytes,
-        config.segment_bytes, config.compacted, config.message_timestamp_before_max_ms,
-        config.message_timestamp_after_max_ms,
-    )
-
-
-def decide_in_lane(
-    lane: PartitionLane, data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
-) -> AppendResult:
-    """`validate_and_assign` for the lane's partition, the same result. A client's clean uncompressed v2
-    batch goes straight to `decide_in_place` (it declines everything steps 1, 5 and 11-15 would answer
-    differently, framing included: one complete batch of exactly its size, magic 2)."""
-    (topic, partition, config, decide_in_place, tp, lat_topic, max_message_bytes, segment_bytes, compacted,
-     before_max_ms, after_max_ms) = lane
-    if decide_in_place is None or origin is not AppendOrigin.CLIENT:
-        return validate_and_assign(data, topic, partition, config, state, now_ms, origin)
-    if type(data) is not bytes:
-        data = bytes(data)
-    last = state.last_append_time_ms
-    append_time = now_ms if now_ms >= last else last  # _append_clock
-    fast = decide_in_place(
-        data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
-        append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
-    )
-    if fast is None:
-        return validate_and_assign(data, topic, partition, config, state, now_ms)
-    return _producer_step(StoredV2(*fast), tp, config, state, now_ms, lat_topic, append_time)
-
-
-def _native_applies(config: TopicConfig) -> bool:
+def native_applies(config: TopicConfig) -> bool:
     """The native path A decides only what the full walk keeps in place (no target codec to rebuild into)."""
     return config.record_validation is RecordValidation.FULL and config.target_compression_id in (None, 0)
 
 
 # The leader's checks before LogValidator: steps 1, 8, 4 and 5, in Kafka's order.
+
+# The produce request version whose texts the gateway speaks (Kafka 4.1+ clients send v13).
+PRODUCE_VERSION = 13
+_HEADER_UP_TO_MAGIC = 17  # offset + size + leader epoch + magic
+_SIZE_AT_8 = struct.Struct(">i")
+_MAGIC = struct.Struct(">b")
+
+
+def next_batch_size(data: bytes, pos: int) -> tuple[int, int] | Rejected | None:
+    """Step 5, `ByteBufferLogInputStream.nextBatchSize` + `nextBatch`: (size, magic), a CORRUPT_MESSAGE, or
+    None when no complete batch starts at `pos`."""
+    remaining = len(data) - pos
+    if remaining < LOG_OVERHEAD:
+        return None
+    size = _SIZE_AT_8.unpack_from(data, pos + 8)[0]
+    if size < RECORD_OVERHEAD_V0:
+        return Rejected(
+            Errors.CORRUPT_MESSAGE,
+            f"Record size {size} is less than the minimum record overhead ({RECORD_OVERHEAD_V0})",
+        )
+    if remaining < _HEADER_UP_TO_MAGIC:
+        return None
+    magic = _MAGIC.unpack_from(data, pos + 16)[0]
+    if magic < 0 or magic > 2:
+        return Rejected(Errors.CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}")
+    if remaining < size + LOG_OVERHEAD:
+        return None
+    return size + LOG_OVERHEAD, magic
+
+
+def frame_batch(data: bytes) -> tuple[int, int] | Rejected:
+    """Step 5, Produce v13's `validateRecords`: exactly one complete v2 batch per partition (a legacy message set may
+    hold several entries: `_decide_legacy` frames them). (size, magic) or Kafka's error."""
+    first = next_batch_size(data, 0)
+    if first is None:
+        return Rejected(
+            Errors.INVALID_RECORD,
+            f"Produce requests with version {PRODUCE_VERSION} must have at least one record batch per partition",
+        )
+    if isinstance(first, Rejected) or first[1] < 2:
+        return first
+    second = next_batch_size(data, first[0])
+    if isinstance(second, Rejected):
+        return second
+    if second is not None:
+        return Rejected(
+            Errors.INVALID_RECORD,
+            f"Produce requests with version {PRODUCE_VERSION} are only allowed to contain exactly one record "
+            "batch per partition",
+        )
+    return first
 
 
 def _decide(
@@ -230,7 +217,7 @@ def _decide(
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.default_message or "",
         )
-    name_error = _topic_name_error(topic)
+    name_error = topic_name_error(topic)
     if name_error is not None:
         return Rejected(Errors.INVALID_TOPIC_EXCEPTION, name_error)
     if topic in INTERNAL_TOPICS:  # step 8: ReplicaManager.appendToLocalLog
@@ -295,7 +282,7 @@ def _decide_v2(
     append_time = _append_clock(state, now_ms)
     native = native_walk.NATIVE_WALK
     fast = None
-    if native is not None and batch_size == len(data) and _native_applies(config):
+    if native is not None and batch_size == len(data) and native_applies(config):
         # the clean uncompressed batch in one native pass; None: not clean, decided below with Kafka's texts
         fast = native.decide_in_place(
             data, state.log_end_offset, GATEWAY_LEADER_EPOCH, config.max_message_bytes, config.segment_bytes,
@@ -303,7 +290,7 @@ def _decide_v2(
             config.message_timestamp_after_max_ms, config.compacted, crc32c,
         )
     v2 = _stored_v2(data, batch_size, tp, config, state, now_ms, lat_topic, append_time) if fast is None else StoredV2(*fast)
-    return _producer_step(v2, tp, config, state, now_ms, lat_topic, append_time)
+    return producer_step(v2, tp, config, state, now_ms, lat_topic, append_time)
 
 
 class StoredV2(NamedTuple):
@@ -337,7 +324,8 @@ def _stored_v2(
     target_id = config.target_compression_id
     in_place = target_id is None or target_id == codec_id  # codec equality decides (not the level)
     header = V2Header(base_timestamp, max_timestamp, attributes, count, batch_size)
-    checked = check_records(data, header, codec_id, in_place, lat_topic, tp, config, now_ms, lso)
+    area = _decompress(data, batch_size, codec_id, lso) if codec_id else None  # once, for the walk and a rebuild
+    checked = check_records(data, area, header, in_place, lat_topic, tp, config, now_ms, lso)
 
     max_ts = append_time if lat_topic else checked.max_timestamp
     if in_place:
@@ -349,7 +337,7 @@ def _stored_v2(
             GATEWAY_LEADER_EPOCH,
         )
     else:
-        stored = _rebuild_v2(data, checked.area, header, codec_id, target_id, tp, config, state, append_time, lso,
+        stored = _rebuild_v2(data, area, header, codec_id, target_id, tp, config, state, append_time, lso,
                              producer_id, producer_epoch, base_sequence)
     _check_fits_segment(len(stored), tp, config.segment_bytes)
     return StoredV2(stored, max_ts, checked.future_count, producer_id, producer_epoch, base_sequence,
@@ -409,6 +397,19 @@ def _validate_batch(
                    f"partition {tp}")
     if message is not None:
         raise RejectedBatch(invalid_record(message, lso))
+
+
+def _decompress(data: bytes, batch_size: int, codec_id: int, lso: int) -> bytes:
+    """The records of a compressed batch (its header checked by step 11), decompressed once, at most
+    `DEFAULT_MAX_DECOMPRESSED_BYTES`."""
+    try:
+        return decompress(codec_id, data[RECORD_BATCH_OVERHEAD:batch_size])
+    except CorruptCompressedDataError as e:
+        # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
+        # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
+        raise RejectedBatch(Rejected(
+            Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
+        )) from None
 
 
 def _rebuild_v2(
@@ -534,7 +535,7 @@ def _decide_legacy(data: bytes, tp: str, config: TopicConfig, state: PartitionSt
 # Step 17 and the accepted result, for every path.
 
 
-def _producer_step(
+def producer_step(
     v2: StoredV2, tp: str, config: TopicConfig, state: PartitionState, now_ms: int, lat_topic: bool, append_time: int
 ) -> AppendResult:
     """Step 17 (UnifiedLog.analyzeAndValidateProducerState) and the accepted result."""

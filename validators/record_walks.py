@@ -31,9 +31,7 @@ from dataclasses import dataclass
 
 from validators.append_result import RecordError, Rejected, RejectedBatch
 from validators.codec import native_walk
-from validators.codec import record_batch as rb
 from validators.codec import records as rec
-from validators.codec.compression import CorruptCompressedDataError
 from validators.codec.record_batch import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -219,87 +217,6 @@ def _walk_records(
     return zs
 
 
-_PREMATURE_EOF = "Incorrect declared batch size, premature EOF reached"
-
-
-_RECORDS_REMAINING = "Incorrect declared batch size, records still remaining in file"
-
-
-_STRUCTURE = "Found invalid record structure"
-
-
-class _StreamError(Exception):
-    pass
-
-
-def _stream_varint(area: bytes, pos: int, n: int, long: bool) -> tuple[int, int]:
-    """`ByteUtils.readVarint/readVarlong(InputStream)`: at the end of the stream `read()` returns -1,
-    which reads as a continuation byte, so an exhausted stream ends in "too long" (IllegalArgumentException)."""
-    try:
-        value, pos = read_leb128(area, pos, n, 10 if long else 5)
-    except (IndexError, _VarintTooLong):
-        raise _StreamError from None
-    value &= 0xFFFFFFFFFFFFFFFF if long else 0xFFFFFFFF
-    return (value >> 1) ^ -(value & 1), pos
-
-
-def _scan_partial(area: bytes, count: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """`DefaultRecordBatch.skipKeyValueIterator` over a decompressed records stream (path B in place):
-    `DefaultRecord.readPartiallyFrom(InputStream)` reads the fields one after another — the record
-    length is read but not enforced — and skips keys, values and headers (`skipBytes`); after the last
-    record the stream must be exhausted. Returns offset deltas, timestamp deltas, key sizes and value
-    sizes (raw: -1 for null). Raises InvalidRecordError with Kafka's texts."""
-    n = len(area)
-    pos = 0
-    ods: list[int] = []
-    tds: list[int] = []
-    kss: list[int] = []
-    vss: list[int] = []
-
-    def skip(size: int) -> None:
-        nonlocal pos
-        if size <= 0:
-            return
-        if n - pos < size:
-            remaining = size - max(n - pos, 0)
-            pos = n
-            raise InvalidRecordError(f"Reached end of input stream before skipping all bytes. Remaining bytes:{remaining}")
-        pos += size
-
-    for _ in range(count):
-        try:
-            _size, pos = _stream_varint(area, pos, n, False)
-        except _StreamError:
-            raise InvalidRecordError(_PREMATURE_EOF) from None
-        try:
-            pos += 1 if pos < n else 0  # attributes: (byte) input.read(), -1 at the end
-            td, pos = _stream_varint(area, pos, n, True)
-            od, pos = _stream_varint(area, pos, n, False)
-            ks, pos = _stream_varint(area, pos, n, False)
-            skip(ks)
-            vs, pos = _stream_varint(area, pos, n, False)
-            skip(vs)
-            headers, pos = _stream_varint(area, pos, n, False)
-            if headers < 0:
-                raise InvalidRecordError(f"Found invalid number of record headers {headers}")
-            for _h in range(headers):
-                hk, pos = _stream_varint(area, pos, n, False)
-                if hk < 0:
-                    raise InvalidRecordError(f"Invalid negative header key size {hk}")
-                skip(hk)
-                hv, pos = _stream_varint(area, pos, n, False)
-                skip(hv)
-        except _StreamError:
-            raise InvalidRecordError(_STRUCTURE) from None
-        ods.append(od)
-        tds.append(td)
-        kss.append(ks)
-        vss.append(vs)
-    if count and pos < n:  # StreamRecordIterator.ensureNoneRemaining
-        raise InvalidRecordError(_RECORDS_REMAINING)
-    return ods, tds, kss, vss
-
-
 # The record walk's result, the same from the native walk (validators/codec/_record_walk.c) and from the
 # pure-Python reference (_walk_py): (error, max_timestamp, future_count, contiguous, record_errors).
 #   error          None, or Kafka's InvalidRecordException text of the first structural error
@@ -338,7 +255,7 @@ def _walk_py(
     def sizes() -> tuple[list[int], list[int]]:
         # raw key/value sizes, only for an error tuple: a ByteBuffer walk that succeeded reads the same
         # fields as the stream reader (readPartiallyFrom), which keeps them
-        _ods, _tds, key_sizes, value_sizes = _scan_partial(area, count)
+        _ods, _tds, key_sizes, value_sizes = rec.scan_partial_records(area, count)
         return key_sizes, value_sizes
 
     return (None, *_validate_records(scan.offset_deltas, scan.timestamp_deltas, scan.null_key_indices, sizes,
@@ -351,10 +268,10 @@ def _walk_stream(
     now_ms: int, before_ms: int, after_ms: int, compacted: bool,
 ) -> WalkResult:
     """Path B in place: the decompressed stream as `DefaultRecord.readPartiallyFrom(InputStream)` reads
-    it (_scan_partial; more lenient than the ByteBuffer reader: the record length is not enforced),
+    it (`records.scan_partial_records`; more lenient than the ByteBuffer reader: the record length is not enforced),
     then `validateRecord`. Only asked when the ByteBuffer walk found a structural error."""
     try:
-        ods, tds, key_sizes, value_sizes = _scan_partial(area, count)
+        ods, tds, key_sizes, value_sizes = rec.scan_partial_records(area, count)
     except InvalidRecordError as e:
         return e.message, NO_TIMESTAMP, 0, False, []
     nulls = [i for i, k in enumerate(key_sizes) if k < 0]
@@ -430,23 +347,20 @@ class V2Header:
 
 @dataclass(frozen=True, slots=True)
 class CheckedRecords:
-    """Outcome of a successful record check: the batch's max record timestamp (-1: none), the KIP-937 future
-    count, and the decompressed records area of a compressed batch (None: uncompressed), which a rebuild reads
-    as Kafka's `buildRecordsAndAssignOffsets` takes the validated records."""
+    """Outcome of a successful record check: the batch's max record timestamp (-1: none) and the KIP-937 future
+    count."""
 
     max_timestamp: int
     future_count: int
-    area: bytes | None = None
 
 
 def check_records(
-    data: bytes, header: V2Header, codec_id: int, in_place: bool, lat_topic: bool, tp: str, config: TopicConfig,
+    data: bytes, area: bytes | None, header: V2Header, in_place: bool, lat_topic: bool, tp: str, config: TopicConfig,
     now_ms: int, lso: int,
 ) -> CheckedRecords:
     """The record walk. With the native walk built, `full` mode is one call of it (_full_walk). Without
     it (the fallback), the cheap Python walkers accept only what they fully verified and anything
     else goes to the full walk, which reports Kafka's exact outcome. Raises RejectedBatch."""
-    area = _decompress(data, header, lso) if codec_id else None  # once, for the walk and a rebuild
     if in_place and not config.compacted and not header.attributes & TIMESTAMP_TYPE_MASK:
         zs: list[int] | None = None
         if area is not None:
@@ -461,8 +375,8 @@ def check_records(
         if zs is not None:
             checked = (NO_TIMESTAMP, 0) if lat_topic else _check_create_times(zs, header, config, now_ms)
             if checked is not None:  # None: not fully verified by the cheap walk
-                return CheckedRecords(*checked, area)
-    return _full_walk(data, header, codec_id, tp, config, now_ms, lso, in_place=in_place, area=area)
+                return CheckedRecords(*checked)
+    return _full_walk(data, header, tp, config, now_ms, lso, in_place=in_place, area=area)
 
 
 def _check_create_times(zs: list[int], h: V2Header, config: TopicConfig, now_ms: int) -> tuple[int, int] | None:
@@ -488,19 +402,8 @@ def _check_create_times(zs: list[int], h: V2Header, config: TopicConfig, now_ms:
     return max_ts, future
 
 
-def _decompress(data: bytes, h: V2Header, lso: int) -> bytes:
-    try:
-        return rb.records_area(data[: h.batch_size])
-    except CorruptCompressedDataError as e:
-        # the codec stream's IOException surfaces as KafkaException("Failed to decompress record
-        # stream"), not an ApiException: UNKNOWN_SERVER_ERROR (seen on a Kafka 4.2 broker)
-        raise RejectedBatch(Rejected(
-            Errors.UNKNOWN_SERVER_ERROR, f"Failed to decompress record stream: {e}", log_start_offset=lso,
-        )) from None
-
-
 def _full_walk(
-    data: bytes, h: V2Header, codec_id: int, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
+    data: bytes, h: V2Header, tp: str, config: TopicConfig, now_ms: int, lso: int, *,
     in_place: bool, area: bytes | None,
 ) -> CheckedRecords:
     """Records as LogValidator iterates them (path A uncompressed, path B compressed), then
@@ -509,7 +412,7 @@ def _full_walk(
         buf, start, end = data, RECORD_BATCH_OVERHEAD, h.batch_size
     else:
         buf, start, end = area, 0, len(area)
-    partial = codec_id != 0 and in_place  # skipKeyValueIterator -> PartialDefaultRecord
+    partial = area is not None and in_place  # skipKeyValueIterator -> PartialDefaultRecord
     lat_topic = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
@@ -554,7 +457,7 @@ def _full_walk(
         raise RejectedBatch(Rejected(
             Errors.UNKNOWN_SERVER_ERROR, "key is skipped in PartialDefaultRecord", log_start_offset=lso
         ))
-    return CheckedRecords(max_ts, future, area)
+    return CheckedRecords(max_ts, future)
 
 
 def record_errors(errors: list[tuple[Errors, RecordError]], now_ms: int, config: TopicConfig, lso: int) -> Rejected:

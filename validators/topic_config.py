@@ -29,6 +29,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -296,6 +297,7 @@ def seed_topic_id(name: str) -> uuid.UUID:
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 
 
+@lru_cache(maxsize=4096)  # asked for every batch the stage decides
 def topic_name_error(name: str) -> str | None:
     """Kafka's `Topic.validate` message for an illegal name, or None (Kafka's `Topic.validate`)."""
     prefix = "Topic name is invalid: "

@@ -29,7 +29,8 @@ from tests.unit.test_record_walk_native import (
 from validators.append_result import Accepted, PartitionState
 from validators.codec import native_walk
 from validators.codec.record_batch import assign_offsets_and_timestamp, build_record_batch
-from validators.log_validator import decide_in_lane, partition_lane, validate_and_assign
+from validators.log_validator import validate_and_assign
+from validators.partition_lane import decide_in_lane, partition_lane
 from validators.producer_state import BatchMetadata, ProducerStateEntry, ProducerTable
 from validators.topic_config import TimestampType, topic_config
 

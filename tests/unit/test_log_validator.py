@@ -1263,7 +1263,7 @@ def test_exact_walker_accepts_only_what_the_stream_reader_accepts(records: list,
     zs = lv._walk_records(area_bytes, len(area_bytes), count, 0, contiguous=True)
     if zs is None:
         return
-    ods, tds, _keys, _values = lv._scan_partial(area_bytes, count)
+    ods, tds, _keys, _values = rec.scan_partial_records(area_bytes, count)
     assert ods == list(range(count))
     assert [(z >> 1) ^ -(z & 1) for z in zs] == tds
     rec.scan_records(area_bytes, count)  # and the ByteBuffer reader too

@@ -467,3 +467,75 @@ def scan_records(area: bytes | bytearray | memoryview, count: int) -> RecordScan
     if count and pos != end:
         raise InvalidRecordError(_REMAINING)
     return RecordScan(array("i", offset_deltas), array("q", timestamp_deltas), tuple(nulls))
+
+
+class _StreamError(Exception):
+    pass
+
+
+def _stream_varint(area: bytes, pos: int, n: int, long: bool) -> tuple[int, int]:
+    """`ByteUtils.readVarint/readVarlong(InputStream)`: at the end of the stream `read()` returns -1,
+    which reads as a continuation byte, so an exhausted stream ends in "too long" (IllegalArgumentException)."""
+    try:
+        value, pos = read_leb128(area, pos, n, 10 if long else 5)
+    except (IndexError, _VarintTooLong):
+        raise _StreamError from None
+    value &= 0xFFFFFFFFFFFFFFFF if long else 0xFFFFFFFF
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def scan_partial_records(area: bytes, count: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """`DefaultRecordBatch.skipKeyValueIterator` over a decompressed records stream (path B in place):
+    `DefaultRecord.readPartiallyFrom(InputStream)` reads the fields one after another — the record
+    length is read but not enforced — and skips keys, values and headers (`skipBytes`); after the last
+    record the stream must be exhausted. Returns offset deltas, timestamp deltas, key sizes and value
+    sizes (raw: -1 for null). Raises InvalidRecordError with Kafka's texts."""
+    n = len(area)
+    pos = 0
+    ods: list[int] = []
+    tds: list[int] = []
+    kss: list[int] = []
+    vss: list[int] = []
+
+    def skip(size: int) -> None:
+        nonlocal pos
+        if size <= 0:
+            return
+        if n - pos < size:
+            remaining = size - max(n - pos, 0)
+            pos = n
+            raise InvalidRecordError(f"Reached end of input stream before skipping all bytes. Remaining bytes:{remaining}")
+        pos += size
+
+    for _ in range(count):
+        try:
+            _size, pos = _stream_varint(area, pos, n, False)
+        except _StreamError:
+            raise InvalidRecordError(_PREMATURE_EOF) from None
+        try:
+            pos += 1 if pos < n else 0  # attributes: (byte) input.read(), -1 at the end
+            td, pos = _stream_varint(area, pos, n, True)
+            od, pos = _stream_varint(area, pos, n, False)
+            ks, pos = _stream_varint(area, pos, n, False)
+            skip(ks)
+            vs, pos = _stream_varint(area, pos, n, False)
+            skip(vs)
+            headers, pos = _stream_varint(area, pos, n, False)
+            if headers < 0:
+                raise InvalidRecordError(f"Found invalid number of record headers {headers}")
+            for _h in range(headers):
+                hk, pos = _stream_varint(area, pos, n, False)
+                if hk < 0:
+                    raise InvalidRecordError(f"Invalid negative header key size {hk}")
+                skip(hk)
+                hv, pos = _stream_varint(area, pos, n, False)
+                skip(hv)
+        except _StreamError:
+            raise InvalidRecordError(_STRUCTURE) from None
+        ods.append(od)
+        tds.append(td)
+        kss.append(ks)
+        vss.append(vs)
+    if count and pos < n:  # StreamRecordIterator.ensureNoneRemaining
+        raise InvalidRecordError(_REMAINING)
+    return ods, tds, kss, vss
