@@ -159,5 +159,5 @@ def _base36(value: int) -> str:
 
 
 def _sasl_name(username: str) -> str:
-    """RFC 5802 §5.1: `=2C` and `=3D` in a username stand for `,` and `=` (Kafka's `ScramFormatter.username`)."""
+    """RFC 5802, section 5.1: `=2C` and `=3D` in a username stand for `,` and `=` (Kafka's `ScramFormatter.username`)."""
     return username.replace("=2C", ",").replace("=3D", "=")

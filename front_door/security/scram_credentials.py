@@ -1,5 +1,5 @@
 """The front door's users: SCRAM credentials as Kafka keeps them (`ScramCredential`: salt, stored key,
-server key, iterations; RFC 5802 §3), never the password, in the security store (kind `scram`, one record
+server key, iterations; RFC 5802, section 3), never the password, in the security store (kind `scram`, one record
 per user and mechanism). Kafka's tools manage them through the door (`kafka-configs.sh --alter
 --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users`: AlterUserScramCredentials, which sends the
 salted password, never the password), and `gateway users` writes them directly to bootstrap the first one.
@@ -49,7 +49,7 @@ class ScramCredential:
     @staticmethod
     def from_salted_password(mechanism: SaslMechanism, salt: bytes, salted_password: bytes,
                              iterations: int) -> ScramCredential:
-        """RFC 5802 §3: ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey),
+        """RFC 5802, section 3: ClientKey = HMAC(SaltedPassword, "Client Key"), StoredKey = H(ClientKey),
         ServerKey = HMAC(SaltedPassword, "Server Key")."""
         h = hash_name(mechanism)
         client_key = hmac.digest(salted_password, b"Client Key", h)
