@@ -64,12 +64,13 @@ class AppendTimeIndex:
         self.path = Path(path)
         self._fd: int | None = None
         self._head = 0  # entries at the front that are in the file only (`_load` reads them)
+        self._file_size = 0  # a writer's file length, kept so that a commit's trim asks nothing of the file
         raw = b""
         if entries is not None:
             raw = b"".join(_ENTRY.pack(e.append_time, e.last_offset) for e in entries)
         elif writable:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            length = os.fstat(self._fd).st_size
+            length = self._file_size = os.fstat(self._fd).st_size
             if (committed_crc is not None and valid_size is not None and valid_size % ENTRY_SIZE == 0
                     and length >= valid_size):
                 self._head = valid_size // ENTRY_SIZE
@@ -169,6 +170,7 @@ class AppendTimeIndex:
             self._last_offset = self._offset_at(entries - 1) if entries else None
         if self._fd is not None:
             os.ftruncate(self._fd, self.size_in_bytes)
+            self._file_size = self.size_in_bytes
 
     def write_pending(self) -> None:
         """Write the entries appended since the last call to the file, in one `pwrite` (no fsync)."""
@@ -176,6 +178,7 @@ class AppendTimeIndex:
             data = bytes(self._buf[(self._written - self._head) * ENTRY_SIZE:])
             os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
             self._written = self.entries
+            self._file_size = max(self._file_size, self._written * ENTRY_SIZE)
             assert self._crc is not None  # a writer's is known from the start
             self._crc = zlib.crc32(data, self._crc)
 
@@ -190,8 +193,9 @@ class AppendTimeIndex:
 
     def trim_to_valid_size(self) -> None:
         self.write_pending()
-        if self._fd is not None and os.fstat(self._fd).st_size != self.size_in_bytes:
+        if self._fd is not None and self._file_size != self.size_in_bytes:
             os.ftruncate(self._fd, self.size_in_bytes)
+            self._file_size = self.size_in_bytes
 
     def sanity_check(self, every_entry: bool = True) -> None:
         """The file's length; with `every_entry`, also each entry's order (what a committed checksum

@@ -2,10 +2,13 @@
 
 Not memory-mapped: the valid entries live in a `bytearray` mirror (lookups). New entries are written
 to the file behind the mirror, in one `pwrite` per `write_pending` (the segment calls it before a
-commit, a flush or a close): readers only trust what a commit record covers. A writable index of the
-active segment is preallocated to `floor(segment.index.bytes / entry)` entries and trimmed to its
-valid entries on roll, commit and close; a pre-existing file is taken as valid up to its length
-rounded down to the entry size, and `sanity_check` decides a rebuild at load.
+commit, a flush or a close): readers only trust what a commit record covers. The active segment's index
+has Kafka's capacity, `floor(segment.index.bytes / entry)` entries (`max_entries`: an index full rolls the
+segment), but its file holds only the entries written: Kafka preallocates the file because it maps it into
+memory, and trims it on roll and close, so without the mapping the file is at every commit what Kafka's is
+once trimmed, with no `ftruncate` to preallocate and trim again. A pre-existing file is taken as valid up to
+its length rounded down to the entry size (a preallocated, zero-filled tail included), and `sanity_check`
+decides a rebuild at load.
 """
 
 from __future__ import annotations
@@ -67,19 +70,18 @@ class AbstractIndex:
         if in_memory:
             self._length = round_down_to_exact_multiple(max(max_index_size, 0), self.entry_size)
             self._data = bytearray()
-            self._entries = self._written = 0
+            self._entries = self._written = self._file_size = 0
             self._dirty = False
             return
         if writable:
             newly_created = not self.path.exists()
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            if newly_created:
-                if max_index_size < self.entry_size:
-                    raise ValueError(f"Invalid max index size: {max_index_size}")
-                os.ftruncate(self._fd, round_down_to_exact_multiple(max_index_size, self.entry_size))
+            if newly_created and max_index_size < self.entry_size:
+                raise ValueError(f"Invalid max index size: {max_index_size}")
             length = os.fstat(self._fd).st_size
         else:
             length = self.path.stat().st_size if self.path.exists() else 0
+        self._file_size = length  # the file's own length: the capacity (`_length`) is not allocated
         if valid_size is not None:
             length = min(length, valid_size)
         self._length = length if not newly_created else round_down_to_exact_multiple(max_index_size, self.entry_size)
@@ -111,7 +113,7 @@ class AbstractIndex:
 
     @property
     def length(self) -> int:
-        """File length in bytes (preallocated or trimmed)."""
+        """Capacity in bytes: the length Kafka gives the file (preallocated, or trimmed to the entries)."""
         return self._length
 
     @property
@@ -123,29 +125,37 @@ class AbstractIndex:
         return self._entries >= self.max_entries
 
     def resize(self, new_size: int) -> bool:
-        """Kafka's `resize`: set the file length to `floor(new_size / entry)` entries, keeping the valid
-        ones. Returns whether the length changed."""
+        """Kafka's `resize`: the capacity set to `floor(new_size / entry)` entries, keeping the valid ones.
+        The file is cut only where it is longer than that (an older preallocated file, entries truncated);
+        it is never extended. Returns whether the capacity changed."""
         rounded = round_down_to_exact_multiple(new_size, self.entry_size)
         rounded = max(rounded, self.size_in_bytes)
         if rounded == self._length:
             return False
         self._require_writable()
-        if self._fd is not None:
-            os.ftruncate(self._fd, rounded)
         self._length = rounded
-        self._dirty = True
+        self._cut_file(rounded)
         return True
 
     def trim_to_valid_size(self) -> None:
-        """Trim the (preallocated) file to its valid entries: done on roll and on close."""
+        """The capacity, and the file, cut to the valid entries: done on roll, commit and close."""
         if self.writable:
+            self.write_pending()
             self.resize(self.size_in_bytes)
+            self._cut_file(self.size_in_bytes)
+
+    def _cut_file(self, size: int) -> None:
+        if self._fd is not None and self._file_size > size:
+            os.ftruncate(self._fd, size)
+            self._file_size = size
+            self._dirty = True
 
     def write_pending(self) -> None:
         """Write the entries appended since the last call to the file (no fsync)."""
         if self._fd is not None and self._written < len(self._data):
             os.pwrite(self._fd, self._data[self._written :], self._written)
             self._written = len(self._data)
+            self._file_size = max(self._file_size, self._written)
             self._dirty = True
 
     def flush(self) -> None:
@@ -198,11 +208,7 @@ class AbstractIndex:
         del self._data[entries * self.entry_size :]
         self._crc = (0, 0)  # entries written after the cut could make up the same length again
         self._written = min(self._written, len(self._data))
-        if self._fd is not None:
-            # Clear the dropped slots on disk too, keeping the preallocated length.
-            os.ftruncate(self._fd, self.size_in_bytes)
-            os.ftruncate(self._fd, self._length)
-            self._dirty = True
+        self._cut_file(self.size_in_bytes)  # the dropped entries off the disk too
 
     def truncate_to(self, offset: int) -> None:
         """Kafka's `truncateTo(offset)`: drop every entry whose offset is >= `offset`."""

@@ -2,8 +2,9 @@
 
 Kafka's `AbstractIndex.java` and `OffsetIndex.java`:
 - 8-byte entries `relativeOffset int32 | position int32`, big-endian, strictly increasing offsets;
-- a writable index of the active segment is preallocated to `floor(segment.index.bytes / entry)` entries
-  (zeros) and trimmed to its valid entries on roll and close;
+- a writable index of the active segment has room for `floor(segment.index.bytes / entry)` entries (Kafka
+  preallocates its file; here the file holds only the entries written, `storage/index.py`) and is trimmed to
+  its valid entries on roll and close;
 - a pre-existing file is taken as valid up to its length rounded down to the entry size (Kafka assumes
   a pre-existing index is valid); `sanity_check` is the check that decides a rebuild at load.
 

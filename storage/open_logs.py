@@ -2,8 +2,8 @@
 appends (`LogManager`'s current logs) instead of opening and recovering it for each produce.
 
 A sink's Python worker handles the same target partitions micro-batch after micro-batch (Spark reuses its Python
-workers), and opening a partition — its lock, its commit record, the active segment's four files, the indexes'
-preallocation — costs more than appending one batch to it. `OpenLogs.release` keeps a log whose appends are all
+workers), and opening a partition — its lock, its commit record, the active segment's four files and their
+state — costs more than appending one batch to it. `OpenLogs.release` keeps a log whose appends are all
 committed (`PartitionLog.suspend`: its lock released, its files and state kept); `OpenLogs.open` takes it up again
 when nothing changed the partition since (`PartitionLog.resume`), and otherwise opens the partition afresh, with
 recovery. So whatever the cache holds, a partition is appended to exactly as after a fresh open.

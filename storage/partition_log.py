@@ -216,7 +216,7 @@ class PartitionLog:
             created = self.now_ms if self.now_ms is not None else append_time_ms
             self.active = self._new_segment(header.base_offset, created)
         else:
-            self.active.ensure_preallocated()
+            self.active.ensure_full_capacity()
             params = RollParams(
                 max_segment_ms=self.config.max_segment_ms, max_segment_bytes=self.config.segment_bytes,
                 max_timestamp_in_messages=max_timestamp, max_offset_in_messages=last_offset,

@@ -213,7 +213,7 @@ def _restore_segment(
     longer = log_size > state.log_size or any(s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
     if not (needs_rebuild or longer):
         return state, 0, False, None
-    segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, preallocate=False)
+    segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, full_capacity=False)
     try:
         if needs_rebuild:
             os.truncate(log_path, state.log_size)
@@ -230,7 +230,7 @@ def _restore_segment(
 
 def _reopen(segment: LogSegment, directory: Path, base: int, config: SegmentConfig, created_ms: int) -> LogSegment:
     segment.close(finalize=False)
-    return LogSegment(directory, base, config, created_ms=created_ms, preallocate=False)
+    return LogSegment(directory, base, config, created_ms=created_ms, full_capacity=False)
 
 
 def _created_ms(segment: LogSegment) -> int:
@@ -254,7 +254,7 @@ def _recover_without_commit(directory: Path, config: SegmentConfig) -> RecoveryR
     log_end_offset = 0
     for i, base in enumerate(bases):
         is_last = i == len(bases) - 1
-        segment = LogSegment(directory, base, config, preallocate=False)
+        segment = LogSegment(directory, base, config, full_capacity=False)
         cut = 0
         try:
             need_recovery = is_last

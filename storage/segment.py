@@ -85,7 +85,7 @@ class LogSegment:
         created_ms: int = -1,
         roll_jitter_ms: int = 0,
         writable: bool = True,
-        preallocate: bool = True,
+        full_capacity: bool = True,
         valid_sizes: tuple[int, int, int, int] | None = None,
         append_time_crc: int | None = None,
     ) -> None:
@@ -100,7 +100,7 @@ class LogSegment:
         self.writable = writable
         log_size, index_size, time_size, append_size = valid_sizes or (None, None, None, None)
         self.log_path = self.directory / segment_file_name(base_offset, LOG_FILE_SUFFIX)
-        max_index = config.segment_index_bytes if (writable and preallocate) else -1
+        max_index = config.segment_index_bytes if (writable and full_capacity) else -1
         if writable:
             self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         else:
@@ -121,9 +121,9 @@ class LogSegment:
             self.directory / segment_file_name(base_offset, APPEND_TIME_INDEX_SUFFIX), writable=writable,
             valid_size=append_size, committed_crc=append_time_crc if writable else None,
         )
-        self._preallocated = False
-        if writable and preallocate:
-            self.ensure_preallocated()
+        self._full_capacity = False
+        if writable and full_capacity:
+            self.ensure_full_capacity()
         # maxTimestampAndOffsetSoFar, lazily the time index's last entry
         self._max_ts_and_offset: TimestampOffset | None = None
         self._rolling_based_timestamp: int | None = None  # first batch's max timestamp, loaded lazily
@@ -266,7 +266,7 @@ class LogSegment:
         methods' arithmetic, kept in locals for the run. An item that is not a single v2 batch continuing
         the log, or that would roll, stops the run: the caller takes it one at a time."""
         self.require_writable()
-        self.ensure_preallocated()
+        self.ensure_full_capacity()
         size = self._size
         offset_index, time_index, append_times = self.offset_index, self.time_index, self.append_time_index
         offset_full, time_full = offset_index.max_entries, time_index.max_entries - 1  # `is_full` of each
@@ -385,12 +385,12 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
-    def ensure_preallocated(self) -> None:
+    def ensure_full_capacity(self) -> None:
         """Give the active segment's indexes their full `segment.index.bytes` again (Kafka resizes the
         active segment's indexes at load, `resizeIndexes(maxIndexSize)`)."""
-        if not self._preallocated:
+        if not self._full_capacity:
             self.resize_indexes(self.config.segment_index_bytes)
-            self._preallocated = True
+            self._full_capacity = True
 
     def on_become_inactive(self) -> None:
         """Roll/close: final time-index entry (skipping the full check), indexes trimmed."""
@@ -398,11 +398,11 @@ class LogSegment:
         self.trim_indexes()
 
     def trim_indexes(self) -> None:
-        """Index files cut to their valid entries (preallocated again by the next append)."""
+        """Indexes cut to their valid entries (their full capacity restored by the next append)."""
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
         self.append_time_index.trim_to_valid_size()
-        self._preallocated = False
+        self._full_capacity = False
 
     def _append_final_time_index_entry(self) -> None:
         if not self.writable:
@@ -479,23 +479,23 @@ class LogSegment:
 
     def truncate_log_to(self, size: int) -> int:
         """Cut the `.log` to `size` bytes (Kafka's `FileRecords.truncateTo`); what was derived from the bytes
-        cut (max timestamp, first batch's timestamp, preallocation) is loaded again when next needed. The
+        cut (max timestamp, first batch's timestamp, the indexes' capacity) is loaded again when next needed. The
         indexes are the caller's (`segment_recovery`). Returns the bytes cut."""
         truncated = self._size - size
         os.ftruncate(self._fd, size)
         self._size, self._synced_size = size, -1
         self._max_ts_and_offset = None
         self._rolling_based_timestamp = None
-        self._preallocated = False
+        self._full_capacity = False
         return truncated
 
     def reset_indexes(self) -> None:
-        """Empty the offset and time indexes (preallocated again) and forget the derived maxima: what
+        """Empty the offset and time indexes (at full capacity) and forget the derived maxima: what
         `recover` starts from (`segment_recovery`)."""
         self.offset_index.truncate()
         self.time_index.truncate()
-        self._preallocated = False
-        self.ensure_preallocated()
+        self._full_capacity = False
+        self.ensure_full_capacity()
         self._max_ts_and_offset = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         self._rolling_based_timestamp = None
 

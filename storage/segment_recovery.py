@@ -142,14 +142,14 @@ def rebuild_indexes_in_memory(segment: LogSegment, append_times: bool) -> None:
 
 def truncate_to(segment: LogSegment, offset: int) -> int:
     """Kafka's `LogSegment.truncateTo(offset)`: drop every batch whose last offset is >= `offset` (a batch
-    is kept or dropped whole); indexes truncated and re-preallocated. Returns the bytes truncated."""
+    is kept or dropped whole); indexes truncated, their full capacity restored. Returns the bytes truncated."""
     segment.require_writable()
     mapping = segment.translate_offset(offset)
     segment.offset_index.truncate_to(offset)
     segment.time_index.truncate_to(offset)
     segment.append_time_index.truncate_to(offset)
     truncated = segment.truncate_log_to(mapping.position) if mapping is not None else 0
-    segment.ensure_preallocated()
+    segment.ensure_full_capacity()
     segment.load_largest_timestamp()
     return truncated
 

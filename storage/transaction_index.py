@@ -3,7 +3,7 @@
 
 Each entry is 34 bytes, big-endian: `version int16 (0) | producerId int64 | firstOffset int64 |
 lastOffset int64 | lastStableOffset int64`, appended in strictly increasing `lastOffset` order. The file
-is not preallocated and not created until the first entry (unlike the offset and time indexes); a segment
+is not created until the first entry (unlike the offset and time indexes); a segment
 without aborted transactions has none. A READ_COMMITTED fetch asks each segment from the fetch offset on
 for the entries overlapping `[fetchOffset, upperBound)` (`collect_aborted`), until one entry's last stable
 offset reaches the upper bound: no transaction in a later segment can then have started in the range.

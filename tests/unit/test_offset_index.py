@@ -1,4 +1,4 @@
-"""OffsetIndex (Kafka's `OffsetIndex`, `TimeIndex`, Kafka's OffsetIndexTest): append, lookup, truncate, sanity, preallocation."""
+"""OffsetIndex (Kafka's `OffsetIndex`, `TimeIndex`, Kafka's OffsetIndexTest): append, lookup, truncate, sanity, capacity."""
 
 from __future__ import annotations
 
@@ -50,17 +50,17 @@ def test_truncate_to(idx):
     assert idx.entries == 0
 
 
-def test_preallocated_then_trimmed_and_reopened(tmp_path):
+def test_capacity_then_trimmed_and_reopened(tmp_path):
     path = tmp_path / "00000000000000000045.index"
     index = OffsetIndex(path, BASE, max_index_size=30 * 8 + 7)
-    assert path.stat().st_size == 240
+    assert index.max_entries == 30 and path.stat().st_size == 0  # the capacity, not allocated
     index.append(BASE + 2, 77)
     index.close()
     assert path.read_bytes() == (2).to_bytes(4, "big") + (77).to_bytes(4, "big")
     again = OffsetIndex(path, BASE, max_index_size=240)
     assert again.entries == 1 and again.max_entries == 1  # existing file: taken as is until resized
     again.resize(240)
-    assert again.max_entries == 30 and path.stat().st_size == 240
+    assert again.max_entries == 30 and path.stat().st_size == 8
     again.append(BASE + 3, 99)
     again.close()
     assert OffsetIndex(path, BASE, writable=False).all_entries() == [OffsetPosition(BASE + 2, 77), OffsetPosition(BASE + 3, 99)]

@@ -124,12 +124,18 @@ def test_sanity_check(tmp_path):
 def test_resize_and_trim(tmp_path):
     path = tmp_path / "00000000000000000045.timeindex"
     index = TimeIndex(path, BASE, max_index_size=MAX_ENTRIES * 12 + 5)
-    assert path.stat().st_size == MAX_ENTRIES * 12  # preallocated, rounded down to whole entries
+    assert index.max_entries == MAX_ENTRIES  # Kafka's capacity, rounded down to whole entries
+    assert path.stat().st_size == 0  # the file holds only the entries written
     append_entries(index, 4)
     index.trim_to_valid_size()
-    assert path.stat().st_size == 4 * 12
+    assert path.stat().st_size == 4 * 12 and index.max_entries == 4
     index.resize(MAX_ENTRIES * 12)
-    assert path.stat().st_size == MAX_ENTRIES * 12 and index.entries == 4
+    assert index.max_entries == MAX_ENTRIES and index.entries == 4 and path.stat().st_size == 4 * 12
+    index.maybe_append(50, 50 + BASE)
+    index.write_pending()
+    assert path.stat().st_size == 5 * 12
+    index.truncate_to_entries(4)
+    assert path.stat().st_size == 4 * 12  # a dropped entry is off the disk too
     index.close()
     assert path.stat().st_size == 4 * 12
     reopened = TimeIndex(path, BASE, writable=False)
