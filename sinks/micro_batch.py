@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -31,6 +32,33 @@ from sinks.registry_watcher import RegistryWatcher
 log = logging.getLogger("gateway.sink")
 
 TASK_SUMMARY_SCHEMA = StructType([StructField("summary", StringType(), False)])
+
+
+class SinkInterrupted(Exception):
+    """A micro-batch's job interrupted by the query's stop (`StreamingQuery.stop` interrupts the stream thread
+    while the sink's job runs; the micro-batch is not committed and is replayed at the next start). Its text is
+    what Spark's `StreamExecution.isInterruptionException` takes for a stop in a foreachBatch error, and it is
+    raised without the Java trace: Spark matches the error's text with a backtracking regular expression that
+    overflows the stream thread's stack on a long traceback (a `StackOverflowError` at every Ctrl-C)."""
+
+    def __init__(self, batch_id: int) -> None:
+        super().__init__(f"micro-batch {batch_id} stopped with the query (py4j.protocol.Py4JJavaError: An error "
+                         "occurred while calling collectToPython: java.lang.InterruptedException)")
+
+
+def _interrupted(error: Py4JJavaError) -> bool:
+    """Whether the Java exception behind `error`, or one of its causes, is an InterruptedException."""
+    try:
+        cause = error.java_exception
+        for _ in range(16):  # a cause chain is short; a cycle ends here
+            if cause is None:
+                return False
+            if cause.getClass().getName() == "java.lang.InterruptedException":
+                return True
+            cause = cause.getCause()
+    except Exception:  # the JVM going away as it stops: not an interruption this can tell
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -116,7 +144,14 @@ class GatewaySink:
     def write(self, decisions: DataFrame, batch_id: int) -> None:
         """foreachBatch's function: one Spark job, the tasks' summaries kept for the micro-batch's report."""
         self.before_write()
-        rows = decisions.mapInArrow(partial(self.task, batch_id), TASK_SUMMARY_SCHEMA).collect()
+        try:
+            rows = decisions.mapInArrow(partial(self.task, batch_id), TASK_SUMMARY_SCHEMA).collect()
+        except Py4JJavaError as e:
+            if _interrupted(e):
+                log.info("micro-batch %d stopped with the query: not committed, it is replayed at the next start",
+                         batch_id)
+                raise SinkInterrupted(batch_id) from None
+            raise
         self.written(batch_id, [TaskSummary.from_json(r.summary) for r in rows])
 
     def written(self, batch_id: int, summaries: Sequence[TaskSummary]) -> None:

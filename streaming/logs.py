@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sinks.micro_batch import SinkInterrupted
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The level of the gateway's log (default INFO: a summary of the micro-batches every log_summary_interval_ms,
 # state changes and problems); DEBUG adds each micro-batch's metrics line, Spark's progress report and the
@@ -36,6 +38,13 @@ def configure_logging(level: int | None = None) -> None:
         root.addHandler(handler)
         root.setLevel(level)
         logging.getLogger("py4j").setLevel(logging.WARNING)
+        logging.getLogger("py4j.clientserver").addFilter(_not_a_stop)
+
+
+def _not_a_stop(record: logging.LogRecord) -> bool:
+    """py4j logs every exception a foreachBatch function raises, with its traceback, at ERROR; the micro-batch a
+    Ctrl-C stops is not an error (Spark ends the query cleanly and replays the micro-batch at the next start)."""
+    return not (record.exc_info and isinstance(record.exc_info[1], SinkInterrupted))
 
 
 @dataclass
