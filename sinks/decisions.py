@@ -4,10 +4,9 @@ names are the row's fields, in its order; the types are here, once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-import pandas as pd
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -40,11 +39,6 @@ if tuple(_COLUMNS) != DecisionRow._fields:  # one definition of the row: its col
     raise ImportError(f"decision columns {tuple(_COLUMNS)} are not DecisionRow's fields {DecisionRow._fields}")
 
 DECISION_SCHEMA = StructType([StructField(name, kind, nullable) for name, (kind, nullable) in _COLUMNS.items()])
-
-
-def decision_frame(rows: Sequence[DecisionRow]) -> pd.DataFrame:
-    """The stage's output frame of `rows` (columns in DECISION_SCHEMA's order)."""
-    return pd.DataFrame(rows, columns=DecisionRow._fields)
 
 
 def arrow_decision_chunks(batches: Iterable[Any]) -> Iterator[list[DecisionRow]]:

@@ -32,7 +32,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC, ORIGIN_COORDINATOR
 from contract.record_errors import bound_record_errors
-from sinks.decisions import DECISION_SCHEMA, decision_frame
+from sinks.decisions import DECISION_SCHEMA
 from sinks.registry_watcher import RegistryWatcher
 from streaming.bucket_state import STAGE_BUCKETS, BucketState
 from streaming.logs import ThrottledWarning, configure_logging
@@ -265,7 +265,7 @@ def stage_function(
                 bucket.put(topic, partition, new_state, topic_id)
         if bucket.changed:  # (Spark reads the state once the function's frames are exhausted)
             state.update((bucket.to_json(),))
-        yield decision_frame(rows)
+        yield pd.DataFrame(rows, columns=DecisionRow._fields)  # DECISION_SCHEMA's columns, in its order
 
     return run_group
 
