@@ -68,7 +68,7 @@ def decide_in_lane(
     if type(data) is not bytes:
         data = bytes(data)
     last = state.last_append_time_ms
-    append_time = now_ms if now_ms >= last else last  # _append_clock
+    append_time = now_ms if now_ms >= last else last  # the append clock never goes backwards (log_validator)
     fast = decide_in_place(
         data, state.log_end_offset, GATEWAY_LEADER_EPOCH, max_message_bytes, segment_bytes, lat_topic,
         append_time, now_ms, before_max_ms, after_max_ms, compacted, crc32c,
