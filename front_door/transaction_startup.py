@@ -66,7 +66,7 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
     def ended(meta: TransactionMetadata) -> None:
         """A Complete state seen (this door's or another's): the group coordinator ends the offsets it holds."""
         if meta.state in COMPLETE:
-            groups.transaction_ended(meta.producer_id, meta.start_ms, meta.state is TransactionState.COMPLETE_COMMIT)
+            groups.transaction_ended(meta.transaction_producer_id, meta.start_ms, meta.state is TransactionState.COMPLETE_COMMIT)
 
     store.view.listeners.append(ended)
     groups.transaction_outcome = store.view.outcome
