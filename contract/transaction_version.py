@@ -27,6 +27,11 @@ class TransactionVersion(IntEnum):
         return self >= TransactionVersion.TV_2
 
     @classmethod
+    def of_level(cls, level: int) -> TransactionVersion:
+        """A level as stored or carried; one this gateway does not know reads as the newest it does."""
+        return cls(min(max(level, 0), max(cls)))
+
+    @classmethod
     def for_end_txn(cls, api_version: int) -> TransactionVersion:
         """`transactionVersionForEndTxn`: EndTxn v5 and later come from TV_2 clients."""
         return cls.TV_2 if api_version > 4 else cls.TV_0

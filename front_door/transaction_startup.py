@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 
 from contract.group_records import TxnEnd
 from contract.ingress import ORIGIN_COORDINATOR
+from contract.transaction_version import TransactionVersion
 from front_door.context import Context
 from front_door.ingress_bridge import IngressBridge
 from front_door.transactions.coordinator import TransactionCoordinator
@@ -43,9 +44,10 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
     own = set(settings.node_ids())
     timeout_s = settings.publish_timeout_ms / 1000
 
-    async def send_marker(topic: str, partition: int, batch: bytes) -> int:
+    async def send_marker(topic: str, partition: int, batch: bytes, version: TransactionVersion) -> int:
         request_id, waiter = bridge.send(topic, partition, batch, client_id=MARKER_CLIENT_ID, acks=-1,
-                                         principal=MARKER_PRINCIPAL, origin=ORIGIN_COORDINATOR)
+                                         principal=MARKER_PRINCIPAL, origin=ORIGIN_COORDINATOR,
+                                         transaction_version=int(version))
         assert waiter is not None
         try:
             response = await asyncio.wait_for(waiter, timeout_s)

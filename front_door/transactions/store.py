@@ -64,13 +64,9 @@ def from_record(transactional_id: str, value: TransactionLogValue) -> Transactio
         transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
         TransactionState(value.transaction_status),
         frozenset((t, p) for t, ps in value.partitions for p in ps), value.start_ms, value.last_update_ms,
-        value.previous_producer_id, client_transaction_version=_transaction_version(value.client_transaction_version),
+        value.previous_producer_id, client_transaction_version=TransactionVersion.of_level(value.client_transaction_version),
         next_producer_id=value.next_producer_id)
 
-
-def _transaction_version(level: int) -> TransactionVersion:
-    """A stored `ClientTransactionVersion`; a level this gateway does not know reads as the newest it does."""
-    return TransactionVersion(min(max(level, 0), max(TransactionVersion)))
 
 
 class KafkaTransactionStore:
