@@ -1,6 +1,8 @@
 """The door's transaction coordinator started: its state topic created if missing, loaded and followed, and the
 coordinator given this door's ingress path for its markers. A topic the door cannot read leaves it without
-transactions (FindCoordinator answers COORDINATOR_NOT_AVAILABLE), with a warning, and serves the rest."""
+transactions (FindCoordinator answers COORDINATOR_NOT_AVAILABLE), with a warning, and serves the rest. And the
+door's way to add a transaction version 2 producer's partitions at whichever door coordinates its transaction
+(`add_partitions_manager`)."""
 
 from __future__ import annotations
 
@@ -15,10 +17,12 @@ from contract.ingress import ORIGIN_COORDINATOR
 from contract.transaction_version import TransactionVersion
 from front_door.context import Context
 from front_door.ingress_bridge import IngressBridge
+from front_door.network.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from front_door.transactions.coordinator import TransactionCoordinator
 from front_door.transactions.placement import transaction_coordinator
 from front_door.transactions.store import KafkaTransactionStore, TransactionStoreError
 from front_door.transactions.view import COMPLETE
+from kafka_cluster.security import SecurityProtocol
 from validators.transaction_state import TransactionMetadata, TransactionState
 
 if TYPE_CHECKING:
@@ -79,3 +83,17 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
     log.info("front door transactions: %d transactional ids loaded from %s", len(store.snapshot()),
              settings.transaction_state_topic)
     return coordinator
+
+
+def add_partitions_manager(settings: FrontDoorSettings, ctx: Context) -> AddPartitionsToTxnManager:
+    """This door's coordinator for its own nodes' transactional ids; another door's node on the first PLAINTEXT
+    listener of the configuration (the doors of a gateway share one), as the doors topic registers it."""
+    plaintext = next((listener.name for listener in settings.listeners()
+                      if listener.protocol is SecurityProtocol.PLAINTEXT), None)
+    cluster = ctx.cluster
+
+    def address(node_id: int) -> tuple[str, int] | None:
+        node = None if plaintext is None or cluster is None else cluster.nodes(plaintext).get(node_id)
+        return None if node is None else (node.host, node.port)
+
+    return AddPartitionsToTxnManager(settings.node_ids(), ctx.transactions, address)

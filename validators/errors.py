@@ -57,6 +57,7 @@ class Errors(Enum):
         "NotEnoughReplicasException")
     INVALID_REQUIRED_ACKS = (
         21, "Produce request specified an invalid value for required acks.", "InvalidRequiredAcksException")
+    CLUSTER_AUTHORIZATION_FAILED = (31, "Cluster authorization failed.", "ClusterAuthorizationException")
     INVALID_TIMESTAMP = (
         32, "The timestamp of the message is out of acceptable range.", "InvalidTimestampException")
     INVALID_REQUEST = (
