@@ -195,7 +195,7 @@ def fence_and_abort(current: TransactionMetadata, now_ms: int,
     """`prepareFenceProducerEpoch` then the abort (`endTransaction` with the coordinator's own
     `transaction_version`, the finalized one), as one write: the epoch bumped once so the markers fence the
     producer of the open transaction, and the transaction aborted. Under TV_2 the abort's bump is the fence's
-    (KAFKA-19367), and the epoch before it is kept, so the fenced producer's EndTxn reads as a retry."""
+    (Kafka 4.1 on), and the epoch before it is kept, so the fenced producer's EndTxn reads as a retry."""
     if current.producer_epoch >= SHORT_MAX:
         raise TransactionStateError(f"transactional id {current.transactional_id}: cannot fence epoch {SHORT_MAX}")
     if transaction_version.supports_epoch_bump:
@@ -222,7 +222,7 @@ def add_partitions(current: TransactionMetadata | None, producer_id: int, epoch:
                    partitions: Iterable[TopicPartition], now_ms: int, *, pending: bool = False,
                    transaction_version: TransactionVersion = TransactionVersion.TV_0) -> Transition:
     """`handleAddPartitionsToTransaction` (AddOffsetsToTxn adds the group's offsets partition the same way; a
-    leader adding a TV_2 producer's partition passes TV_2). A write in flight is checked first (KAFKA-18660: a
+    leader adding a TV_2 producer's partition passes TV_2). A write in flight is checked first (Kafka 4.x: a
     producer whose epoch overflowed to a new id must not read as fenced while its transaction completes)."""
     if current is None:
         return Transition.fail(Errors.INVALID_PRODUCER_ID_MAPPING)

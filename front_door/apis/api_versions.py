@@ -1,7 +1,7 @@
 """ApiVersions (key 18): what the front door speaks (KIP-35, KIP-511): every API module's key and versions
 (`registry.ADVERTISED`), and from v3 the features the doors support and finalize (KIP-584, `features.py`), as
 Kafka 4.x's `ApiVersionsResponse` lists them: a supported feature whose minimum level is 0 only from v4
-(KAFKA-17011: older clients cannot read a 0 there), a finalized feature only at a level above 0.
+(older clients cannot read a 0 there), a finalized feature only at a level above 0.
 
 The version ranges are Kafka 4.x's where kio has them, each declared beside its handler. The classic group
 protocol is served; KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised (a client

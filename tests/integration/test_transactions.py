@@ -144,8 +144,9 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(door: 
 
 
 def test_kafkas_java_transactional_producer_and_read_committed_consumer(door: RunningDoor, tmp_path: Path) -> None:
-    """Kafka 4's own clients: initTransactions, commits and aborts (its classic protocol, as the door finalizes no
-    transaction.version), then a read_committed consumer to the end offsets it is given (the last stable offsets)."""
+    """Kafka 4's own clients: initTransactions, commits and aborts (transaction version 2, as the door finalizes it;
+    `test_transaction_version_2.py` checks how they run it), then a read_committed consumer to the end offsets it
+    is given (the last stable offsets)."""
     classes = compile_java_client(tmp_path, JAVA_CLIENTS)
     # the markers of the last transaction may land after its commit returns: the consumer reads to the end
     # offsets it is given, so the last transaction here is an aborted one followed by a committed one it waits out

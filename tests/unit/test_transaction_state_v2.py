@@ -123,7 +123,7 @@ def test_an_exhausted_epoch_moves_to_the_next_producer_id_and_a_retry_with_the_o
 def test_the_coordinators_tv2_abort_of_a_fenced_or_timed_out_transaction_bumps_the_epoch_once() -> None:
     meta = ongoing(fresh(7))
     aborted = fence_and_abort(meta, T0 + 1, TV2)
-    # KAFKA-19367: the abort's bump is the fence's, and the producer's late EndTxn reads as a retry
+    # Kafka 4.1+: the abort's bump is the fence's, and the producer's late EndTxn reads as a retry
     assert (aborted.state, aborted.producer_epoch, aborted.last_producer_epoch) == (S.PREPARE_ABORT, 8, 7)
     assert aborted.client_transaction_version is TV2
     assert end(aborted, 7, False).error is Errors.CONCURRENT_TRANSACTIONS
@@ -142,7 +142,7 @@ def test_the_coordinators_tv2_abort_of_a_fenced_or_timed_out_transaction_bumps_t
 
 
 def test_a_write_in_flight_is_checked_before_the_producer_when_adding_partitions() -> None:
-    """KAFKA-18660: a producer moved to a new id by its last EndTxn gets CONCURRENT_TRANSACTIONS, not fenced,
+    """Kafka 4.x: a producer moved to a new id by its last EndTxn gets CONCURRENT_TRANSACTIONS, not fenced,
     while that transaction completes."""
     meta = ongoing(fresh(1))
     assert add_partitions(meta, 999, 9, [("b", 0)], T0, pending=True).error is Errors.CONCURRENT_TRANSACTIONS

@@ -82,7 +82,7 @@ def test_api_versions_reports_transaction_version_2_where_kafka_4_does(tmp_path:
     assert [(f.name, f.min_version_level, f.max_version_level) for f in v4.finalized_features] == [
         ("transaction.version", 2, 2)]
     assert v4.finalized_features_epoch >= 0  # Java's ApiVersions takes the features of the highest epoch
-    # v3: a supported feature whose minimum is 0 is left out (KAFKA-17011), the finalized level is there
+    # v3: a supported feature whose minimum is 0 is left out (older clients cannot read it), the finalized level is there
     v3 = _answer(ctx, api_versions.handle, 18, 3, _req(18, 3).ApiVersionsRequest(client_software_name="unit",
                                                                                  client_software_version="1"))
     assert (v3.supported_features, [f.name for f in v3.finalized_features]) == ((), ["transaction.version"])
