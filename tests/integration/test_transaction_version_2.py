@@ -7,7 +7,10 @@ markers carry that bumped epoch, and a read_committed consumer never reads an ab
 from __future__ import annotations
 
 import os
+import socket
+import struct
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +18,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.index import load_request_schema
 
 from contract.transaction_version import TransactionVersion
 from embedded.local_kafka import KAFKA_JARS_DIR, LocalKafka, java_executable, kafka_classpath
+from front_door.network.client import decode_response, encode_request
 from storage.file_names import partition_dir
 from tests.integration.front_door_harness import RunningDoor, running_front_door
 from tests.integration.group_members import compile_java_client
@@ -73,6 +78,23 @@ def _stored_batches(directory: Path) -> list[tuple[int, bool, bool]]:
     return batches
 
 
+def _transaction_version_feature(bootstrap: str, version: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """ApiVersions `version` asked of the first bootstrap address: what it says of `transaction.version`,
+    supported (min, max) and finalized (min level, max level)."""
+    m = sys.modules[load_request_schema(18, version).__module__]
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(encode_request(18, version, 1, "tv2-test", m.ApiVersionsRequest(
+            client_software_name="tv2-test", client_software_version="1")))
+        reader = conn.makefile("rb")
+        (size,) = struct.unpack(">i", reader.read(4))
+        _, answer = decode_response(18, version, reader.read(size))
+    assert answer.finalized_features_epoch >= 0
+    return ([(f.min_version, f.max_version) for f in answer.supported_features if f.name == "transaction.version"],
+            [(f.min_version_level, f.max_version_level) for f in answer.finalized_features
+             if f.name == "transaction.version"])
+
+
 def _committed(bootstrap: str, group: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"})
     try:
@@ -90,6 +112,11 @@ def _producer_epochs(bootstrap: str, topic: str, partition: int) -> list[tuple[s
 
 def test_kafkas_java_client_runs_transaction_version_2_through_the_door_as_on_kafka(
         door: RunningDoor, kafka: LocalKafka, tmp_path: Path) -> None:
+    # ApiVersions says of transaction.version what the Kafka 4.2 broker says, in v3 and v4
+    for version in (3, 4):
+        assert _transaction_version_feature(door.bootstrap, version) == _transaction_version_feature(
+            kafka.bootstrap_servers, version)
+    assert _transaction_version_feature(door.bootstrap, 4) == ([(0, 2)], [(2, 2)])
     classes = compile_java_client(tmp_path, JAVA_CLIENTS)
     tid, group = f"tv2-{uuid.uuid4().hex[:6]}", f"tv2-etl-{uuid.uuid4().hex[:6]}"
     read = _run_clients(classes, door.bootstrap, "orders", tid, group)
