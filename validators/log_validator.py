@@ -46,8 +46,8 @@ Gateway decisions (documented differences; everything else follows Kafka):
   Non-contiguous inner offsets in a compressed batch: UNKNOWN_SERVER_ERROR, as Kafka 4.2 answers (seen on a broker).
 * Record walk depth (`gateway.record.validation`) and corrupt compressed streams: `record_walks`.
 * Idempotent producers (producer_state.py): a duplicate is acknowledged with the original offsets and
-  `log_append_time_ms` = the cached batch timestamp (Kafka's quirk: on CreateTime topics the original
-  batch's max CreateTime, not -1). Expiry uses the gateway's append time.
+  `log_append_time_ms` = the cached batch timestamp — Kafka's quirk is kept: on CreateTime topics that
+  is the original batch's max CreateTime, not -1. Expiry uses the gateway's append time.
 * KIP-937 future timestamps: `future_timestamp_count` counts accepted records of CreateTime topics more
   than one hour ahead of `now_ms` (LogAppendTime records all read the append time: 0).
 * Error messages: `Rejected.message` is always the exception text Kafka would log; Kafka's
@@ -122,22 +122,15 @@ def _tp(topic: str, partition: int) -> str:
 
 
 def validate_and_assign(
-    batch: bytes,
-    topic: str,
-    partition: int | None,
-    config: TopicConfig | None,
-    state: PartitionState,
-    now_ms: int,
-    origin: AppendOrigin = AppendOrigin.CLIENT,
-    transaction_version: TransactionVersion = TransactionVersion.TV_0,
+    batch: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT, transaction_version: TransactionVersion = TransactionVersion.TV_0,
 ) -> AppendResult:
     """Decide one produce batch for `topic`-`partition` at the micro-batch clock `now_ms`.
 
     Accepted: the bytes to store (offsets from `state.log_end_offset`), the new state, and what the
-    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged.
-    `origin`: CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized,
-    COORDINATOR for a transaction marker from the front door's transaction coordinator, of a transaction of
-    `transaction_version` (WriteTxnMarkers' TransactionVersion)."""
+    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged. `origin`:
+    CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized, COORDINATOR for a
+    transaction marker of a `transaction_version` transaction from the front door's transaction coordinator."""
     if type(batch) is not bytes:
         batch = bytes(batch)
     framed = frame_batch(batch)  # step 5's framing, reported where each path's order of checks puts it
