@@ -45,6 +45,7 @@ ADD_PARTITIONS_RETRY_BACKOFF_MAX_MS = 100  # add.partitions.to.txn.retry.backoff
 REQUEST_TIMEOUT_S = 30.0  # the inter-broker request.timeout.ms
 BROKER_VERSION = 5  # AddPartitionsToTxn's version between brokers (v4+: TV_2, `transactionVersionForAddPartitionsToTxn`)
 CLIENT_ID = "gateway-add-partitions-to-txn"
+CONNECTIONS_PER_NODE = 4  # requests in flight to one other door's node (each connection takes one at a time)
 UNVERIFIED = frozenset({Errors.NETWORK_EXCEPTION, Errors.COORDINATOR_LOAD_IN_PROGRESS,
                         Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
 
@@ -75,7 +76,7 @@ class AddPartitionsToTxnManager:
     def __init__(self, own_node_ids: Collection[int], coordinator: TransactionCoordinator | None,
                  address: Address) -> None:
         self._own, self._coordinator, self._address = frozenset(own_node_ids), coordinator, address
-        self._connections: dict[tuple[str, int], DoorConnection] = {}
+        self._connections: dict[tuple[str, int], asyncio.Queue[DoorConnection]] = {}
 
     async def add(self, node_id: int, transactional_id: str, producer_id: int, epoch: int,
                   partitions: Sequence[TopicPartition]) -> Added:
@@ -100,9 +101,12 @@ class AddPartitionsToTxnManager:
             log.warning("transactional id %s: node %d coordinates it and has no PLAINTEXT listener this door "
                         "can add partitions on", transactional_id, node_id)
             return Errors.COORDINATOR_NOT_AVAILABLE
-        connection = self._connections.get(address)
-        if connection is None:
-            connection = self._connections[address] = DoorConnection(*address, CLIENT_ID)
+        idle = self._connections.get(address)
+        if idle is None:
+            idle = self._connections[address] = asyncio.Queue()
+            for _ in range(CONNECTIONS_PER_NODE):  # each opens when first used
+                idle.put_nowait(DoorConnection(*address, CLIENT_ID))
+        connection = await idle.get()
         try:
             response = await connection.send(ApiKey.ADD_PARTITIONS_TO_TXN, BROKER_VERSION,
                                              _request(transactional_id, producer_id, epoch, partitions),
@@ -110,6 +114,8 @@ class AddPartitionsToTxnManager:
         except DoorConnectionError as e:
             log.warning("transactional id %s: adding partitions at its coordinator: %s", transactional_id, e)
             return Errors.NETWORK_EXCEPTION
+        finally:
+            idle.put_nowait(connection)
         if response.error_code != 0:
             return _known(int(response.error_code))
         codes = [int(p.partition_error_code) for t in response.results_by_transaction for r in t.topic_results
@@ -117,8 +123,9 @@ class AddPartitionsToTxnManager:
         return _known(next((c for c in codes if c != 0), 0))
 
     def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
+        for idle in self._connections.values():
+            while not idle.empty():
+                idle.get_nowait().close()
         self._connections.clear()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -252,6 +253,46 @@ def test_another_doors_coordinator_is_asked_over_the_wire(tmp_path: Path) -> Non
     assert (added, again, fenced) == (Added(Errors.NONE), Added(Errors.NONE), Added(Errors.INVALID_PRODUCER_EPOCH))
     meta = store.states[TID]
     assert meta.partitions == {("orders", 0), ("orders", 1), ("orders", 2)} and meta.client_transaction_version is TV2
+
+
+def test_adds_at_another_door_are_in_flight_side_by_side(tmp_path: Path) -> None:
+    """Several producers' adds at one other door do not wait for each other: the coordinating door here answers
+    only once three are in flight."""
+    coordinating, store = _door(tmp_path)
+    for tid in ("a", "b", "c"):
+        store.states[tid] = TransactionMetadata(tid, 1000, 3, 60_000, S.EMPTY, last_update_ms=T0)
+
+    async def run() -> list[Added]:
+        arrived: list[int] = []
+        all_in = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            (size,) = SIZE.unpack(await reader.readexactly(SIZE.size))
+            request = parse_request(await reader.readexactly(size), READABLE, HOME)
+            arrived.append(request.correlation_id)
+            if len(arrived) == 3:
+                all_in.set()
+            await all_in.wait()
+            # read by the node coordinating the request's transactional id
+            home = transaction_coordinator(request.body.transactions[0].transactional_id, node_ids(NODES))
+            writer.write(encode_response(request.api_key, request.api_version, request.correlation_id,
+                                         await add_partitions_to_txn.handle(coordinating,
+                                                                            replace(request, node_id=home))))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        leading = AddPartitionsToTxnManager((), None, lambda _node: ("127.0.0.1", port))
+        try:
+            return await asyncio.wait_for(asyncio.gather(*(
+                leading.add(HOME, tid, 1000, 3, [("orders", 0)]) for tid in ("a", "b", "c"))), 30)
+        finally:
+            leading.close()
+            server.close()
+
+    assert asyncio.run(run()) == [Added(Errors.NONE)] * 3
+    assert all(("orders", 0) in store.states[tid].partitions for tid in ("a", "b", "c"))
 
 
 def test_a_door_that_cannot_reach_the_coordinator_answers_network_exception_as_kafka_does() -> None:
