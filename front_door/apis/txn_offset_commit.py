@@ -41,8 +41,9 @@ log = logging.getLogger("gateway.front_door.transactions")
 NO_LEADER_EPOCH = -1
 NO_GENERATION = -1
 NO_TRANSACTION_START = -1
-# How long a TxnOffsetCommit waits for this door to see its transaction's AddOffsetsToTxn (written by the
-# transaction's coordinator, perhaps another door, and followed here within moments)
+# How long a TxnOffsetCommit waits for this door to see the group's offsets partition in its transaction
+# (AddOffsetsToTxn, or v5's add on the producer's behalf, written by the transaction's coordinator, perhaps
+# another door, and followed here within moments)
 ADD_OFFSETS_SEEN_TIMEOUT_S = 10.0
 FIRST_ADD_PARTITION_VERSION = 5  # TxnOffsetCommit v5: the group coordinator adds the offsets partition
 

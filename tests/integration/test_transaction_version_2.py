@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from embedded.local_kafka import KAFKA_JARS_DIR, LocalKafka, java_executable, ka
 from front_door.network.client import decode_response, encode_request
 from storage.file_names import partition_dir
 from tests.integration.front_door_harness import RunningDoor, running_front_door
-from tests.integration.group_members import compile_java_client
+from tests.integration.group_members import client_log_config, compile_java_client
+from tests.integration.test_front_door_java import SENT_REQUEST
 from tests.integration.test_transactions import (
     JAVA_CLIENTS,
     TOPICS,
@@ -49,18 +51,27 @@ def door(spark, gateway_config) -> Iterator[RunningDoor]:
         yield running
 
 
-def _run_clients(classes: Path, bootstrap: str, topic: str, transactional_id: str, group: str) -> list[str]:
-    done = subprocess.run([java_executable(), "-Xmx256m", "-cp", os.pathsep.join([str(classes),
-                                                                                  kafka_classpath(KAFKA_JARS_DIR)]),
+def _run_clients(classes: Path, bootstrap: str, topic: str, transactional_id: str,
+                 group: str) -> tuple[list[str], dict[str, set[int]]]:
+    """The values the read_committed consumer read, and the versions of each request the clients sent (their
+    NetworkClient's log)."""
+    log_file = classes.parent / f"{transactional_id}.log"
+    config = log_file.with_suffix(".xml")
+    config.write_text(client_log_config(log_file))
+    done = subprocess.run([java_executable(), "-Xmx256m", f"-Dlog4j2.configurationFile={config}", "-cp",
+                           os.pathsep.join([str(classes), kafka_classpath(KAFKA_JARS_DIR)]),
                            "TransactionalClients", bootstrap, topic, "2", str(TRANSACTIONS), str(RECORDS),
                            transactional_id, group], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    versions: dict[str, set[int]] = defaultdict(set)
+    for name, version, _node in SENT_REQUEST.findall(log_file.read_text()):
+        versions[name].add(int(version))
     lines = done.stdout.splitlines()
     assert [line for line in lines if not line.startswith(("read ", "done "))] == [
         f"{'aborted' if i in ABORTED else 'committed'} {i}" for i in range(TRANSACTIONS)]
     read = [line.removeprefix("read ") for line in lines if line.startswith("read ")]
     assert not [v for v in read if int(v[1:v.index("-")]) in ABORTED]  # never an aborted record
-    return read
+    return read, versions
 
 
 def _stored_batches(directory: Path) -> list[tuple[int, bool, bool]]:
@@ -119,13 +130,15 @@ def test_kafkas_java_client_runs_transaction_version_2_through_the_door_as_on_ka
     assert _transaction_version_feature(door.bootstrap, 4) == ([(0, 2)], [(2, 2)])
     classes = compile_java_client(tmp_path, JAVA_CLIENTS)
     tid, group = f"tv2-{uuid.uuid4().hex[:6]}", f"tv2-etl-{uuid.uuid4().hex[:6]}"
-    read = _run_clients(classes, door.bootstrap, "orders", tid, group)
+    read, versions = _run_clients(classes, door.bootstrap, "orders", tid, group)
     expected = sorted(f"t{t}-{r}".encode() for t in range(TRANSACTIONS) if t not in ABORTED for r in range(RECORDS))
     assert set(read) <= {v.decode() for v in expected} and len(read) == len(set(read))
     assert _read_settled(door, "read_committed", expected) == expected
 
-    # the Java client took transaction version 2: it added no partition and no group itself, and ended every
-    # transaction with EndTxn (v5: the door answered it the epoch it then produced with)
+    # the Java client took transaction version 2: EndTxn v5, Produce v12+ and TxnOffsetCommit v5, and it added
+    # no partition and no group itself
+    assert (versions["END_TXN"], versions["TXN_OFFSET_COMMIT"], min(versions["PRODUCE"])) == ({5}, {5}, 13)
+    assert "ADD_PARTITIONS_TO_TXN" not in versions and "ADD_OFFSETS_TO_TXN" not in versions
     requests = door.door.metrics.registry
     assert requests.get_sample_value("gateway_front_door_requests_total",
                                      {"api": "add_partitions_to_txn", "error": "NONE"}) is None
@@ -155,7 +168,10 @@ def test_kafkas_java_client_runs_transaction_version_2_through_the_door_as_on_ka
     topic = f"tv2-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(60)
-    _run_clients(classes, kafka.bootstrap_servers, topic, f"{tid}-kafka", f"{group}-kafka")
+    _, on_kafka = _run_clients(classes, kafka.bootstrap_servers, topic, f"{tid}-kafka", f"{group}-kafka")
+    assert {name: on_kafka[name] for name in ("END_TXN", "TXN_OFFSET_COMMIT", "PRODUCE")} == {
+        name: versions[name] for name in ("END_TXN", "TXN_OFFSET_COMMIT", "PRODUCE")}
+    assert "ADD_PARTITIONS_TO_TXN" not in on_kafka and "ADD_OFFSETS_TO_TXN" not in on_kafka
     for partition in range(2):
         assert _producer_epochs(kafka.bootstrap_servers, topic, partition) == [(str(TRANSACTIONS), "None")]
         assert _producer_epochs(door.bootstrap, "orders", partition) == [(str(TRANSACTIONS), "None")]
