@@ -10,6 +10,8 @@
   authorized it; only then may the batch be transactional.
 - `gw.origin` (set by the front door's transaction coordinator): `coordinator` for a transaction marker, an
   end-transaction control batch (Kafka's `AppendOrigin.COORDINATOR`); absent for a client's batch.
+- `gw.transaction.version` (set by the coordinator on a marker): the transaction's `transaction.version` level
+  (`contract.transaction_version`, Kafka's WriteTxnMarkers `TransactionVersion`), decimal text; absent: 0.
 
 The message key is `<topic>/<partition>`, so one target partition's batches stay in order within one
 ingress partition.
@@ -27,6 +29,7 @@ HEADER_PRINCIPAL = "gw.principal"
 HEADER_TRANSACTIONAL_ID = "gw.transactional.id"
 HEADER_ORIGIN = "gw.origin"
 ORIGIN_COORDINATOR = "coordinator"
+HEADER_TRANSACTION_VERSION = "gw.transaction.version"
 
 
 def ingress_key(topic: str, partition: int | None) -> bytes:
@@ -36,7 +39,7 @@ def ingress_key(topic: str, partition: int | None) -> bytes:
 def ingress_headers(
     topic: str, partition: int | None, request_id: str, *, client_id: str | None = None, acks: int | None = None,
     replay_of: str | None = None, principal: str | None = None, transactional_id: str | None = None,
-    origin: str | None = None,
+    origin: str | None = None, transaction_version: int | None = None,
 ) -> list[tuple[str, bytes]]:
     """The headers of one ingress message, in the order producers write them."""
     headers = [
@@ -56,4 +59,6 @@ def ingress_headers(
         headers.append((HEADER_TRANSACTIONAL_ID, transactional_id.encode()))
     if origin is not None:
         headers.append((HEADER_ORIGIN, origin.encode()))
+    if transaction_version is not None:
+        headers.append((HEADER_TRANSACTION_VERSION, str(transaction_version).encode()))
     return headers

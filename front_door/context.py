@@ -32,6 +32,7 @@ from validators.topic_config import TopicConfig, TopicRegistry
 
 if TYPE_CHECKING:
     from front_door.cluster.door_cluster import DoorCluster
+    from front_door.network.add_partitions_to_txn_manager import AddPartitionsToTxnManager
     from front_door.transactions.coordinator import TransactionCoordinator
     from kafka_cluster.registry_store import RegistryStore
 
@@ -89,6 +90,9 @@ class Context:
     # The transaction coordinator (`transactions/coordinator.py`); None: the transaction state topic is not
     # readable, and transactional ids are refused
     transactions: TransactionCoordinator | None = None
+    # Adds a transaction version 2 producer's partitions to its transaction at whichever door coordinates it
+    # (`network/add_partitions_to_txn_manager.py`); None: no transactions
+    add_partitions_to_txn: AddPartitionsToTxnManager | None = None
     _own_ids: tuple[int, ...] = field(init=False, default=())
     _incarnations: IncarnationView | None = field(init=False, default=None)
 

@@ -166,11 +166,11 @@ class IngressBridge:
 
     def send(
         self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int, principal: str,
-        transactional_id: str | None = None, origin: str | None = None,
+        transactional_id: str | None = None, origin: str | None = None, transaction_version: int | None = None,
     ) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
         """Hand one partition batch to the ingress topic: its request id and a future of the gateway's
         response (None for acks=0). Call on the loop's thread. `transactional_id`: authorized for the batch;
-        `origin`: the transaction coordinator's marker (`contract.ingress`)."""
+        `origin`, `transaction_version`: the transaction coordinator's marker (`contract.ingress`)."""
         assert self._loop is not None, "start() first"
         request_id = self.next_request_id()
         waiter: asyncio.Future[dict[str, Any]] | None = None
@@ -192,7 +192,8 @@ class IngressBridge:
             self._producer.produce(
                 self.ingress_topic, key=ingress_key(topic, partition), value=records, on_delivery=delivered,
                 headers=ingress_headers(topic, partition, request_id, client_id=client_id, acks=acks,
-                                        principal=principal, transactional_id=transactional_id, origin=origin),
+                                        principal=principal, transactional_id=transactional_id, origin=origin,
+                                        transaction_version=transaction_version),
             )
         except KafkaException as e:  # refused by librdkafka itself: too large for its message.max.bytes
             log.warning("ingress did not take %s (%s-%d): %s", request_id, topic, partition, e)

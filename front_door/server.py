@@ -39,6 +39,7 @@ from front_door.groups.store import GroupStoreError, KafkaGroupStore
 from front_door.ingress_bridge import IngressBridge
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.acceptor import Acceptor, bind
+from front_door.network.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from front_door.network.broker_configs import BrokerConfigs
 from front_door.network.connection_limits import ConnectionLimitError, ConnectionsPerIp, NameLookups
 from front_door.network.connection_quotas import ConnectionQuotas
@@ -51,7 +52,7 @@ from front_door.security.listeners import Listener
 from front_door.security.scram_credentials import ScramCredentials
 from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds, async_step, blocking_step
-from front_door.transaction_startup import start_transactions
+from front_door.transaction_startup import add_partitions_manager, start_transactions
 from front_door.transactions.coordinator import TransactionCoordinator
 from kafka_cluster.registry_store import RegistryStore
 from validators.topic_config import TopicRegistry
@@ -80,6 +81,7 @@ class FrontDoor:
         self._bridge: IngressBridge | None = None
         self._group_store: KafkaGroupStore | None = None
         self._transactions: TransactionCoordinator | None = None
+        self._add_partitions: AddPartitionsToTxnManager | None = None
         self._security_store: KafkaSecurityStore | None = None
         self._membership: DoorMembership | None = None
         self._rejected_connections = OncePerWindow()  # by client address
@@ -145,6 +147,7 @@ class FrontDoor:
                        credentials=credentials, authorizer=authorizer, quotas=quotas, cluster=cluster,
                        broker_configs=broker_configs, topic_store=self._topic_store)
         base.transactions = self._transactions = await start_transactions(s, base, bridge)
+        base.add_partitions_to_txn = self._add_partitions = add_partitions_manager(s, base)
         for listener in listeners:
             self._contexts[listener.name] = dataclasses.replace(base, nodes=advertised[listener.name],
                                                                 listener=listener.name)
@@ -326,6 +329,8 @@ class FrontDoor:
         self.metrics.groups.detach()
         if self._transactions is not None:  # markers in flight stop; the next coordinator resumes them
             await self._transactions.stop()
+        if self._add_partitions is not None:
+            self._add_partitions.close()
         # The Kafka clients side by side, each bounded: none waits for another's flush.
         steps: list[Awaitable[bool]] = []
         if self._membership is not None:

@@ -14,6 +14,7 @@ from contract.ingress import (
     HEADER_REPLAY_OF,
     HEADER_REQUEST_ID,
     HEADER_TOPIC,
+    HEADER_TRANSACTION_VERSION,
     HEADER_TRANSACTIONAL_ID,
 )
 from contract.limits import IngressLimits
@@ -80,5 +81,6 @@ def decode_ingress(raw: DataFrame) -> DataFrame:
         _header(HEADER_PRINCIPAL).alias("principal"),
         _header(HEADER_TRANSACTIONAL_ID).alias("transactional_id"),
         _header(HEADER_ORIGIN).alias("origin"),
+        F.coalesce(_header_int(HEADER_TRANSACTION_VERSION), F.lit(0)).alias("transaction_version"),
     )
 

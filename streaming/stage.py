@@ -32,6 +32,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC, ORIGIN_COORDINATOR
 from contract.record_errors import bound_record_errors
+from contract.transaction_version import TransactionVersion
 from sinks.decisions import DECISION_SCHEMA
 from sinks.registry_watcher import RegistryWatcher
 from streaming.bucket_state import STAGE_BUCKETS, BucketState
@@ -71,6 +72,7 @@ class IngressBatch(NamedTuple):
     principal: str | None = None
     transactional_id: str | None = None  # gw.transactional.id: authorized by the front door
     origin: str | None = None  # gw.origin: `coordinator` for a transaction marker
+    transaction_version: int = 0  # gw.transaction.version: a marker's transaction version
 
 
 class TargetLane(NamedTuple):
@@ -111,7 +113,8 @@ def decide_target(target: TargetLane, item: IngressBatch, state: PartitionState,
     try:
         if item.origin is None and item.transactional_id is None:
             return decide_in_lane(lane, item.batch, state, now_ms)
-        return decide_in_lane(lane, item.batch, state, now_ms, _origin(item))
+        return decide_in_lane(lane, item.batch, state, now_ms, _origin(item),
+                              TransactionVersion.of_level(item.transaction_version))
     except Exception as e:  # noqa: BLE001 — isolate one hostile batch from the query
         log.exception("validator failed on %s-%s request %s", lane.topic, lane.partition, item.request_id)
         return Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
@@ -201,17 +204,20 @@ def _targeted_batches(frame: pd.DataFrame, with_target: bool = True) -> Iterator
     columns = [
         frame[name].tolist()
         for name in ("ingress_partition", "ingress_offset", "ingress_timestamp_ms", "batch", "request_id",
-                     "client_id", "acks", "partition_header", "replay_of", "principal", "transactional_id", "origin")
+                     "client_id", "acks", "partition_header", "replay_of", "principal", "transactional_id", "origin",
+                     "transaction_version")
     ]
     n = len(frame)
     topics = frame["topic"].tolist() if with_target else [None] * n
     partitions = frame["partition"].tolist() if with_target else [None] * n
     for topic, partition, ingress_partition, ingress_offset, ts, batch, request_id, client_id, acks, header, \
-            replay_of, principal, transactional_id, origin in zip(topics, partitions, *columns, strict=True):
+            replay_of, principal, transactional_id, origin, txn_version in zip(topics, partitions, *columns,
+                                                                               strict=True):
         target = (_opt_str(topic), None if partition is None or pd.isna(partition) else int(partition))
         yield target, IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
                                    _opt_str(client_id), int(acks), _opt_str(header), _opt_str(replay_of),
-                                   _opt_str(principal), _opt_str(transactional_id), _opt_str(origin))
+                                   _opt_str(principal), _opt_str(transactional_id), _opt_str(origin),
+                                   0 if txn_version is None or pd.isna(txn_version) else int(txn_version))
 
 
 def _opt_str(value: Any) -> str | None:

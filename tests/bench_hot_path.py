@@ -53,7 +53,7 @@ def _ingress_frame(batches: int, now_ms: int) -> pd.DataFrame:
         "ingress_timestamp_ms": [now_ms - 50] * batches, "batch": [batch] * batches,
         "request_id": [f"req-{i}" for i in range(batches)], "client_id": ["bench"] * batches,
         "acks": [-1] * batches, "partition_header": ["0"] * batches, "replay_of": [None] * batches, "principal": [None] * batches,
-        "transactional_id": [None] * batches, "origin": [None] * batches,
+        "transactional_id": [None] * batches, "origin": [None] * batches, "transaction_version": [0] * batches,
     })
 
 

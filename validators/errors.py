@@ -39,6 +39,9 @@ class Errors(Enum):
         "The request included a message larger than the max message size the server will accept.",
         "RecordTooLargeException",
     )
+    NETWORK_EXCEPTION = (13, "The server disconnected before a response was received.", "NetworkException")
+    COORDINATOR_LOAD_IN_PROGRESS = (
+        14, "The coordinator is loading and hence can't process requests.", "CoordinatorLoadInProgressException")
     COORDINATOR_NOT_AVAILABLE = (
         15, "The coordinator is not available.", "CoordinatorNotAvailableException")
     NOT_COORDINATOR = (16, "This is not the correct coordinator.", "NotCoordinatorException")
@@ -49,8 +52,12 @@ class Errors(Enum):
         "The request included message batch larger than the configured segment size on the server.",
         "RecordBatchTooLargeException",
     )
+    NOT_ENOUGH_REPLICAS = (
+        19, "Messages are rejected since there are fewer in-sync replicas than required.",
+        "NotEnoughReplicasException")
     INVALID_REQUIRED_ACKS = (
         21, "Produce request specified an invalid value for required acks.", "InvalidRequiredAcksException")
+    CLUSTER_AUTHORIZATION_FAILED = (31, "Cluster authorization failed.", "ClusterAuthorizationException")
     INVALID_TIMESTAMP = (
         32, "The timestamp of the message is out of acceptable range.", "InvalidTimestampException")
     INVALID_REQUEST = (
@@ -119,6 +126,12 @@ class Errors(Enum):
     )
     UNKNOWN_TOPIC_ID = (100, "This server does not host this topic ID.", "UnknownTopicIdException")
     TRANSACTIONAL_ID_NOT_FOUND = (105, "The transactionalId could not be found.", "TransactionalIdNotFoundException")
+    TRANSACTION_ABORTABLE = (
+        120,
+        "The server encountered an error with the transaction. The client can abort the transaction to continue "
+        "using this transactional ID.",
+        "TransactionAbortableException",
+    )
 
     @property
     def code(self) -> int:

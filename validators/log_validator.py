@@ -63,6 +63,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from contract.transaction_version import TransactionVersion
 from validators import producer_state
 from validators.append_result import (
     GATEWAY_LEADER_EPOCH,
@@ -121,26 +122,21 @@ def _tp(topic: str, partition: int) -> str:
 
 
 def validate_and_assign(
-    batch: bytes,
-    topic: str,
-    partition: int | None,
-    config: TopicConfig | None,
-    state: PartitionState,
-    now_ms: int,
-    origin: AppendOrigin = AppendOrigin.CLIENT,
+    batch: bytes, topic: str, partition: int | None, config: TopicConfig | None, state: PartitionState, now_ms: int,
+    origin: AppendOrigin = AppendOrigin.CLIENT, transaction_version: TransactionVersion = TransactionVersion.TV_0,
 ) -> AppendResult:
     """Decide one produce batch for `topic`-`partition` at the micro-batch clock `now_ms`.
 
     Accepted: the bytes to store (offsets from `state.log_end_offset`), the new state, and what the
-    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged.
-    `origin`: CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized,
-    COORDINATOR for a transaction marker from the front door's transaction coordinator."""
+    produce response carries. Rejected: Kafka's error, message and record errors; state unchanged. `origin`:
+    CLIENT_TRANSACTIONAL for a produce whose transactional id the front door authorized, COORDINATOR for a
+    transaction marker of a `transaction_version` transaction from the front door's transaction coordinator."""
     if type(batch) is not bytes:
         batch = bytes(batch)
     framed = frame_batch(batch)  # step 5's framing, reported where each path's order of checks puts it
     try:
         if origin is AppendOrigin.COORDINATOR:
-            return _decide_marker(batch, framed, topic, partition, config, state, now_ms)
+            return _decide_marker(batch, framed, topic, partition, config, state, now_ms, transaction_version)
         return _decide(batch, framed, topic, partition, config, state, now_ms,
                        origin is AppendOrigin.CLIENT_TRANSACTIONAL)
     except RejectedBatch as r:
@@ -235,12 +231,12 @@ def _decide(
 
 def _decide_marker(
     data: bytes, framed: tuple[int, int] | Rejected, topic: str, partition: int | None, config: TopicConfig | None,
-    state: PartitionState, now_ms: int,
+    state: PartitionState, now_ms: int, transaction_version: TransactionVersion,
 ) -> AppendResult:
     """A transaction marker from the coordinator (`ReplicaManager.appendRecords` with origin COORDINATOR, as
     for WriteTxnMarkers): one end-transaction control batch, given offsets and stamped like any batch, that
-    ends the producer's open transaction here (`producer_state.append_end_txn_marker`). The coordinator
-    built it with its own clock, so the KIP-937 windows are not applied to it."""
+    ends the producer's open transaction here (`producer_state.append_end_txn_marker`, with the transaction's
+    version). The coordinator built it with its own clock, so the KIP-937 windows are not applied to it."""
     if config is None or partition is None or not 0 <= partition < config.partitions:
         return Rejected(Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_OR_PARTITION.default_message or "")
     tp = _tp(topic, partition)
@@ -262,7 +258,7 @@ def _decide_marker(
         producers, completed = producer_state.append_end_txn_marker(
             producers, producers.get(producer_id), producer_id, producer_epoch,
             marker.control_type is ControlRecordType.ABORT, marker.coordinator_epoch, state.log_end_offset,
-            append_time, tp)
+            append_time, tp, transaction_version=transaction_version)
     except ProducerStateError as e:
         return Rejected(e.error, e.message, log_start_offset=state.log_start_offset)
     accepted = _appended(stored, 1, max_ts, lat_topic, append_time, now_ms, state, producers, future_count=0,

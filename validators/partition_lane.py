@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from contract.transaction_version import TransactionVersion
 from validators.append_result import GATEWAY_LEADER_EPOCH, AppendResult, PartitionState
 from validators.codec import native_walk
 from validators.codec.record_batch import TimestampType
@@ -56,7 +57,8 @@ def partition_lane(topic: str, partition: int | None, config: TopicConfig | None
 
 
 def decide_in_lane(
-    lane: PartitionLane, data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    lane: PartitionLane, data: bytes, state: PartitionState, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+    transaction_version: TransactionVersion = TransactionVersion.TV_0,
 ) -> AppendResult:
     """`validate_and_assign` for the lane's partition, the same result. A client's clean uncompressed v2
     batch goes straight to `decide_in_place` (it declines everything steps 1, 5 and 11-15 would answer
@@ -64,7 +66,7 @@ def decide_in_lane(
     (topic, partition, config, decide_in_place, tp, lat_topic, max_message_bytes, segment_bytes, compacted,
      before_max_ms, after_max_ms) = lane
     if decide_in_place is None or origin is not AppendOrigin.CLIENT:
-        return validate_and_assign(data, topic, partition, config, state, now_ms, origin)
+        return validate_and_assign(data, topic, partition, config, state, now_ms, origin, transaction_version)
     if type(data) is not bytes:
         data = bytes(data)
     last = state.last_append_time_ms

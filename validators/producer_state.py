@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 import immutables
 
+from contract.transaction_version import TransactionVersion
 from validators.errors import Errors
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
@@ -351,6 +352,23 @@ def append_batch(
                                                    coordinator_epoch))
 
 
+def _check_marker_epoch_v2(entry: ProducerStateEntry | None, producer_id: int, producer_epoch: int, offset: int,
+                           topic_partition: str) -> None:
+    """Kafka 4.x's `checkProducerEpoch` for a transaction version 2 marker: its epoch must be above the
+    producer's, except the same epoch with no transaction open here, a marker written again (its transaction
+    already ended here: an idempotent retry, appended again)."""
+    current_epoch = entry.producer_epoch if entry is not None else NO_PRODUCER_EPOCH
+    if producer_epoch > current_epoch:
+        return
+    if producer_epoch == current_epoch and (entry is None or entry.current_txn_first_offset < 0):
+        return
+    raise ProducerStateError(
+        Errors.INVALID_PRODUCER_EPOCH,
+        f"Epoch of producer {producer_id} at offset {offset} in {topic_partition} is {producer_epoch}, which is "
+        f"<= the last seen epoch {current_epoch} (TV{int(TransactionVersion.TV_2)})",
+    )
+
+
 class CompletedTxn(NamedTuple):
     """Kafka's `CompletedTxn`, with the last stable offset its aborted-transaction index entry records
     (`ProducerStateManager.lastStableOffset`)."""
@@ -373,12 +391,17 @@ def append_end_txn_marker(
     append_time_ms: int,
     topic_partition: str,
     validate: bool = True,
+    transaction_version: TransactionVersion = TransactionVersion.TV_0,
 ) -> tuple[ProducerTable, CompletedTxn | None]:
     """`ProducerAppendInfo.appendEndTxnMarker`: a commit or abort marker at `offset` ends the producer's open
     transaction here. Only a transaction with records here completes (a marker may reach a partition the
     producer never wrote to, and is appended all the same). Raises ProducerStateError, unless `validate` is
-    False: a marker read back from the log, which Kafka's REPLICATION origin takes with its epochs unchecked."""
-    if validate:
+    False: a marker read back from the log, which Kafka's REPLICATION origin takes with its epochs unchecked.
+    `transaction_version` TV_2: the marker carries the epoch bumped at the transaction's end, so it must be
+    above the producer's (`_check_marker_epoch_v2`)."""
+    if validate and transaction_version.supports_epoch_bump:
+        _check_marker_epoch_v2(entry, producer_id, producer_epoch, offset, topic_partition)
+    elif validate:
         _check_epoch(entry, producer_id, producer_epoch, offset, topic_partition)
     current_coordinator_epoch = entry.coordinator_epoch if entry is not None else NO_COORDINATOR_EPOCH
     if validate and current_coordinator_epoch > coordinator_epoch:

@@ -23,11 +23,19 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
   room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
   there. A topic or partition the registry lacks still goes to the gateway, which answers
   UNKNOWN_TOPIC_OR_PARTITION.
+- v12+ is a transaction version 2 producer's (KIP-890): before its transactional batches go on, their
+  partitions are added to its transaction at the coordinator, on its behalf (`KafkaApis.handleProduceRequest`
+  with `ADD_PARTITION`; `network/add_partitions_to_txn_manager.py`), and a partition that cannot be added
+  gets the coordinator's answer as Kafka's leader gives it (INVALID_PRODUCER_EPOCH for a fenced producer,
+  CONCURRENT_TRANSACTIONS while its previous transaction completes, NOT_ENOUGH_REPLICAS while the coordinator
+  cannot be reached, ...). Transactional batches of more than one producer in one request are
+  INVALID_PRODUCER_ID_MAPPING (`InvalidPidMappingException`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,17 +47,44 @@ from front_door.api_keys import ApiKey
 from front_door.apis.leader_hints import current_leader, node_endpoints
 from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
+from front_door.network.add_partitions_to_txn_manager import leader_answer
 from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.network.wire import CloseConnection, Request
 from front_door.security.acls import AclOperation, ResourceType
+from validators.errors import Errors
 
 _TRANSACTIONAL_BIT = 0x10  # a v2 batch's attributes: the int16 at 21, this bit in its low byte
+_PRODUCER = struct.Struct(">qh")  # a v2 batch's producer id and epoch, at 43
+_PRODUCER_AT = 43
+FIRST_ADD_PARTITION_VERSION = 12  # Produce v12+: the leader adds the partition (TransactionVersion 2)
+
+
+def _is_transactional(records: bytes | None) -> bool:
+    return records is not None and len(records) > 22 and bool(records[22] & _TRANSACTIONAL_BIT)
 
 
 def _transactional_records(body: Any) -> bool:
     """`RequestUtils.hasTransactionalRecords`: a partition's first batch is transactional."""
-    return any(pd.records is not None and len(pd.records) > 22 and pd.records[22] & _TRANSACTIONAL_BIT
-               for td in body.topic_data for pd in td.partition_data)
+    return any(_is_transactional(pd.records) for td in body.topic_data for pd in td.partition_data)
+
+
+async def _add_to_transaction(ctx: Context, transactional_id: str,
+                              batches: dict[tuple[Any, int], tuple[str, bytes]]) -> dict[tuple[Any, int], Any]:
+    """The transactional batches' partitions added to the producer's transaction (`ReplicaManager
+    .handleProduceAppend` with `ADD_PARTITION`): the answer of each partition that could not be."""
+    producers = {_PRODUCER.unpack_from(records, _PRODUCER_AT) for _, records in batches.values()
+                 if len(records) >= _PRODUCER_AT + _PRODUCER.size}
+    if len(producers) != 1:
+        return dict.fromkeys(batches, _refused(ErrorCode.invalid_producer_id_mapping,
+                                                "Transactional records contained more than one producer ID"))
+    ((producer_id, epoch),) = producers
+    manager = ctx.add_partitions_to_txn
+    added = leader_answer(Errors.COORDINATOR_NOT_AVAILABLE) if manager is None else await manager.add(
+        ctx.transaction_coordinator(transactional_id), transactional_id, producer_id, epoch,
+        sorted({(name, index) for (_, index), (name, _) in batches.items()}))
+    if added.error is Errors.NONE:
+        return {}
+    return dict.fromkeys(batches, _refused(added.error.code, added.message))
 
 
 def _refused(code: int, message: str | None = None, leader: int | None = None) -> dict[str, Any]:
@@ -85,6 +120,7 @@ async def handle(ctx: Context, request: Request) -> Any:
     # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
     pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
+    sendable: dict[tuple[Any, int], tuple[str, bytes]] = {}  # (key, partition) -> (topic, batch) for the gateway
     topic_ids = ctx.topic_ids() if version >= 13 else {}
     registry = ctx.registry()
     names = [topic_ids.get(td.topic_id) if version >= 13 else td.name for td in body.topic_data]
@@ -111,10 +147,17 @@ async def handle(ctx: Context, request: Request) -> Any:
             if too_large is not None:
                 answers[(key, pd.index)] = too_large
                 continue
-            request_id, waiter = ctx.bridge.send(name, pd.index, records, client_id=request.client_id, acks=body.acks,
-                                                 principal=str(request.principal), transactional_id=transactional_id)
-            if waiter is not None:
-                pending[waiter] = (request_id, (key, pd.index))
+            sendable[(key, pd.index)] = (name, records)
+    transactional = {where: batch for where, batch in sendable.items() if _is_transactional(batch[1])}
+    if transactional and transactional_id is not None and version >= FIRST_ADD_PARTITION_VERSION:
+        answers.update(await _add_to_transaction(ctx, transactional_id, transactional))
+    for (key, index), (name, records) in sendable.items():
+        if (key, index) in answers:
+            continue
+        request_id, waiter = ctx.bridge.send(name, index, records, client_id=request.client_id, acks=body.acks,
+                                             principal=str(request.principal), transactional_id=transactional_id)
+        if waiter is not None:
+            pending[waiter] = (request_id, (key, index))
     if body.acks == 0:
         return CloseConnection(f"error during produce request with correlation id {request.correlation_id} with "
                                "ack=0") if answers else None

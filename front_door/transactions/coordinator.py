@@ -1,5 +1,5 @@
-"""The front doors' transaction coordinator (Kafka's `TransactionCoordinator`, classic protocol): the rules are
-`validators.transaction_state`'s; this is their I/O.
+"""The front doors' transaction coordinator (Kafka's `TransactionCoordinator`: the classic protocol and KIP-890's
+transaction version 2): the rules are `validators.transaction_state`'s; this is their I/O.
 
 Each transactional id has one coordinating node among the live doors' (`placement.transaction_coordinator`),
 as Kafka places it on a `__transaction_state` partition's leader; a request sent to another node gets
@@ -12,6 +12,12 @@ through the same ingress path as the client's batches, so it lands after them), 
 its marker the Complete state is written. A door that takes over an id (its coordinator died) finds it in a
 Prepare state in the topic and sends the markers again (`resume`); a partition that gets a marker twice
 appends it twice, as Kafka's leaders do, and nothing else changes.
+
+Transaction version 2: EndTxn v5 bumps the epoch (a new producer id when it would overflow, allocated here
+before the rules run) and answers the producer id and epoch the next transaction uses; the markers carry the
+bumped epoch and the transaction's version (`SendMarker`). A leader adds a TV_2 producer's partitions for it
+(`add_partitions` with TV_2, `add_partitions_to_txn_manager.py`). The coordinator's own aborts (a fenced or
+timed-out transaction) follow the finalized `transaction.version` (`TransactionSettings.transaction_version`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from contract.transaction_version import TransactionVersion
+from front_door.features import FINALIZED_TRANSACTION_VERSION
 from front_door.groups.placement import OFFSETS_TOPIC
 from front_door.transactions.store import KafkaTransactionStore, TransactionStoreError
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker, build_end_txn_marker
@@ -42,6 +50,7 @@ from validators.transaction_state import (
     init_producer_id,
     is_epoch_exhausted,
     timed_out,
+    verify_partitions,
 )
 
 log = logging.getLogger("gateway.front_door.transactions")
@@ -53,7 +62,8 @@ FINAL_MARKER_ERRORS = frozenset({Errors.NONE.code, Errors.UNKNOWN_TOPIC_OR_PARTI
                                  Errors.INVALID_PRODUCER_EPOCH.code, Errors.TRANSACTION_COORDINATOR_FENCED.code,
                                  Errors.INVALID_RECORD.code, Errors.INVALID_TOPIC_EXCEPTION.code})
 
-SendMarker = Callable[[str, int, bytes], Awaitable[int]]  # (topic, partition, control batch) -> the error code
+# (topic, partition, control batch, the transaction's version) -> the error code
+SendMarker = Callable[[str, int, bytes, TransactionVersion], Awaitable[int]]
 # (producer id, transaction start, commit): the end of a transaction with consumer offsets written to the groups
 # topic (Kafka's marker on its offsets partitions); raises when the topic does not take it
 EndOffsets = Callable[[int, int, bool], Awaitable[None]]
@@ -66,11 +76,13 @@ async def _no_offsets(_producer_id: int, _txn_start_ms: int, _commit: bool) -> N
 @dataclass(frozen=True)
 class TransactionSettings:
     """Kafka's `transaction.max.timeout.ms`, `transaction.abort.timed.out.transaction.cleanup.interval.ms` and
-    `transactional.id.expiration.ms`."""
+    `transactional.id.expiration.ms`; `transaction_version`: the finalized `transaction.version`
+    (`TransactionStateManager.transactionVersionLevel`)."""
 
     max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
     abort_interval_ms: int = DEFAULT_ABORT_TIMED_OUT_INTERVAL_MS
     expiration_ms: int = DEFAULT_TRANSACTIONAL_ID_EXPIRATION_MS
+    transaction_version: TransactionVersion = FINALIZED_TRANSACTION_VERSION
 
 
 class TransactionCoordinator:
@@ -98,7 +110,8 @@ class TransactionCoordinator:
             new_id.append(await asyncio.to_thread(self._new_producer_id))
         transition = init_producer_id(current, transactional_id, timeout_ms, self._now(), new_id.pop,
                                       max_timeout_ms=self.settings.max_timeout_ms, expected=expected,
-                                      pending=transactional_id in self._pending)
+                                      pending=transactional_id in self._pending,
+                                      transaction_version=self.settings.transaction_version)
         if transition.error is not Errors.NONE or transition.write is None:
             return transition.error, -1, -1
         meta = transition.write
@@ -113,19 +126,44 @@ class TransactionCoordinator:
         return Errors.NONE, meta.producer_id, meta.producer_epoch
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: Iterable[TopicPartition]) -> Errors:
-        """AddPartitionsToTxn (and AddOffsetsToTxn's partition)."""
+                             partitions: Iterable[TopicPartition],
+                             transaction_version: TransactionVersion = TransactionVersion.TV_0) -> Errors:
+        """AddPartitionsToTxn (and AddOffsetsToTxn's partition); TV_2: a leader adding a producer's partition."""
         transition = add_partitions(self.store.get(transactional_id), producer_id, epoch, partitions, self._now(),
-                                    pending=transactional_id in self._pending)
+                                    pending=transactional_id in self._pending,
+                                    transaction_version=transaction_version)
         return await self._apply(transition)
 
-    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> Errors:
-        """EndTxn: answered once the Prepare state is durable; the markers follow."""
-        transition = end_transaction(self.store.get(transactional_id), producer_id, epoch, commit, self._now(),
-                                     pending=transactional_id in self._pending)
-        if transition.error is not Errors.NONE or transition.write is None:
-            return transition.error
-        return await self._prepare_and_complete(transition.write)
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, Errors]:
+        """AddPartitionsToTxn v4+ with VerifyOnly: whether the open transaction holds each partition."""
+        return verify_partitions(self.store.get(transactional_id), producer_id, epoch, partitions)
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                              transaction_version: TransactionVersion = TransactionVersion.TV_0,
+                              ) -> tuple[Errors, int, int]:
+        """EndTxn: answered once the Prepare state is durable; the markers follow. (error, producer id, epoch):
+        under TV_2 the id and epoch of the producer's next transaction, else -1s (Kafka's answer)."""
+        new_id: list[int] = []
+        current = self.store.get(transactional_id)
+        if transaction_version.supports_epoch_bump and current is not None and current.epoch_exhausted:
+            new_id.append(await asyncio.to_thread(self._new_producer_id))
+            current = self.store.get(transactional_id)
+        transition = end_transaction(current, producer_id, epoch, commit, self._now(),
+                                     pending=transactional_id in self._pending,
+                                     transaction_version=transaction_version,
+                                     new_producer_id=new_id.pop if new_id else None)
+        if transition.error is not Errors.NONE:
+            return transition.error, -1, -1
+        answered = current
+        if transition.write is not None:
+            error = await self._prepare_and_complete(transition.write)
+            if error is not Errors.NONE:
+                return error, -1, -1
+            answered = complete(transition.write, self._now())  # the id and epoch once it completes
+        if not transaction_version.supports_epoch_bump or answered is None:
+            return Errors.NONE, -1, -1
+        return Errors.NONE, answered.producer_id, answered.producer_epoch
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         return self.store.get(transactional_id)
@@ -171,6 +209,8 @@ class TransactionCoordinator:
         self._pending.add(tid)
         try:
             commit = prepared.state is TransactionState.PREPARE_COMMIT
+            log.debug("transactional id %s: %s markers with producer id %d epoch %d", tid,
+                      "commit" if commit else "abort", prepared.producer_id, prepared.producer_epoch)
             marker = EndTransactionMarker(ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
                                           COORDINATOR_EPOCH)
             # a data partition gets a control batch through the ingress path; a consumer group's offsets partition
@@ -202,7 +242,7 @@ class TransactionCoordinator:
         batch = build_end_txn_marker(marker, producer_id=prepared.producer_id, producer_epoch=prepared.producer_epoch,
                                      timestamp=self._now())
         while True:
-            code = await self._send_marker(topic, partition, batch)
+            code = await self._send_marker(topic, partition, batch, prepared.client_transaction_version)
             if code in FINAL_MARKER_ERRORS:
                 if code != Errors.NONE.code:
                     log.warning("transactional id %s: the %s marker for %s-%d was refused (%s)",
@@ -245,7 +285,7 @@ class TransactionCoordinator:
             if timed_out(meta, now):
                 log.info("transactional id %s: its transaction timed out after %d ms; aborting it", tid,
                          meta.timeout_ms)
-                await self._prepare_and_complete(fence_and_abort(meta, now))
+                await self._prepare_and_complete(fence_and_abort(meta, now, self.settings.transaction_version))
             elif expired(meta, now, self.settings.expiration_ms):
                 try:
                     await self.store.delete(tid)

@@ -29,6 +29,7 @@ from contract.transaction_records import (
     encode_key,
     encode_value,
 )
+from contract.transaction_version import TransactionVersion
 from front_door.transactions.view import TransactionView
 from kafka_cluster.admin import create_topics, watermarks
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
@@ -49,10 +50,11 @@ def to_record(meta: TransactionMetadata) -> TransactionLogValue:
     for topic, partition in sorted(meta.partitions):
         by_topic.setdefault(topic, []).append(partition)
     return TransactionLogValue(
-        producer_id=meta.producer_id, previous_producer_id=meta.last_producer_id, next_producer_id=-1,
+        producer_id=meta.producer_id, previous_producer_id=meta.last_producer_id, next_producer_id=meta.next_producer_id,
         producer_epoch=meta.producer_epoch, transaction_timeout_ms=meta.timeout_ms,
         transaction_status=int(meta.state), partitions=tuple((t, tuple(ps)) for t, ps in by_topic.items()),
-        last_update_ms=meta.last_update_ms, start_ms=meta.start_ms, client_transaction_version=0)
+        last_update_ms=meta.last_update_ms, start_ms=meta.start_ms,
+        client_transaction_version=int(meta.client_transaction_version))
 
 
 def from_record(transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
@@ -62,7 +64,9 @@ def from_record(transactional_id: str, value: TransactionLogValue) -> Transactio
         transactional_id, value.producer_id, value.producer_epoch, value.transaction_timeout_ms,
         TransactionState(value.transaction_status),
         frozenset((t, p) for t, ps in value.partitions for p in ps), value.start_ms, value.last_update_ms,
-        value.previous_producer_id)
+        value.previous_producer_id, client_transaction_version=TransactionVersion.of_level(value.client_transaction_version),
+        next_producer_id=value.next_producer_id)
+
 
 
 class KafkaTransactionStore:

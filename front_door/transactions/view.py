@@ -32,7 +32,7 @@ class TransactionView:
         """Any thread: a state the store applied (a completed transaction's outcome is kept)."""
         if meta.state in COMPLETE:
             with self._lock:
-                self._outcomes[meta.producer_id, meta.start_ms] = meta.state is TransactionState.COMPLETE_COMMIT
+                self._outcomes[meta.transaction_producer_id, meta.start_ms] = meta.state is TransactionState.COMPLETE_COMMIT
                 while len(self._outcomes) > OUTCOMES_KEPT:
                     self._outcomes.popitem(last=False)
 

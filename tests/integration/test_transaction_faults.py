@@ -29,14 +29,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from contract.transaction_records import TransactionStatus, decode_key, decode_value
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
 from front_door.cluster.door_cluster import first_node_id
+from front_door.cluster.leadership import leader
 from front_door.groups.placement import coordinator as group_coordinator
 from front_door.transactions.placement import transaction_coordinator
 from storage.log_reader import read
 from streaming.config import GatewayConfig
 from tests.integration.fault_harness import GatewayDriver, _wait_for
-from tests.integration.gateway_io import create_gateway_topics
+from tests.integration.gateway_io import create_gateway_topics, read_all
 from tests.integration.group_members import compile_java_client
 from tests.integration.polling import until
 from tests.integration.ports import free_ports
@@ -135,6 +137,18 @@ def _placed_on_first_door(prefix: str) -> str:
     return next(tid for i in range(1000) if transaction_coordinator(tid := f"{prefix}-{i}", nodes) == nodes[0])
 
 
+def _assert_added_across_doors(config: GatewayConfig, transactional_id: str) -> None:
+    """Kafka's Java producer runs transaction version 2 (KIP-890): door 2 added the partitions it leads to the
+    producer's transactions, coordinated by door 1, with AddPartitionsToTxn v5 between the doors."""
+    nodes = (first_node_id(1), first_node_id(2))
+    led_by_door_2 = {p for p in range(TOPIC_PARTITIONS) if leader(TOPIC, p, nodes) == nodes[1]}
+    prepared = [decode_value(m.value()) for m in read_all(config, config.transaction_state_topic_name)
+                if m.value() is not None and decode_key(m.key()).transactional_id == transactional_id
+                and decode_value(m.value()).transaction_status == TransactionStatus.PREPARE_COMMIT]
+    assert prepared and {v.client_transaction_version for v in prepared} == {2}
+    assert all(led_by_door_2 <= set(next(ps for t, ps in v.partitions if t == TOPIC)) for v in prepared), prepared
+
+
 def _offsets_sent_across_doors(bootstrap: str) -> None:
     """A consume-transform-produce transaction whose consumer group is coordinated by door 2 and whose
     transactional id by door 1: the offsets it sends are the group's when it commits, never when it aborts."""
@@ -214,9 +228,11 @@ def test_transactions_hold_through_door_and_driver_kills(gateway_config: Gateway
             _wait_for(lambda door=door: door.logged("2 live door(s)"), f"{door.log_path.name} to see both doors", 120)
         bootstrap = ",".join(addresses)
         _offsets_sent_across_doors(bootstrap)
-        stream = TransactionalStream(classes, bootstrap, _placed_on_first_door("payments"), tmp_path)
+        transactional_id = _placed_on_first_door("payments")
+        stream = TransactionalStream(classes, bootstrap, transactional_id, tmp_path)
         reader = CommittedReader(bootstrap)
         until(lambda: stream.committed() >= 10, "transactions committed through the doors", 240, stream.tail)
+        _assert_added_across_doors(config, transactional_id)
 
         # 1. the door coordinating the transactional id (and leading some of its partitions) killed
         doors[0].kill()

@@ -144,8 +144,9 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(door: 
 
 
 def test_kafkas_java_transactional_producer_and_read_committed_consumer(door: RunningDoor, tmp_path: Path) -> None:
-    """Kafka 4's own clients: initTransactions, commits and aborts (its classic protocol, as the door finalizes no
-    transaction.version), then a read_committed consumer to the end offsets it is given (the last stable offsets)."""
+    """Kafka 4's own clients: initTransactions, commits and aborts (transaction version 2, as the door finalizes it;
+    `test_transaction_version_2.py` checks how they run it), then a read_committed consumer to the end offsets it
+    is given (the last stable offsets)."""
     classes = compile_java_client(tmp_path, JAVA_CLIENTS)
     # the markers of the last transaction may land after its commit returns: the consumer reads to the end
     # offsets it is given, so the last transaction here is an aborted one followed by a committed one it waits out
@@ -267,9 +268,10 @@ def test_consumer_offsets_sent_to_a_transaction_outlive_a_door_restart_and_commi
         consumer.close()
 
 
-def _transactions_tool(door: RunningDoor, *args: str) -> list[dict[str, str]]:
-    """`kafka-transactions.sh --bootstrap-server <door> <args>`: the rows of the table it prints, by its headers."""
-    done = kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", door.bootstrap, *args)
+def _transactions_tool(bootstrap: str, *args: str) -> list[dict[str, str]]:
+    """`kafka-transactions.sh --bootstrap-server <bootstrap> <args>`: the rows of the table it prints, by its
+    headers."""
+    done = kafka_tool(TRANSACTIONS_COMMAND, "--bootstrap-server", bootstrap, *args)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     header, *rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
     return [dict(zip(header, row, strict=True)) for row in rows]
@@ -286,11 +288,11 @@ def test_kafka_transactions_describe_producers_shows_the_open_transaction_until_
     for i in range(3):
         p.produce("orders", value=f"open-{i}".encode(), partition=1, on_delivery=lambda _e, m: offsets.append(m.offset()))
     assert p.flush(60) == 0 and len(offsets) == 3
-    (txn,) = _transactions_tool(door, "describe", "--transactional-id", tid)
+    (txn,) = _transactions_tool(door.bootstrap, "describe", "--transactional-id", tid)
     assert txn["TransactionState"] == "Ongoing"
 
     def producer() -> dict[str, str]:
-        rows = _transactions_tool(door, "describe-producers", "--topic", "orders", "--partition", "1")
+        rows = _transactions_tool(door.bootstrap, "describe-producers", "--topic", "orders", "--partition", "1")
         (row,) = [r for r in rows if r["ProducerId"] == txn["ProducerId"]]
         return row
 
@@ -300,7 +302,7 @@ def test_kafka_transactions_describe_producers_shows_the_open_transaction_until_
     assert described["LatestCoordinatorEpoch"] == "-1"  # no marker yet
     # find-hanging asks every partition's producers, then the coordinator, which still has the partition in the
     # transaction: not hanging (a timeout of 0 minutes makes the open transaction a candidate)
-    assert _transactions_tool(door, "find-hanging", "--topic", "orders", "--max-transaction-timeout", "0") == []
+    assert _transactions_tool(door.bootstrap, "find-hanging", "--topic", "orders", "--max-transaction-timeout", "0") == []
 
     p.commit_transaction(60)
     _wait_stable(partition_dir(door.segments_root, "orders", 1))

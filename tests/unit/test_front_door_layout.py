@@ -17,7 +17,7 @@ PACKAGE = ROOT / "front_door"
 
 # Bottom up; a module's layer is its longest prefix here. A module imports only from its own layer or below.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("front_door.api_keys", "front_door.stopping", "front_door.producer_id_manager"),
+    ("front_door.api_keys", "front_door.stopping", "front_door.producer_id_manager", "front_door.features"),
     ("front_door.cluster",),
     ("front_door.groups", "front_door.transactions", "front_door.metrics", "front_door.ingress_bridge"),
     ("front_door.network",),

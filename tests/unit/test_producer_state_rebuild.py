@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+from contract.transaction_version import TransactionVersion
 from storage.producer_batches import walk_start
+from tests.unit.test_transactional_appends import CONFIG, COORDINATOR, NOW, accept, data, marker
+from validators.append_result import Accepted, PartitionState
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker
+from validators.log_validator import validate_and_assign
 from validators.producer_state import NO_OFFSET, ProducerStateEntry
 from validators.producer_state_rebuild import LoggedBatch, active_producers, rebuild_producer_state
 
@@ -60,6 +64,26 @@ def test_a_new_epoch_a_marker_alone_and_an_empty_control_batch() -> None:
     ]
     described = _described(active_producers(rebuild_producer_state(batches, TP), T0, DAY))
     assert described == {7: (1, 0, T0, 2, 6), 9: (0, -1, T0, 2, NO_OFFSET)}
+
+
+def test_transaction_version_2_transactions_read_back_as_the_stage_decided_them() -> None:
+    """Each transaction's marker one epoch above its batches (KIP-890): the rebuilt producer is the one the stage
+    holds after deciding them, at the last marker's epoch, and a new transaction at that epoch is open."""
+    state, logged = PartitionState(), []
+    for epoch, commit in ((0, True), (1, False), (2, True)):
+        opened = accept(data(7, 0, epoch=epoch), state)
+        logged.append(_data(7, opened.base_offset, 0, 2, epoch=epoch, txn=True, ts=NOW))
+        done = validate_and_assign(marker(7, commit, epoch=epoch + 1), "t", 0, CONFIG, opened.state, NOW,
+                                   COORDINATOR, TransactionVersion.TV_2)
+        assert type(done) is Accepted, done
+        logged.append(_marker(7, done.base_offset, commit, epoch=epoch + 1, coordinator_epoch=3, ts=NOW))
+        state = done.state
+    opened = accept(data(7, 0, epoch=3), state)
+    logged.append(_data(7, opened.base_offset, 0, 2, epoch=3, txn=True, ts=NOW))
+    rebuilt = rebuild_producer_state(logged, "t-0")
+    assert _described(active_producers(rebuilt, NOW, DAY)) == _described(active_producers(opened.state.producers,
+                                                                                           NOW, DAY))
+    assert _described(active_producers(rebuilt, NOW, DAY)) == {7: (3, 1, NOW, 3, 9)}
 
 
 def test_markers_read_back_are_not_checked_as_the_coordinator_s_are() -> None:

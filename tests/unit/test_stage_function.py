@@ -48,7 +48,7 @@ def _frame(offsets: list[int]) -> pd.DataFrame:
         # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
         "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
         "partition_header": ["0"] * n, "replay_of": [None] * n, "principal": [None] * n,
-        "transactional_id": [None] * n, "origin": [None] * n,
+        "transactional_id": [None] * n, "origin": [None] * n, "transaction_version": [0] * n,
         "topic": ["orders"] * n, "partition": [0] * n,
     })
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from itertools import count
 
+from contract.transaction_version import TransactionVersion
 from front_door.transactions.coordinator import TransactionCoordinator, TransactionSettings
 from tests.memory_transaction_store import MemoryTransactionStore
 from validators.codec.control_batch import ControlRecordType, parse_end_txn_marker
@@ -20,6 +21,7 @@ class Harness:
     def __init__(self, owns: bool = True) -> None:
         self.store = MemoryTransactionStore()
         self.markers: list[tuple[str, int, bytes]] = []
+        self.versions: list[TransactionVersion] = []  # each marker's transaction version
         self.release = asyncio.Event()
         self.release.set()
         self.answer = Errors.NONE.code
@@ -29,9 +31,10 @@ class Harness:
             self.store, lambda: next(ids), self.send_marker, lambda _tid: owns,  # type: ignore[arg-type]
             TransactionSettings(abort_interval_ms=3_600_000), clock=lambda: self.clock[0])
 
-    async def send_marker(self, topic: str, partition: int, batch: bytes) -> int:
+    async def send_marker(self, topic: str, partition: int, batch: bytes, version: TransactionVersion) -> int:
         await self.release.wait()
         self.markers.append((topic, partition, batch))
+        self.versions.append(version)
         return self.answer
 
     async def drain(self) -> None:
@@ -50,7 +53,7 @@ async def test_a_transaction_committed_sends_a_commit_marker_to_each_partition_t
     error, pid, epoch = await c.init_producer_id("tx", 60_000, None)
     assert (error, pid, epoch) == (Errors.NONE, 5000, 0)
     assert await c.add_partitions("tx", pid, epoch, [("a", 0), ("b", 1)]) is Errors.NONE
-    assert await c.end_transaction("tx", pid, epoch, True) is Errors.NONE
+    assert await c.end_transaction("tx", pid, epoch, True) == (Errors.NONE, -1, -1)  # the classic EndTxn
     await h.drain()
     assert [m[:2] for m in sorted(h.markers)] == [("a", 0), ("b", 1)]
     for _, _, batch in h.markers:
@@ -67,7 +70,7 @@ async def test_while_markers_are_in_flight_the_id_answers_concurrent_transaction
     _, pid, epoch = await c.init_producer_id("tx", 60_000, None)
     await c.add_partitions("tx", pid, epoch, [("a", 0)])
     h.release.clear()
-    assert await c.end_transaction("tx", pid, epoch, False) is Errors.NONE
+    assert (await c.end_transaction("tx", pid, epoch, False))[0] is Errors.NONE
     await asyncio.sleep(0.01)
     assert await c.add_partitions("tx", pid, epoch, [("a", 1)]) is Errors.CONCURRENT_TRANSACTIONS
     assert (await c.init_producer_id("tx", 60_000, None))[0] is Errors.CONCURRENT_TRANSACTIONS
@@ -89,7 +92,7 @@ async def test_a_new_producer_fences_an_open_transaction_which_is_aborted_first(
     assert parse_end_txn_marker(batch).control_type is ControlRecordType.ABORT
     assert parse_header(batch).producer_epoch == 1  # the fenced epoch: the old producer's batches are refused
     assert await c.init_producer_id("tx", 60_000, None) == (Errors.NONE, 5000, 2)
-    assert await c.end_transaction("tx", pid, epoch, True) is Errors.PRODUCER_FENCED
+    assert (await c.end_transaction("tx", pid, epoch, True))[0] is Errors.PRODUCER_FENCED
 
 
 @run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from contract.transaction_version import TransactionVersion
 from streaming.bucket_state import BucketState
 from validators.append_result import Accepted, PartitionState, Rejected
 from validators.codec.control_batch import ControlRecordType, EndTransactionMarker, build_end_txn_marker
@@ -119,3 +120,30 @@ def test_an_open_transaction_survives_the_stage_state_and_producer_expiry() -> N
     expiring = topic_config("t", 1, {"producer.id.expiration.ms": "1000"})
     later = validate_and_assign(marker(7, True), "t", 0, expiring, restored, NOW + 10**9, COORDINATOR)
     assert type(later) is Accepted and later.completed_txn is not None  # still known, still open
+
+
+def test_transaction_version_2_markers_carry_the_bumped_epoch_and_the_next_transaction_runs_at_it() -> None:
+    """Kafka 4.x's `appendEndTxnMarker` with transaction version 2: each transaction's marker is one epoch above
+    its batches, and the producer's next transaction starts at that epoch from sequence 0."""
+    tv2 = TransactionVersion.TV_2
+    state = PartitionState()
+    for epoch in (0, 1, 2):
+        opened = accept(data(7, 0, epoch=epoch), state)
+        assert opened.state.producers.open_transactions == {7: opened.base_offset}
+        done = validate_and_assign(marker(7, commit=epoch != 1, epoch=epoch + 1), "t", 0, CONFIG, opened.state, NOW,
+                                   COORDINATOR, tv2)
+        assert type(done) is Accepted and done.completed_txn is not None, done
+        entry = done.state.producers.get(7)
+        assert done.completed_txn.aborted == (epoch == 1) and entry is not None and entry.producer_epoch == epoch + 1
+        state = done.state
+    # the same epoch again, its transaction over here: a marker written again (an idempotent retry), appended
+    again = validate_and_assign(marker(7, commit=True, epoch=3), "t", 0, CONFIG, state, NOW, COORDINATOR, tv2)
+    assert type(again) is Accepted and again.completed_txn is None
+    # a transaction open at the marker's epoch: no TV_2 coordinator wrote that marker
+    opened = accept(data(7, 0, epoch=3), again.state)
+    stale = validate_and_assign(marker(7, commit=True, epoch=3), "t", 0, CONFIG, opened.state, NOW, COORDINATOR, tv2)
+    assert type(stale) is Rejected and stale.error is Errors.INVALID_PRODUCER_EPOCH
+    assert stale.message == "Epoch of producer 7 at offset 12 in t-0 is 3, which is <= the last seen epoch 3 (TV2)"
+    # the classic rule takes the same marker (an epoch not below the producer's)
+    assert type(validate_and_assign(marker(7, commit=True, epoch=3), "t", 0, CONFIG, opened.state, NOW,
+                                    COORDINATOR)) is Accepted

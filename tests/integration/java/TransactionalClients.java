@@ -1,11 +1,14 @@
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -18,9 +21,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * RECORDS records each, spread over PARTITIONS partitions of TOPIC; transaction i aborts when i % 3 == 1 (its
  * records sent and flushed first), commits otherwise. Then a read_committed consumer reads every partition from
  * the start to its end offsets (for read_committed: the last stable offset). One line per event on stdout:
- * "committed i", "aborted i", "read VALUE", "done N" (N records read).
+ * "committed i", "aborted i", "read VALUE", "done N" (N records read). With a consumer group, each transaction
+ * also sends the group's offset i + 1 of the topic's partition 0 to it (sendOffsetsToTransaction).
  *
- * Arguments: bootstrap topic partitions transactions records transactional-id
+ * Arguments: bootstrap topic partitions transactions records transactional-id [group]
  */
 public final class TransactionalClients {
     public static void main(String[] args) throws Exception {
@@ -34,12 +38,27 @@ public final class TransactionalClients {
         p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, args[5]);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        ConsumerGroupMetadata group = null;
+        if (args.length > 6) {  // the group's metadata as its consumer has it (generation -1: not joined)
+            Properties g = new Properties();
+            g.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            g.put(ConsumerConfig.GROUP_ID_CONFIG, args[6]);
+            g.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            g.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            try (KafkaConsumer<String, String> member = new KafkaConsumer<>(g)) {
+                group = member.groupMetadata();
+            }
+        }
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             producer.initTransactions();
             for (int i = 0; i < transactions; i++) {
                 producer.beginTransaction();
                 for (int r = 0; r < records; r++) {
                     producer.send(new ProducerRecord<>(topic, r % partitions, "k", "t" + i + "-" + r));
+                }
+                if (group != null) {
+                    producer.sendOffsetsToTransaction(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(i + 1)),
+                            group);
                 }
                 if (i % 3 == 1) {
                     producer.flush();
