@@ -298,7 +298,9 @@ def end_transaction(current: TransactionMetadata | None, producer_id: int, epoch
 def _end_transaction_v2(current: TransactionMetadata | None, producer_id: int, epoch: int, commit: bool,
                         now_ms: int, pending: bool, new_producer_id: Callable[[], int] | None) -> Transition:
     """Kafka 4.x's `endTransaction` for transaction version 2. The state and the epoch together tell a retry
-    (the epoch before the bump) from the next transaction (the current epoch):
+    (the epoch before the bump) from the next transaction (the current epoch). While the markers of the last one
+    are written (PrepareCommit/PrepareAbort), the next transaction's EndTxn gets CONCURRENT_TRANSACTIONS, retried
+    by the client, where Kafka fences it: Kafka's markers take milliseconds, the doors' a micro-batch.
 
         state           abort: retry / current    commit: retry / current
         Empty           PRODUCER_FENCED / bump    PRODUCER_FENCED / INVALID_TXN_STATE
@@ -313,7 +315,10 @@ def _end_transaction_v2(current: TransactionMetadata | None, producer_id: int, e
                          and current.producer_epoch == 0)
     retry_on_bump = current.producer_epoch == epoch + 1
     if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
-        valid_epoch = retry_on_bump
+        # Kafka fences the current epoch here: the next transaction's EndTxn cannot come while its markers are
+        # written (milliseconds). The doors' markers take a micro-batch, so a client that ends an empty transaction
+        # at once meets this state: CONCURRENT_TRANSACTIONS (below) has it retry once the markers are in
+        valid_epoch = retry_on_bump or epoch == current.producer_epoch
     elif state in (_S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):
         valid_epoch = retry_on_bump or retry_on_overflow or epoch == current.producer_epoch
     else:
@@ -338,6 +343,8 @@ def _end_transaction_v2(current: TransactionMetadata | None, producer_id: int, e
     if state is _S.ONGOING:
         return prepare(_S.PREPARE_COMMIT if commit else _S.PREPARE_ABORT, False)
     if state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
+        if not is_retry:  # the next transaction's, while this one's markers are written: once they are
+            return Transition.fail(Errors.CONCURRENT_TRANSACTIONS)
         same = (state is _S.PREPARE_COMMIT) == commit
         return Transition.fail(Errors.CONCURRENT_TRANSACTIONS if same else Errors.INVALID_TXN_STATE)
     if state in (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT):

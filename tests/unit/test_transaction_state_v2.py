@@ -77,7 +77,10 @@ def test_a_leaders_add_opens_a_tv2_transaction_and_the_end_bumps_the_epoch() -> 
     (S.COMPLETE_COMMIT, 3, False, Errors.INVALID_TXN_STATE), (S.COMPLETE_COMMIT, 4, False, "bump"),
     # a prepared transaction: its retry waits, the contrary end is refused, any other epoch is fenced
     (S.PREPARE_COMMIT, 3, True, Errors.CONCURRENT_TRANSACTIONS), (S.PREPARE_COMMIT, 3, False, Errors.INVALID_TXN_STATE),
-    (S.PREPARE_ABORT, 3, False, Errors.CONCURRENT_TRANSACTIONS), (S.PREPARE_ABORT, 4, False, Errors.PRODUCER_FENCED),
+    (S.PREPARE_ABORT, 3, False, Errors.CONCURRENT_TRANSACTIONS),
+    # the next transaction's EndTxn while the markers are written: retried (Kafka fences it; its markers take ms)
+    (S.PREPARE_ABORT, 4, False, Errors.CONCURRENT_TRANSACTIONS), (S.PREPARE_ABORT, 4, True, Errors.CONCURRENT_TRANSACTIONS),
+    (S.PREPARE_COMMIT, 5, True, Errors.PRODUCER_FENCED),
     (S.ONGOING, 3, True, Errors.PRODUCER_FENCED), (S.ONGOING, 5, True, Errors.PRODUCER_FENCED),
 ])
 def test_end_txn_v2_tells_a_retry_from_the_next_transaction(state: TransactionState, epoch: int, commit: bool,
