@@ -1,8 +1,9 @@
 """LogValidator's record walk over a v2 batch: the records read as Kafka iterates them, `validateRecord` per
 record (key, KIP-937 timestamps, the LogAppendTime flag) and `processRecordErrors`, with Kafka's texts
 (`check_records`, raising RejectedBatch). `_walk_py` is the reference of the native walk
-(validators/codec/_record_walk.c) and its fallback; the cheap walks over an uncompressed area and the partial
-scan of a compressed stream (in-place path B) are the fallback's shortcuts.
+(validators/codec/_record_walk.c) and its fallback; the cheap walks over an uncompressed area are the fallback's
+shortcuts, and the codec's stream reader (`records.scan_partial_records`) reads a compressed stream on the in-place
+path B.
 
 Record walk depth (`gateway.record.validation`, topic_config.RecordValidation): `full` (default)
 reads every record as Kafka does — `DefaultRecord.readFrom(ByteBuffer)` uncompressed (path A),
@@ -19,8 +20,8 @@ header alone, uncompressed CreateTime batches from the record length chain and t
 the layout inside records is then not verified (and on LogAppendTime topics not the record count).
 The project's differential test against a real Kafka 4.2 broker agrees on every batch with `full`.
 
-Corrupt compressed streams (valid batch CRC): UNKNOWN_SERVER_ERROR, "Failed to decompress record
-stream" — what a Kafka 4.2 broker answers (its codec IOException becomes a KafkaException); the
+Corrupt compressed streams (valid batch CRC), found where the decision decompresses (`log_validator`):
+UNKNOWN_SERVER_ERROR, "Failed to decompress record stream" — what a Kafka 4.2 broker answers (its codec IOException becomes a KafkaException); the
 reference's CORRUPT_MESSAGE for testCorruptLz4ProduceRequest is the batch CRC check, which comes first.
 """
 
