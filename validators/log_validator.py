@@ -80,12 +80,15 @@ from validators.codec import records as rec
 from validators.codec.compression import CompressionType, CorruptCompressedDataError, decompress
 from validators.codec.control_batch import ControlRecordType, parse_end_txn_marker
 from validators.codec.record_batch import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER,
+    CONTROL_FLAG_MASK,
     LOG_OVERHEAD,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     RECORD_OVERHEAD_V0,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
     CorruptRecordError,
     TimestampType,
 )
@@ -98,9 +101,7 @@ from validators.timestamps import (
 )
 from validators.topic_config import INTERNAL_TOPICS, RecordValidation, TopicConfig, topic_name_error
 
-_ATTR_TXN = 0x10
-_ATTR_CONTROL = 0x20
-_ATTRIBUTES_LOW_BYTE = 22  # a v2 batch's attributes are the int16 at 21: its low byte
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1  # a v2 batch's attributes are an int16: the flags are in its low byte
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _CRC_AT = 17  # v2: DefaultRecordBatch.CRC_OFFSET; the CRC-32C covers attributes..end
@@ -208,7 +209,7 @@ def _decide(
 ) -> AppendResult:
     """`framed`: (batch_size, magic) or the framing error, reported in Kafka's order below."""
     # step 1 (KafkaApis): transactional records need an authorized transactional.id
-    if isinstance(framed, tuple) and framed[1] == 2 and data[22] & _ATTR_TXN and not transactional_id:
+    if isinstance(framed, tuple) and framed[1] == 2 and data[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK and not transactional_id:
         return Rejected(
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
             Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED.default_message or "",
@@ -386,7 +387,7 @@ def _validate_batch(
     elif count_from_offsets != count:
         message = (f"Inconsistent batch offset range [0, {last_offset_delta}] and count of records {count} in topic "
                    f"partition {tp}")
-    elif attributes & _ATTR_CONTROL:
+    elif attributes & CONTROL_FLAG_MASK:
         message = f"Clients are not allowed to write control records in topic partition {tp}"
     elif producer_id >= 0 and base_sequence < 0:
         message = (f"Invalid sequence number {base_sequence} in record batch with producerId {producer_id} in topic "
@@ -559,7 +560,7 @@ def producer_step(
                 producer_max_timestamp=max_timestamp,
             )
         first_offset = state.log_end_offset
-        transactional = bool(v2.stored[_ATTRIBUTES_LOW_BYTE] & _ATTR_TXN)
+        transactional = bool(v2.stored[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_FLAG_MASK)
         try:
             producer_state.check_append(entry, producer_id, producer_epoch, base_sequence, first_offset, tp,
                                         transactional)

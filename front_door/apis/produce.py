@@ -51,17 +51,17 @@ from front_door.network.add_partitions_to_txn_manager import leader_answer
 from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.network.wire import CloseConnection, Request
 from front_door.security.acls import AclOperation, ResourceType
-from validators.codec.record_batch import PRODUCER_ID_OFFSET
+from validators.codec.record_batch import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET, TRANSACTIONAL_FLAG_MASK
 from validators.errors import Errors
 
-_TRANSACTIONAL_BIT = 0x10  # a v2 batch's attributes: the int16 at 21, this bit in its low byte
+_FLAGS_AT = ATTRIBUTES_OFFSET + 1  # a v2 batch's attributes are an int16: the flags are in its low byte
 _PRODUCER = struct.Struct(">qh")  # a v2 batch's producer id and epoch, at PRODUCER_ID_OFFSET
 _PRODUCER_AT = PRODUCER_ID_OFFSET
 FIRST_ADD_PARTITION_VERSION = 12  # Produce v12+: the leader adds the partition (TransactionVersion 2)
 
 
 def _is_transactional(records: bytes | None) -> bool:
-    return records is not None and len(records) > 22 and bool(records[22] & _TRANSACTIONAL_BIT)
+    return records is not None and len(records) > _FLAGS_AT and bool(records[_FLAGS_AT] & TRANSACTIONAL_FLAG_MASK)
 
 
 def _transactional_records(body: Any) -> bool:
