@@ -33,7 +33,7 @@ from storage.batch_appender import AppendOutcome, BatchAppender
 from storage.commit_record import read_commit_head
 from storage.file_names import partition_dir
 from storage.group_commit import group_commit, group_commit_available
-from storage.open_logs import OpenLogs
+from storage.open_logs import OpenLogs, default_max_logs
 from storage.transaction_index import AbortedTxn
 from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicRegistry
@@ -49,8 +49,10 @@ COMMIT_THREADS = 16
 # fsyncs on the committer's threads (`storage.group_commit`; measured in docs/performance.md).
 GROUP_COMMIT_PARTITIONS = 8
 # Partitions a task keeps open at once (each holds its lock and active segment: ~6 file descriptors); past
-# this, the earlier ones are committed while the task goes on (docs/deployment.md, sizing).
-MAX_OPEN_PARTITIONS = 512
+# this, the earlier ones are committed while the task goes on, a group commit more (docs/deployment.md, sizing).
+# As many as the worker keeps open between micro-batches, so a task over every partition the worker keeps
+# commits once.
+MAX_OPEN_PARTITIONS = max(1, default_max_logs())
 # The partition logs this Python worker keeps open from one micro-batch to the next (Spark reuses its workers, and
 # a worker sees the same partitions again): a partition nothing else changed meanwhile is appended to without
 # being opened and recovered again (`storage.open_logs`).

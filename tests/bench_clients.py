@@ -77,6 +77,20 @@ JAVA_DOCUMENTED_PROPS: tuple[tuple[str, str], ...] = (
     ("max.request.size", "16777216"),
     ("buffer.memory", "268435456"),
 )
+# - Java over many partitions at once (docs/clients.md, "Many partitions at once"): the producer takes `batch.size`
+#   from `buffer.memory` for every batch it holds until it is acknowledged, up to 5 in flight and one filling per
+#   partition, so the batch is cut to buffer.memory / (6 x partitions), a power of two, at most the 1 MiB above.
+JAVA_BATCHES_HELD_PER_PARTITION = 6
+
+
+def java_documented_props(partitions: int) -> tuple[tuple[str, str], ...]:
+    """`JAVA_DOCUMENTED_PROPS` for a producer that writes to `partitions` partitions at once."""
+    props = dict(JAVA_DOCUMENTED_PROPS)
+    fits = int(props["buffer.memory"]) // (JAVA_BATCHES_HELD_PER_PARTITION * max(partitions, 1))
+    batch = min(int(props["batch.size"]), 1 << max(fits.bit_length() - 1, 0))
+    return tuple({**props, "batch.size": str(batch)}.items())
+
+
 # - librdkafka: batch.size as above; message.max.bytes bounds a ProduceRequest as Java's
 #   max.request.size does, but librdkafka (2.16) puts one partition's batch in each ProduceRequest
 #   (librdkafka issue #1700), and its idempotent producer keeps one ProduceRequest in flight per partition
