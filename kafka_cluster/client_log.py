@@ -10,11 +10,20 @@ message)`. A few lines report librdkafka doing what Kafka's protocol asks of a c
 - BGQUEUE "Purging N unserved events": a client closing with events that nobody waits for any more.
 
 These go to DEBUG; every other line keeps librdkafka's level (a refused connection to a running cluster is news).
+
+But not a thousand times: librdkafka logs each failed attempt to connect, and a process's clients against a cluster
+that has gone away log ~100 such lines a second. A line is shown once per `REPEAT_WINDOW_S` for each client and
+message (its timings left out); the next one shown after that says how many like it were left out
+(`RepeatedLines`), as the front door logs the connections it closes.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -54,8 +63,45 @@ class KnownHarmless(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
+# librdkafka's timings in a line ("after 0ms in state CONNECT", "identical to last error"): not what makes it new
+_TIMINGS = re.compile(r"\(after \d+ms[^)]*\)|\d+ms")
+REPEAT_WINDOW_S = 30.0
+_MAX_KEYS = 10_000  # lines remembered at once; past it, those whose window has passed are forgotten
+
+
+class RepeatedLines(logging.Filter):
+    """Lets a librdkafka line through once per `window_s` for each (facility, client, message without its
+    timings); the first one after a window in which some were left out says how many (module docstring)."""
+
+    def __init__(self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.window_s, self.clock = window_s, clock
+        self._shown: dict[tuple[str, str, str], tuple[float, int]] = {}  # key -> (shown at, left out since)
+        self._guard = threading.Lock()  # librdkafka's lines arrive on the clients' threads
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 3:
+            return True
+        facility, client, message = args
+        key = (str(facility), str(client), " ".join(_TIMINGS.sub("", str(message)).split()))
+        now = self.clock()
+        with self._guard:
+            shown = self._shown.get(key)
+            if shown is not None and now - shown[0] < self.window_s:
+                self._shown[key] = (shown[0], shown[1] + 1)
+                return False
+            if len(self._shown) >= _MAX_KEYS:
+                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.window_s}
+            self._shown[key] = (now, 0)
+        if shown is not None and shown[1]:
+            record.msg = f"{record.msg} ({shown[1]} more like it in the last {now - shown[0]:.0f} s)"
+        return True
+
+
 KAFKA_CLIENT_LOG = logging.getLogger("gateway.kafka_client")
 KAFKA_CLIENT_LOG.addFilter(KnownHarmless())
+KAFKA_CLIENT_LOG.addFilter(RepeatedLines())
 
 # The commands' clients (`dlq`, `status`): librdkafka's own lines (one per failed connection attempt, many a second
 # against a cluster that does not answer) go nowhere; the command says in one line what failed.

@@ -1,5 +1,5 @@
 """librdkafka's lines through `KAFKA_CLIENT_LOG`: the ones known to be harmless at DEBUG, every other at its own
-level (kafka_cluster/client_log.py)."""
+level, each repeated line once per window (kafka_cluster/client_log.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 
 from embedded.local_kafka import free_port
-from kafka_cluster.client_log import KAFKA_CLIENT_LOG
+from kafka_cluster.client_log import KAFKA_CLIENT_LOG, RepeatedLines
 
 
 def librdkafka_line(level: int, facility: str, message: str) -> None:
@@ -55,3 +55,35 @@ def test_a_real_client_hands_its_lines_over_in_the_form_the_filter_reads(caplog:
     facility, client, message = record.args
     assert record.levelno >= logging.WARNING and client.startswith("rdkafka#producer-")
     assert facility.isupper() and "Connection refused" in caplog.text, caplog.text
+
+
+def _record(client: str, message: str) -> logging.LogRecord:
+    return logging.LogRecord(KAFKA_CLIENT_LOG.name, logging.ERROR, __file__, 1, "%s [%s] %s", ("FAIL", client, message),
+                             None)
+
+
+def test_a_repeated_line_is_shown_once_a_window_and_then_says_how_many_were_left_out() -> None:
+    now = [100.0]
+    lines = RepeatedLines(window_s=30.0, clock=lambda: now[0])
+    shown = []
+    for i in range(250):  # a cluster gone: an attempt every 100 ms, librdkafka's timing in each line
+        now[0] = 100.0 + i * 0.1
+        record = _record("rdkafka#producer-1", REFUSED + f" (after {i % 3}ms in state CONNECT)")
+        if lines.filter(record):
+            shown.append(record.getMessage())
+    assert len(shown) == 1, shown  # 25 s of attempts: the first only
+    now[0] = 131.0
+    later = _record("rdkafka#producer-1", REFUSED + " (after 0ms in state CONNECT)")
+    assert lines.filter(later)
+    assert later.getMessage().endswith("(249 more like it in the last 31 s)"), later.getMessage()
+    now[0] = 132.0
+    assert not lines.filter(_record("rdkafka#producer-1", REFUSED))  # a new window began at 131 s
+
+
+def test_lines_of_other_clients_and_other_messages_are_shown_at_once() -> None:
+    lines = RepeatedLines(window_s=30.0, clock=lambda: 5.0)
+    assert lines.filter(_record("rdkafka#producer-1", REFUSED))
+    assert lines.filter(_record("rdkafka#consumer-2", REFUSED))
+    assert lines.filter(_record("rdkafka#producer-1", REFUSED.replace("9092", "9093")))
+    assert not lines.filter(_record("rdkafka#producer-1", REFUSED))
+    assert lines.filter(logging.LogRecord("x", logging.ERROR, __file__, 1, "not librdkafka's", (), None))
