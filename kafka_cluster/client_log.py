@@ -63,7 +63,7 @@ class KnownHarmless(logging.Filter):
         return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
-# librdkafka's timings in a line ("after 0ms in state CONNECT", "identical to last error"): not what makes it new
+# librdkafka's timings in a line ("(after 0ms in state CONNECT)", "in 1000ms"): not what makes it new
 _TIMINGS = re.compile(r"\(after \d+ms[^)]*\)|\d+ms")
 REPEAT_WINDOW_S = 30.0
 _MAX_KEYS = 10_000  # lines remembered at once; past it, those whose window has passed are forgotten

@@ -77,8 +77,8 @@ def launched_by_spark_submit() -> bool:
 
 # The driver beside `gateway run`'s embedded broker serves a demo and a developer's tries: the serial collector
 # and C1 alone start it with less CPU on a small machine (C2's compilations of the first micro-batch's code took
-# ~1.8 s of CPU; the first response ~2 s sooner on two cores, docs/performance.md) at 15-25 % of its throughput;
-# a driver in front of an operator's cluster keeps the JDK's defaults.
+# ~1.8 s of CPU; the first response ~2 s sooner on two cores, docs/performance.md) at up to 15-25 % of its
+# throughput; a driver in front of an operator's cluster keeps the JDK's defaults.
 QUICK_START_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
