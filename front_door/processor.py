@@ -44,7 +44,6 @@ from front_door.network.wire import (
     frame_size,
     parse_request,
 )
-from front_door.security.audit import OncePerWindow
 from front_door.security.listeners import Listener
 from front_door.security.sasl_exchange import (
     MIN_REAUTH_INTERVAL_S,
@@ -56,6 +55,7 @@ from front_door.security.sasl_exchange import (
 from front_door.security.sasl_server import SaslConnection
 from front_door.security.ssl_principal import PrincipalMappingError, distinguished_name, principal_name
 from front_door.settings import FrontDoorSettings
+from kafka_cluster.once_per_window import OncePerWindow
 from kafka_cluster.security import SecurityProtocol
 
 log = logging.getLogger("gateway.front_door")

@@ -46,7 +46,6 @@ from front_door.network.connection_quotas import ConnectionQuotas
 from front_door.network.connection_slots import ConnectionSlots
 from front_door.processor import Processor
 from front_door.producer_id_manager import ProducerIdManager
-from front_door.security.audit import OncePerWindow
 from front_door.security.authorizer import AclAuthorizer
 from front_door.security.listeners import Listener
 from front_door.security.scram_credentials import ScramCredentials
@@ -54,6 +53,7 @@ from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds, async_step, blocking_step
 from front_door.transaction_startup import add_partitions_manager, start_transactions
 from front_door.transactions.coordinator import TransactionCoordinator
+from kafka_cluster.once_per_window import OncePerWindow
 from kafka_cluster.registry_store import RegistryStore
 from validators.topic_config import TopicRegistry
 

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafka_cluster.once_per_window import OncePerWindow
+
 
 @dataclass(frozen=True)
 class KnownLine:
@@ -66,17 +68,15 @@ class KnownHarmless(logging.Filter):
 # librdkafka's timings in a line ("(after 0ms in state CONNECT)", "in 1000ms"): not what makes it new
 _TIMINGS = re.compile(r"\(after \d+ms[^)]*\)|\d+ms")
 REPEAT_WINDOW_S = 30.0
-_MAX_KEYS = 10_000  # lines remembered at once; past it, those whose window has passed are forgotten
 
 
 class RepeatedLines(logging.Filter):
     """Lets a librdkafka line through once per `window_s` for each (facility, client, message without its
-    timings); the first one after a window in which some were left out says how many (module docstring)."""
+    timings), the next one saying how many were held back (`OncePerWindow`; module docstring)."""
 
     def __init__(self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
-        self.window_s, self.clock = window_s, clock
-        self._shown: dict[tuple[str, str, str], tuple[float, int]] = {}  # key -> (shown at, left out since)
+        self._once = OncePerWindow(window_s, clock)
         self._guard = threading.Lock()  # librdkafka's lines arrive on the clients' threads
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -85,17 +85,11 @@ class RepeatedLines(logging.Filter):
             return True
         facility, client, message = args
         key = (str(facility), str(client), " ".join(_TIMINGS.sub("", str(message)).split()))
-        now = self.clock()
         with self._guard:
-            shown = self._shown.get(key)
-            if shown is not None and now - shown[0] < self.window_s:
-                self._shown[key] = (shown[0], shown[1] + 1)
-                return False
-            if len(self._shown) >= _MAX_KEYS:
-                self._shown = {k: v for k, v in self._shown.items() if now - v[0] < self.window_s}
-            self._shown[key] = (now, 0)
-        if shown is not None and shown[1]:
-            record.msg = f"{record.msg} ({shown[1]} more like it in the last {now - shown[0]:.0f} s)"
+            held_back = self._once.due(key)
+        if held_back is None:
+            return False
+        record.msg = f"{record.msg}{self._once.more(held_back)}"
         return True
 
 

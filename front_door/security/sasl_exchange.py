@@ -35,7 +35,6 @@ from front_door.network.wire import (
     encode_response,
     parse_request,
 )
-from front_door.security.audit import OncePerWindow
 from front_door.security.config import FrontDoorSecurity
 from front_door.security.listeners import Listener
 from front_door.security.sasl_server import (
@@ -44,6 +43,7 @@ from front_door.security.sasl_server import (
     SaslConnection,
     SaslState,
 )
+from kafka_cluster.once_per_window import OncePerWindow
 
 log = logging.getLogger("gateway.front_door")
 
