@@ -6,7 +6,9 @@ send and the acknowledgement (see the Java source for the lines).
 
 The processes run at Linux's idle priority (SCHED_IDLE): they stand for clients on hosts of their own. On these
 two shared cores a client's own CPU would otherwise slow the gateway it waits for: librdkafka's idempotent
-producer busy-polls while a partition's requests wait (docs/clients.md), which is all of a failover.
+producer busy-polls while a partition's requests wait (docs/clients.md), which is all of a failover. `stop()`
+gives every thread of the process the normal priority back first: at idle priority beside busy cores a client's
+final flush can be starved of CPU for minutes, and the flush is not what a test measures.
 
 As a program: python -m tests.integration.steady_producers BOOTSTRAP TOPIC PREFIX PARTITIONS INTERVAL_MS
 FLUSH_TIMEOUT_MS [key=value librdkafka settings...]
@@ -67,9 +69,12 @@ class SteadyProducer:
     def stop(self, timeout_s: float) -> list[str]:
         """Stops sending and waits for what is in flight; the values sent and never acknowledged."""
         assert self.proc.stdin is not None
+        _normal_priority(self.proc.pid)
         self.proc.stdin.write("stop\n")
         self.proc.stdin.flush()
-        assert self._closed.wait(timeout_s + 30), f"{self.name} did not close: exit {self.proc.poll()}"
+        assert self._closed.wait(timeout_s + 30), (
+            f"{self.name} did not close: exit {self.proc.poll()}, {len(self.acked)} acknowledged, "
+            f"errors {self.errors[-3:]}; its threads: {_thread_states(self.proc.pid)}" + _tail(self.log_path))
         self.proc.wait(30)
         self._reader.join(30)
         return [v for v in self.sent if v not in self.acked]
@@ -92,6 +97,42 @@ class SteadyProducer:
 def _idle_priority() -> None:
     """In the child before it runs: Linux's SCHED_IDLE, CPU only when nothing else wants it."""
     os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def _normal_priority(pid: int) -> None:
+    """Every thread of process `pid` back to Linux's normal policy (a policy is a thread's, not a process's)."""
+    for tid in _threads(pid):
+        try:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:  # the process has gone
+        return []
+
+
+def _thread_states(pid: int) -> str:
+    """Each thread's name, state and CPU seconds (user + system), from /proc: what a stuck client was doing."""
+    states = []
+    for tid in _threads(pid):
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        states.append(f"{name} {fields[0]} {cpu_s:.1f}s")
+    return ", ".join(states) or "none"
+
+
+def _tail(log_path: Path | None, lines: int = 30) -> str:
+    if log_path is None or not log_path.exists():
+        return ""
+    return f"; the last lines of {log_path}:\n" + "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def librdkafka_producer(bootstrap: str, topic: str, prefix: str, partitions: int, log_path: Path | None = None,
