@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sinks.micro_batch import SinkInterrupted
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The level of the gateway's log (default INFO: a summary of the micro-batches every log_summary_interval_ms,
 # state changes and problems); DEBUG adds each micro-batch's metrics line, Spark's progress report and the
@@ -43,7 +41,11 @@ def configure_logging(level: int | None = None) -> None:
 
 def _not_a_stop(record: logging.LogRecord) -> bool:
     """py4j logs every exception a foreachBatch function raises, with its traceback, at ERROR; the micro-batch a
-    Ctrl-C stops is not an error (Spark ends the query cleanly and replays the micro-batch at the next start)."""
+    Ctrl-C stops is not an error (Spark ends the query cleanly and replays the micro-batch at the next start).
+    Imported here, on the driver (the only process with py4j's log): the stage's Python workers configure this
+    logging too, and the sink's module would bring the whole storage and Kafka client stack into their start."""
+    from sinks.micro_batch import SinkInterrupted
+
     return not (record.exc_info and isinstance(record.exc_info[1], SinkInterrupted))
 
 

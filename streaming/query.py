@@ -29,10 +29,11 @@ from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
+from streaming.python_worker import prepare_worker
 from streaming.registry_sync import EXECUTOR_REGISTRY_FILE, RegistrySync, open_registry_store
 from streaming.retention_schedule import RetentionSchedule
 from streaming.sink_listener import SinkListener
-from streaming.stage import apply_stage, prepare_worker
+from streaming.stage import apply_stage
 
 log = logging.getLogger("gateway.query")
 

@@ -36,8 +36,8 @@ from contract.transaction_version import TransactionVersion
 from sinks.decisions import DECISION_SCHEMA
 from sinks.registry_watcher import RegistryWatcher
 from streaming.bucket_state import STAGE_BUCKETS, BucketState
-from streaming.logs import ThrottledWarning, configure_logging
-from streaming.worker_memory import keep_worker_memory
+from streaming.logs import ThrottledWarning
+from streaming.python_worker import prepare_worker
 from validators.append_result import Accepted, AppendResult, PartitionState, Rejected
 from validators.errors import Errors
 from validators.log_validator import AppendOrigin
@@ -229,13 +229,6 @@ def _target_order(target: Target) -> tuple[bool, str, bool, int]:
     """A deterministic order of a bucket's targets (missing topic or partition last)."""
     topic, partition = target
     return topic is None, topic or "", partition is None, partition or 0
-
-
-def prepare_worker() -> None:
-    """First in every Python worker of the query (the stage's and the sink's): the gateway's logging (a worker
-    starts with it unconfigured) and its allocator settings."""
-    configure_logging()
-    keep_worker_memory()
 
 
 def stage_function(

@@ -47,7 +47,8 @@ from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
-from streaming.stage import apply_stage, prepare_worker
+from streaming.python_worker import prepare_worker
+from streaming.stage import apply_stage
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry
 
