@@ -28,7 +28,8 @@ class JvmCpu:
         return JvmCpu(self.total_s - earlier.total_s, self.jit_s - earlier.jit_s)
 
 
-def _cpu_s(stat: str) -> float:
+def cpu_seconds(stat: str) -> float:
+    """A /proc `stat` line's user and system CPU seconds (a process's or one thread's)."""
     fields = stat.rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
 
@@ -37,7 +38,7 @@ def jvm_cpu(pid: int) -> JvmCpu | None:
     """The JVM's CPU so far, or None where /proc does not show it (another OS, a process gone)."""
     process = Path(f"/proc/{pid}")
     try:
-        total = _cpu_s((process / "stat").read_text())  # the process's, ended threads included
+        total = cpu_seconds((process / "stat").read_text())  # the process's, ended threads included
         threads = list((process / "task").iterdir())
     except (OSError, IndexError, ValueError):
         return None
@@ -45,7 +46,7 @@ def jvm_cpu(pid: int) -> JvmCpu | None:
     for thread in threads:
         try:
             if _COMPILER_THREAD in (thread / "comm").read_text():
-                jit += _cpu_s((thread / "stat").read_text())
+                jit += cpu_seconds((thread / "stat").read_text())
         except (OSError, IndexError, ValueError):
             continue  # the thread ended between the listing and the read
     return JvmCpu(total, jit)

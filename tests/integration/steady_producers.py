@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
+from tests.jvm_threads import cpu_seconds
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "SteadyProducer.java"
 GO_PROGRAM = Path(__file__).parent / "go" / "bin" / "steady_producer"
@@ -123,9 +124,8 @@ def _thread_states(pid: int) -> str:
             stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
         except FileNotFoundError:
             continue
-        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        states.append(f"{name} {fields[0]} {cpu_s:.1f}s")
+        name, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()[0]
+        states.append(f"{name} {state} {cpu_seconds(stat):.1f}s")
     return ", ".join(states) or "none"
 
 
