@@ -268,7 +268,8 @@ def random_cluster_id() -> str:
             return cluster_id
 
 
-def _tail(path: Path, lines: int) -> str:
+def tail_lines(path: Path, lines: int) -> str:
+    """The last `lines` lines of a log file (from its last 64 KiB), or a note that it does not exist."""
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -369,8 +370,8 @@ class LocalKafka:
     def log_tail(self, lines: int = 60) -> str:
         """The end of the broker log and of the JVM's own output, for error messages."""
         return (
-            f"--- {self.log_path} (last {lines} lines) ---\n{_tail(self.log_path, lines)}\n"
-            f"--- {self.stdout_path} (last {lines} lines) ---\n{_tail(self.stdout_path, lines)}"
+            f"--- {self.log_path} (last {lines} lines) ---\n{tail_lines(self.log_path, lines)}\n"
+            f"--- {self.stdout_path} (last {lines} lines) ---\n{tail_lines(self.stdout_path, lines)}"
         )
 
     # ---- configuration

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath
+from embedded.local_kafka import KAFKA_JARS_DIR, java_executable, kafka_classpath, tail_lines
 from tests.jvm_threads import cpu_seconds
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "SteadyProducer.java"
@@ -75,7 +75,8 @@ class SteadyProducer:
         self.proc.stdin.flush()
         assert self._closed.wait(timeout_s + 30), (
             f"{self.name} did not close: exit {self.proc.poll()}, {len(self.acked)} acknowledged, "
-            f"errors {self.errors[-3:]}; its threads: {_thread_states(self.proc.pid)}" + _tail(self.log_path))
+            f"errors {self.errors[-3:]}; its threads: {_thread_states(self.proc.pid)}"
+            + ("" if self.log_path is None else f"; the last lines of {self.log_path}:\n{tail_lines(self.log_path, 30)}"))
         self.proc.wait(30)
         self._reader.join(30)
         return [v for v in self.sent if v not in self.acked]
@@ -127,12 +128,6 @@ def _thread_states(pid: int) -> str:
         name, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()[0]
         states.append(f"{name} {state} {cpu_seconds(stat):.1f}s")
     return ", ".join(states) or "none"
-
-
-def _tail(log_path: Path | None, lines: int = 30) -> str:
-    if log_path is None or not log_path.exists():
-        return ""
-    return f"; the last lines of {log_path}:\n" + "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def librdkafka_producer(bootstrap: str, topic: str, prefix: str, partitions: int, log_path: Path | None = None,
