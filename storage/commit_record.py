@@ -3,6 +3,10 @@ start and end offset, the active segment's committed file sizes, checksums and m
 the older (inactive) segments belongs to it. Replaced atomically (write, fsync, rename, fsync the directory)
 only after the data it describes is durable.
 
+Both files carry a CRC-32 of their content (`crc32`, first, over the rest of the text as written): a damaged record
+or list is a clear error naming the file, never another valid record whose sizes would cut the log. Files of an
+earlier release, without one, are read as they are.
+
 The inactive segments never change until a roll, a retention pass or a repair, so they are kept apart, in
 `gateway-segments.<generation>.json`, written once per change under a new generation and named by the record:
 a micro-batch's commit writes and reads a record of the same size however many segments the partition retains.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -109,6 +114,7 @@ class CommitHead:
         return self.inactive_count + (self.active is not None)
 
     def to_json(self) -> str:
+        """The record's JSON: its CRC-32 first, then its fields in key order (`with_crc`)."""
         doc = {
             "version": COMMIT_FORMAT_VERSION, "batch_id": self.batch_id, "log_end_offset": self.log_end_offset,
             "log_start_offset": self.log_start_offset,
@@ -117,7 +123,7 @@ class CommitHead:
         }
         if self.first_unstable_offset is not None:
             doc["first_unstable_offset"] = self.first_unstable_offset
-        return json.dumps(doc, sort_keys=True)
+        return with_crc(json.dumps(doc, sort_keys=True))
 
     @property
     def last_stable_offset(self) -> int:
@@ -126,7 +132,7 @@ class CommitHead:
 
     @staticmethod
     def from_json(text: str) -> CommitHead:
-        doc = json.loads(text)
+        doc = json.loads(without_crc(text))
         version = doc.get("version")
         if version == _INLINE_SEGMENTS_VERSION:
             segments = tuple(SegmentState(**s) for s in doc["segments"])
@@ -146,7 +152,9 @@ class CommitHead:
             return self.inactive
         path = Path(directory) / segment_list_name(self.segment_list)
         try:
-            segments = tuple(SegmentState(**s) for s in json.loads(path.read_text()))
+            doc = json.loads(without_crc(path.read_text()))
+            listed = doc if isinstance(doc, list) else doc["segments"]  # a bare list: an earlier release's
+            segments = tuple(SegmentState(**s) for s in listed)
         except FileNotFoundError:
             raise KafkaStorageError(f"{path}: the segment list of the commit record is missing") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -161,6 +169,27 @@ class CommitHead:
         segments = inactive if self.active is None else (*inactive, self.active)
         return CommitRecord(self.batch_id, self.log_end_offset, self.log_start_offset, segments,
                             segment_list=self.segment_list, first_unstable_offset=self.first_unstable_offset)
+
+
+_CRC_PREFIX = '{"crc32": '
+
+
+def with_crc(body: str) -> str:
+    """A JSON object with the CRC-32 of its text put first: `{"crc32": <CRC-32 of body>, <body's fields>}`."""
+    assert body.startswith("{") and body != "{}", body
+    return f"{_CRC_PREFIX}{zlib.crc32(body.encode())}, {body[1:]}"
+
+
+def without_crc(text: str) -> str:
+    """The object `with_crc` wrote, its CRC-32 checked and taken off; one without a CRC (an earlier release's)
+    as it is. A mismatch raises ValueError."""
+    if not text.startswith(_CRC_PREFIX):
+        return text
+    comma = text.find(", ", len(_CRC_PREFIX))
+    body = "{" + text[comma + 2:].rstrip()
+    if comma < 0 or zlib.crc32(body.encode()) != int(text[len(_CRC_PREFIX):comma]):
+        raise ValueError("its CRC-32 does not match its content (the file is damaged)")
+    return body
 
 
 def segment_list_name(generation: int) -> str:
@@ -250,7 +279,7 @@ def write_segment_list(directory: Path, generation: int, segments: tuple[Segment
                        sync: bool) -> None:
     """A new generation of the inactive segments' list (a new file, named by the next record)."""
     with open(os.path.join(directory, segment_list_name(generation)), "w") as f:
-        f.write(json.dumps([_segment_doc(s) for s in segments]))
+        f.write(with_crc(json.dumps({"segments": [_segment_doc(s) for s in segments]})))
         if sync:
             f.flush()
             os.fsync(f.fileno())

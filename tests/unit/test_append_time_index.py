@@ -46,6 +46,7 @@ def _forget_append_time_crc(root: Path) -> None:
     """A commit record without the append-time index CRC (as an earlier version wrote): the writer reads."""
     record = partition_dir(root, "t", 0) / COMMIT_FILE
     doc = json.loads(record.read_text())
+    del doc["crc32"]  # nor a CRC-32 of its own
     if doc["active"] is not None:  # the one segment a writer reads
         doc["active"]["append_time_index_crc"] = None
     record.write_text(json.dumps(doc))

@@ -111,7 +111,7 @@ def test_commit_record_lists_every_segment(tmp_path, reference):
     doc = json.loads(reference[COMMIT_FILE])
     assert doc["batch_id"] == MICRO_BATCHES - 1
     assert doc["log_end_offset"] == MICRO_BATCHES * 12
-    inactive = json.loads(reference[segment_list_name(doc["segment_list"])])
+    inactive = json.loads(reference[segment_list_name(doc["segment_list"])])["segments"]
     assert len(inactive) == doc["inactive_count"] >= 2
     assert not any(name.startswith(SEGMENT_LIST_PREFIX) and name != segment_list_name(doc["segment_list"])
                    for name in reference)  # the lists of earlier generations are gone
