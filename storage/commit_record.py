@@ -242,14 +242,27 @@ def write_commit(directory: Path, commit: CommitRecord) -> None:
             remove_segment_list(directory, commit.segment_list)
 
 
-def write_head(directory: Path, head: CommitHead) -> bytes:
-    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced. Returns the
-    record's JSON as written (without the padding)."""
-    data = write_commit_tmp(directory, head, sync=True)
+def write_head(directory: Path, head: CommitHead, sync: bool = True) -> bytes:
+    """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced (`sync` False:
+    neither fsync; the caller makes the record durable, `sync_record`). Returns the record's JSON as written
+    (without the padding)."""
+    data = write_commit_tmp(directory, head, sync=sync)
     crash_point("commit-tmp-written")
     replace_commit(directory)
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
     return data
+
+
+def sync_record(directory: Path) -> None:
+    """A record `write_head` left unsynced made durable: its file, then its directory (the rename, and a
+    recovery marker made beside it)."""
+    fd = os.open(os.path.join(directory, COMMIT_FILE), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(directory)
 
 
 def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> bytes:
@@ -293,12 +306,14 @@ def remove_segment_list(directory: Path, generation: int) -> None:
         pass
 
 
-def mark_for_recovery(directory: Path) -> None:
-    """`RECOVERY_MARKER` made durable before files the record does not describe are made or removed."""
+def mark_for_recovery(directory: Path, sync: bool = True) -> None:
+    """`RECOVERY_MARKER` made durable before files the record does not describe are made or removed (`sync`
+    False: the caller makes it durable before any such file holds data)."""
     path = os.path.join(directory, RECOVERY_MARKER)
     if not os.path.exists(path):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
-        fsync_dir(directory)
+        if sync:
+            fsync_dir(directory)
 
 
 def clear_recovery_mark(directory: Path) -> None:

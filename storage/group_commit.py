@@ -4,6 +4,8 @@ A partition's own commit (`PartitionLog.commit`) costs four fsyncs: the `.log`, 
 commit record's tmp file and its directory. A micro-batch that touches a thousand partitions would pay four
 thousand. A group commit pays two `syncfs` calls for all of them, in the same order of durability:
 
+0. where the micro-batch made partitions, one `syncfs` first: their first commit records durable before any of
+   their bytes is written (`PartitionLog.open` leaves a new partition's record unsynced);
 1. every partition's appended bytes written out and its next commit record written to its tmp file, unsynced
    (`PartitionLog.stage_commit`);
 2. `syncfs` of the segments root's filesystem: the data and the tmp records durable;
@@ -66,15 +68,23 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
     """Commit every appender that has something to commit (module docstring). One whose partition directory is
     on another filesystem than `root` commits on its own first."""
     device = os.stat(root).st_dev
-    staged: list[tuple[PartitionLog, CommitHead]] = []
+    together: list[BatchAppender] = []
     for appender in appenders:
         if not appender.to_commit:
             continue
-        plog = appender.log
-        if os.stat(plog.directory).st_dev != device:
-            plog.commit(appender.batch_id)
-            continue
-        staged.append((plog, plog.stage_commit(appender.batch_id)))
+        if os.stat(appender.log.directory).st_dev != device:
+            appender.log.commit(appender.batch_id)
+        else:
+            together.append(appender)
+    new = [a.log for a in together if a.log.record_unsynced]
+    if new:
+        # new partitions' first records durable before any of their bytes is written (`PartitionLog.open`)
+        sync_filesystem(root)
+        for plog in new:
+            plog.record_synced_by_filesystem()
+    staged: list[tuple[PartitionLog, CommitHead]] = []
+    for appender in together:
+        staged.append((appender.log, appender.log.stage_commit(appender.batch_id)))
     if not staged:
         return
     crash_point("commit-tmp-written")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +133,9 @@ class LogSegment:
         self._pending: list[bytes] = []
         self._pending_at = 0
         self._pending_bytes = 0
+        # Called once before the first appended bytes reach the `.log`: a new partition's log makes its first
+        # commit record durable there (`PartitionLog.open`), no sooner
+        self.before_first_write: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -327,6 +330,9 @@ class LogSegment:
         """Write the appended bytes not yet in the files (log and indexes), without fsync. `writeback`: ask the
         kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once."""
         if self._pending:
+            if self.before_first_write is not None:
+                hook, self.before_first_write = self.before_first_write, None
+                hook()
             write_at(self._fd, self._pending, self._pending_at)
             if writeback:
                 start_writeback(self._fd, self._pending_at, self._pending_bytes)

@@ -152,3 +152,72 @@ def test_a_group_commit_only_where_syncfs_makes_everything_durable(tmp_path: Pat
         a, b = partition_dir(tmp_path / "grouped", "orders", p), partition_dir(tmp_path / "alone", "orders", p)
         assert {f.name: f.read_bytes() for f in a.iterdir() if f.name != LOCK_FILE} == \
             {f.name: f.read_bytes() for f in b.iterdir() if f.name != LOCK_FILE}
+
+
+def _durability_events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every fsync/fdatasync (by file name), syncfs, and write of appended bytes to a `.log`, in order."""
+    import storage.group_commit as group_commit_module
+    import storage.segment as segment_module
+
+    events: list[str] = []
+    real_fsync, real_fdatasync, real_write_at = os.fsync, os.fdatasync, segment_module.write_at
+    real_sync = group_commit_module.sync_filesystem
+
+    def name(fd: int) -> str:
+        return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(f"fsync {name(fd)}"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (events.append(f"fsync {name(fd)}"), real_fdatasync(fd))[1])
+    monkeypatch.setattr(group_commit_module, "sync_filesystem",
+                        lambda root: (events.append("syncfs"), real_sync(root))[1])
+    monkeypatch.setattr(segment_module, "write_at",
+                        lambda fd, data, at: (events.append(f"write {name(fd)}"), real_write_at(fd, data, at))[1])
+    return events
+
+
+def test_new_partitions_records_are_made_durable_by_one_sync_before_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new partition's first commit record, which tells its uncommitted bytes from a foreign directory's, is
+    durable before any of its bytes is written: in a group commit by one syncfs for all new partitions, not two
+    fsyncs each."""
+    from storage.batch_appender import BatchAppender
+    from storage.group_commit import group_commit
+    from storage.log_config import SegmentConfig
+    from tests.unit.test_segment import T0, make_batch
+
+    events = _durability_events(monkeypatch)
+    appenders = [BatchAppender(tmp_path, "t", p, 0, SegmentConfig()) for p in range(PARTITIONS)]
+    for appender in appenders:
+        appender.add([(0, 0, make_batch(0, [T0]), T0)])
+    assert not any(e.startswith("write") for e in events)  # appended bytes wait for the commit
+    group_commit(tmp_path, appenders)
+    for appender in appenders:
+        appender.close()
+    first_write = next(i for i, e in enumerate(events) if e.startswith("write"))
+    assert events[:first_write] == ["syncfs"], events[:first_write]
+    assert events.count("syncfs") == 3 and not any(e.startswith("fsync") for e in events), events
+    assert all(read_commit(partition_dir(tmp_path, "t", p)).batch_id == 0 for p in range(PARTITIONS))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("how", ["commit", "bytes written before the commit"])
+def test_a_new_partitions_record_is_durable_before_its_first_bytes_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Outside a group commit: the record and its directory fsynced before the first write of the `.log`,
+    whether that is the commit's or an append's that filled the pending buffer."""
+    from storage.log_config import SegmentConfig
+    from storage.partition_log import PartitionLog
+    from storage.segment import PENDING_LIMIT
+    from tests.unit.test_segment import T0, make_batch
+
+    events = _durability_events(monkeypatch)
+    with PartitionLog.open(tmp_path, "t", 0, SegmentConfig()) as plog:
+        assert plog.record_unsynced and events == []
+        value = b"x" * (PENDING_LIMIT if how != "commit" else 10)
+        plog.append(make_batch(0, [T0], value=value), T0)
+        if how == "commit":
+            plog.commit(0)
+    first_write = events.index("write 00000000000000000000.log")
+    assert events[:first_write] == [f"fsync {COMMIT_FILE}", "fsync t-0"], events
+    assert events.count(f"fsync {COMMIT_FILE}") == 1  # the first record once; a commit's own goes through its tmp
