@@ -81,7 +81,7 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
         # new partitions' first records durable before any of their bytes is written (`PartitionLog.open`)
         sync_filesystem(root)
         for plog in new:
-            plog.record_synced_by_filesystem()
+            plog.record_made_durable()
     staged: list[tuple[PartitionLog, CommitHead]] = []
     for appender in together:
         staged.append((appender.log, appender.log.stage_commit(appender.batch_id)))

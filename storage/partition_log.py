@@ -125,10 +125,11 @@ class PartitionLog:
         (`recovery`), so uncommitted bytes must never be on disk without it."""
         if self.record_unsynced:
             sync_record(self.directory)
-            self.record_synced_by_filesystem()
+            self.record_made_durable()
 
-    def record_synced_by_filesystem(self) -> None:
-        """A sync of the whole filesystem (`group_commit`) made the first record durable."""
+    def record_made_durable(self) -> None:
+        """The first record is durable (`make_record_durable`, or a sync of the whole filesystem in
+        `group_commit`): nothing more to do before the first bytes are written."""
         self.record_unsynced = False
         if self.active is not None:
             self.active.before_first_write = None
