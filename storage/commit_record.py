@@ -186,8 +186,8 @@ def without_crc(text: str) -> str:
     if not text.startswith(_CRC_PREFIX):
         return text
     comma = text.find(", ", len(_CRC_PREFIX))
-    body = "{" + text[comma + 2:].rstrip()
-    if comma < 0 or zlib.crc32(body.encode()) != int(text[len(_CRC_PREFIX):comma]):
+    body = "{" + text[comma + 2:].rstrip() if comma >= 0 else ""
+    if not body or zlib.crc32(body.encode()) != int(text[len(_CRC_PREFIX):comma]):
         raise ValueError("its CRC-32 does not match its content (the file is damaged)")
     return body
 
