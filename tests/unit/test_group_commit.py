@@ -175,12 +175,13 @@ def _durability_events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return events
 
 
+@pytest.mark.parametrize("batches", [1, 3])
 def test_new_partitions_records_are_made_durable_by_one_sync_before_their_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batches: int
 ) -> None:
     """A new partition's first commit record, which tells its uncommitted bytes from a foreign directory's, is
     durable before any of its bytes is written: in a group commit by one syncfs for all new partitions, not two
-    fsyncs each."""
+    fsyncs each, however many batches each takes (a segment's roll check reads its first batch's timestamp)."""
     from storage.batch_appender import BatchAppender
     from storage.group_commit import group_commit
     from storage.log_config import SegmentConfig
@@ -189,7 +190,7 @@ def test_new_partitions_records_are_made_durable_by_one_sync_before_their_bytes(
     events = _durability_events(monkeypatch)
     appenders = [BatchAppender(tmp_path, "t", p, 0, SegmentConfig()) for p in range(PARTITIONS)]
     for appender in appenders:
-        appender.add([(0, 0, make_batch(0, [T0]), T0)])
+        appender.add([(o, o, make_batch(o, [T0 + o]), T0) for o in range(batches)])
     assert not any(e.startswith("write") for e in events)  # appended bytes wait for the commit
     group_commit(tmp_path, appenders)
     for appender in appenders:
