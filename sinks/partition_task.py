@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from itertools import groupby
 from operator import attrgetter
@@ -90,7 +90,8 @@ class TaskSummary:
     metric_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        # shallow: `asdict` deep-copies every metric row, ~50 µs a partition
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, separators=(",", ":"))
 
     @staticmethod
     def from_json(text: str) -> TaskSummary:
