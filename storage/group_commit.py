@@ -72,7 +72,7 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
     for appender in appenders:
         if not appender.to_commit:
             continue
-        if os.stat(appender.log.directory).st_dev != device:
+        if appender.log.device != device:
             appender.log.commit(appender.batch_id)
         else:
             together.append(appender)

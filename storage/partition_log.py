@@ -98,6 +98,7 @@ class PartitionLog:
     _record_json: bytes | None = field(default=None, repr=False)  # `commit_record` as this log wrote it
     _staged_json: bytes = field(default=b"", repr=False)  # the record `stage_commit` wrote to the tmp file
     _suspended_record: bytes | None = field(default=None, repr=False)  # the commit record as `suspend` left it
+    device: int = field(default=-1, repr=False)  # the directory's filesystem (`st_dev`), for `group_commit`
     # A new partition's first (empty) record, not yet durable: made so before the first bytes reach a `.log`
     # or the first commit (`open`), by one sync for many partitions in a group commit
     record_unsynced: bool = field(default=False, repr=False)
@@ -210,6 +211,7 @@ class PartitionLog:
                 recovered_bytes=result.truncated_bytes, now_ms=now_ms, _lock=lock, _active_state=commit.active,
                 _inactive=None if commit.inactive is None else list(commit.inactive),
                 first_unstable_offset=commit.first_unstable_offset, record_unsynced=new,
+                device=os.stat(directory).st_dev,
             )
         except BaseException:
             lock.release()

@@ -3,14 +3,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from storage.batch_appender import append_batches
-from storage.commit_record import COMMIT_FILE, read_commit, read_commit_head, segment_list_name
+from storage.commit_record import (
+    COMMIT_FILE,
+    COMMIT_FORMAT_VERSION,
+    CommitHead,
+    SegmentState,
+    read_commit,
+    read_commit_head,
+    segment_list_name,
+    with_crc,
+)
 from storage.errors import KafkaStorageError
 from storage.file_names import partition_dir
 from storage.log_config import SegmentConfig
@@ -73,3 +85,27 @@ def test_files_of_an_earlier_release_without_a_crc_are_read_and_the_next_commit_
     assert head is not None and head.batch_id == 3
     assert "crc32" in json.loads((directory / segment_list_name(head.segment_list)).read_text())
     assert len(read_commit(directory).segments) == 4  # type: ignore[union-attr]
+
+
+_counts = st.integers(min_value=0, max_value=2**63 - 1)
+_maybe = st.none() | st.integers(min_value=-1, max_value=2**63 - 1)
+
+
+@given(
+    batch_id=st.integers(min_value=-1, max_value=2**63 - 1), end=_counts, start=_counts, listed=_counts, count=_counts,
+    unstable=st.none() | _counts,
+    active=st.none() | st.builds(SegmentState, _counts, _counts, _counts, _counts, _counts, _maybe, _maybe, _maybe,
+                                 _maybe, _maybe, _maybe),
+)
+def test_a_record_is_written_as_json_writes_it(
+    batch_id: int, end: int, start: int, listed: int, count: int, unstable: int | None, active: SegmentState | None,
+) -> None:
+    """The record's own formatting gives the text `json.dumps(..., sort_keys=True)` gives, and reads back."""
+    head = CommitHead(batch_id, end, start, active, listed, count, None, unstable)
+    doc = {"version": COMMIT_FORMAT_VERSION, "batch_id": batch_id, "log_end_offset": end, "log_start_offset": start,
+           "active": None if active is None else dataclasses.asdict(active), "segment_list": listed,
+           "inactive_count": count, **({} if unstable is None else {"first_unstable_offset": unstable})}
+    assert head.to_json() == with_crc(json.dumps(doc, sort_keys=True))
+    back = CommitHead.from_json(head.to_json())
+    assert (back.batch_id, back.log_end_offset, back.active, back.first_unstable_offset) == (batch_id, end, active,
+                                                                                              unstable)
