@@ -253,9 +253,12 @@ def stage_function(
         # (in practice the next micro-batch); a bad reload keeps the previous registry.
         topics = registry.current()
         rows: list[DecisionRow] = []
+        topic_ids: dict[str | None, str | None] = {}  # a re-created topic is another incarnation: another id
         for topic, partition in sorted(by_target, key=_target_order):
-            config = topics.get(topic)
-            topic_id = str(config.id) if config is not None else None  # a re-created topic: another incarnation
+            if topic not in topic_ids:  # once per topic of the bucket, not per partition
+                config = topics.get(topic)
+                topic_ids[topic] = str(config.id) if config is not None else None
+            topic_id = topic_ids[topic]
             old_state = bucket.get(topic, partition, topic_id)
             decided, new_state = decide_group(topic, partition, by_target[(topic, partition)], topics, old_state, now_ms)
             rows.extend(decided)
