@@ -5,7 +5,8 @@ stateful operator's output is already partitioned by target partition, so one Sp
 decides, appends and publishes). It appends each target partition's accepted batches in offset order
 (`PartitionAppend`), then makes them durable and commits them exactly once per micro-batch id, the `batch_id`
 foreachBatch gives (`batch_appender.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
-`storage.group_commit`), and only then sends the produce responses and dead letters (a response never goes out
+`storage.group_commit`; from `EARLY_COMMIT_PARTITIONS` partitions whose rows are all in, a commit of them while the
+task reads the rest), and only then sends the produce responses and dead letters (a response never goes out
 before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
 one encodes the responses and folds the rows into metric deltas (`batch_metrics`), work that needs the
 decisions but not their durability. What reaches the driver is one small `TaskSummary` per task.
@@ -48,6 +49,10 @@ COMMIT_THREADS = 16
 # From this many partitions to commit, one group commit (two syncs of the filesystem) costs less than their
 # fsyncs on the committer's threads (`storage.group_commit`; measured in docs/performance.md).
 GROUP_COMMIT_PARTITIONS = 8
+# From this many partitions whose rows are all in, a task commits them (one group commit) while it reads the rows
+# still to come: the commit's syncs and record writes overlap the stage deciding the rest, where a micro-batch
+# touches many partitions; below it, the second group commit's two syncs would cost more than they overlap.
+EARLY_COMMIT_PARTITIONS = 64
 # Partitions a task keeps open at once (each holds its lock and active segment: ~6 file descriptors); past
 # this, the earlier ones are committed while the task goes on, a group commit more (docs/deployment.md, sizing).
 # As many as the worker keeps open between micro-batches, so a task over every partition the worker keeps
@@ -274,42 +279,99 @@ class _Committer:
             self._pool.shutdown(wait=True)
 
 
+_Key = tuple[str | None, int | None]  # a target partition, as the decision rows name it
+
+
+class _EarlyCommits:
+    """A task's partitions committed before its last rows are in (`run_task`): one commit in flight at a time, on
+    a committer of its own, while the task reads and appends the rows that follow. `committed`: every partition
+    handed to it (rows of one of them after that fail the task: they would be taken for a replay)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.committed: dict[_Key, PartitionAppend] = {}
+        self.outcomes: list[AppendOutcome] = []
+        self._flight: tuple[_Committer, list[Future[_Committed]], list[PartitionAppend]] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Partitions of the commit in flight (each holds its descriptors until it is settled)."""
+        return 0 if self._flight is None else len(self._flight[2])
+
+    def start(self, appends: Mapping[_Key, PartitionAppend]) -> None:
+        """`appends` committed on a thread; the commit in flight before it settled first."""
+        self.settle()
+        self.committed.update(appends)
+        committer = _Committer(True, len(appends))
+        self._flight = (committer, _commit(committer, self.root, appends.values()), list(appends.values()))
+
+    def settle(self, wait: bool = True) -> None:
+        """The commit in flight waited for (`wait`, else only when it is done): its outcomes taken, its partitions
+        closed; its failure raised."""
+        if self._flight is None or (not wait and not all(f.done() for f in self._flight[1])):
+            return
+        committer, futures, appends = self._flight
+        self._flight = None
+        try:
+            with committer:
+                for future in futures:
+                    self.outcomes += _outcomes(future.result())
+        finally:
+            for append in appends:
+                append.close()
+
+    def close(self) -> None:
+        """On the way out of a failed task: the commit in flight waited for and its partitions closed, its own
+        outcome or failure left aside (the task's failure is the one raised)."""
+        if self._flight is not None:
+            committer, _futures, appends = self._flight
+            self._flight = None
+            committer.__exit__(None, None, None)
+            for append in appends:
+                append.close()
+
+
 def run_task(
     config: SinkConfig, batch_id: int, registry: TopicRegistry, chunks: Iterable[Sequence[DecisionRow]],
     clock: Callable[[], float] = time.perf_counter,
 ) -> TaskSummary:
     """Everything the sink does for one task's decisions (its target partitions' rows, each partition's in
     ingress order, in chunks as Arrow hands them over), in the order the guarantees need: each partition's
-    accepted batches appended as they arrive; every partition's fdatasync started at once and the responses,
+    accepted batches appended as they arrive; many partitions whose rows are all in committed while the next
+    rows come (`_EarlyCommits`); every other partition's fdatasync started at once and the responses,
     dead letters and metric deltas built meanwhile; each partition committed; then all of the task's responses
     and dead letters sent in one publication, and one wait for their delivery. Durability is grouped across
     the task's partitions; no response leaves before its own partition's commit."""
     opened, kept = OPEN_LOGS.opened, OPEN_LOGS.reused  # this task's own: a worker runs one task at a time
-    appends: dict[tuple[str | None, int | None], PartitionAppend] = {}
-    committed: dict[tuple[str | None, int | None], PartitionAppend] = {}  # committed early, closed
+    appends: dict[_Key, PartitionAppend] = {}
+    early = _EarlyCommits(config.segments_root)
     rows: list[DecisionRow] = []
     log_starts: dict[tuple[str, int], int] = {}
     outcomes: list[AppendOutcome] = []
     try:
         for chunk in chunks:
-            _add_by_partition(chunk, appends, committed, config.segments_root, batch_id, registry, clock)
+            _add_by_partition(chunk, appends, early.committed, config.segments_root, batch_id, registry, clock)
             rows.extend(chunk)
-            if len(appends) > MAX_OPEN_PARTITIONS and chunk:
-                # Bounded descriptors: the partitions before the chunk's last (whose rows may go on in the next
-                # chunk) committed now. Their responses still leave only after every partition's commit.
-                last = _partition_of(chunk[-1])
-                early = {k: a for k, a in appends.items() if k != last}
-                for append in early.values():
+            if not chunk:
+                continue
+            early.settle(wait=False)
+            # The partitions before the chunk's last (whose rows may go on in the next chunk) have all their rows:
+            # committed now when they are many (their commit overlaps the rows still to come), or when the task
+            # would hold too many open (bounded descriptors: then waited for). Their responses still leave only
+            # after every partition's commit.
+            last = _partition_of(chunk[-1])
+            complete = len(appends) - (last in appends)
+            bounded = len(appends) + early.in_flight > MAX_OPEN_PARTITIONS
+            if bounded or (complete >= EARLY_COMMIT_PARTITIONS and not early.in_flight):
+                done = {k: a for k, a in appends.items() if k != last}
+                for append in done.values():
                     log_starts.update(append.log_starts)
-                try:
-                    with _Committer(True, len(early)) as committer:
-                        outcomes += [o for c in _commit(committer, config.segments_root, early.values())
-                                     for o in _outcomes(c.result())]
-                finally:
-                    for append in early.values():
-                        append.close()
-                committed.update(early)
+                early.start(done)
                 appends = {last: appends[last]} if last in appends else {}
+                if bounded:
+                    early.settle()
+        early.settle()
+        outcomes += early.outcomes
         if not rows:
             return TaskSummary()
         for append in appends.values():
@@ -325,9 +387,10 @@ def run_task(
             metrics.add(rows)
             outcomes += [o for c in committing for o in _outcomes(c.result())]
     finally:
+        early.close()
         for append in appends.values():
             append.close()
-    every = [*committed.values(), *appends.values()]
+    every = [*early.committed.values(), *appends.values()]
     n_resp = n_dlq = 0
     started = clock()
     if responses or letters:
@@ -355,8 +418,8 @@ def run_task(
 
 
 def _add_by_partition(
-    chunk: Sequence[DecisionRow], appends: dict[tuple[str | None, int | None], PartitionAppend],
-    committed: Mapping[tuple[str | None, int | None], PartitionAppend], root: Path,
+    chunk: Sequence[DecisionRow], appends: dict[_Key, PartitionAppend], committed: Mapping[_Key, PartitionAppend],
+    root: Path,
     batch_id: int, registry: TopicRegistry, clock: Callable[[], float],
 ) -> None:
     """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call."""

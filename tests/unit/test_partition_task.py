@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, wait
 from pathlib import Path
 
 import pytest
@@ -30,7 +32,8 @@ NOW = 1_700_000_000_000
 REGISTRY = TopicRegistry({"orders": topic_config("orders", 3, {}, {})})
 
 
-def _decided(partition: int, count: int, state: PartitionState | None = None) -> list[DecisionRow]:
+def _decided(partition: int, count: int, state: PartitionState | None = None,
+             registry: TopicRegistry = REGISTRY) -> list[DecisionRow]:
     """`count` accepted acks=0 batches of `orders-<partition>`, as the stage decides them (after `state`)."""
     items = [
         IngressBatch(ingress_partition=0, ingress_offset=partition * 1000 + i, ingress_timestamp_ms=NOW,
@@ -38,7 +41,7 @@ def _decided(partition: int, count: int, state: PartitionState | None = None) ->
                      client_id=None, acks=0, partition_header=str(partition))
         for i in range(count)
     ]
-    rows, _ = decide_group("orders", partition, items, REGISTRY, state or PartitionState(), NOW)
+    rows, _ = decide_group("orders", partition, items, registry, state or PartitionState(), NOW)
     assert all(r.error_code == 0 for r in rows)
     return rows
 
@@ -191,3 +194,43 @@ def test_a_task_keeps_a_bounded_number_of_partitions_open(tmp_path: Path, monkey
     assert opened[-1] - opened[0] < 9  # at the last add, two partitions open (the first committed), not three
     with pytest.raises(RuntimeError, match="orders-0: decision rows after the partition was committed"):
         run_task(_config(tmp_path / "again"), 3, REGISTRY, [decided[0], decided[1], decided[0]], time.perf_counter)
+
+
+def test_partitions_whose_rows_are_in_are_committed_while_the_task_reads_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From `EARLY_COMMIT_PARTITIONS` partitions whose rows are all in (all but a chunk's last), their commit starts
+    before the next chunk is read; the files and records are those of one commit at the end."""
+    registry = TopicRegistry({"orders": topic_config("orders", 6, {}, {})})
+    decided = [_decided(p, 2, registry=registry) for p in range(6)]
+    chunks = [decided[0] + decided[1] + decided[2][:1], decided[2][1:] + decided[3] + decided[4], decided[5]]
+    events: list[str] = []
+    flights: list[list[Future]] = []
+
+    def reading(parts: list[list[DecisionRow]]) -> Iterator[list[DecisionRow]]:
+        for i, part in enumerate(parts):
+            if flights:  # the stage deciding on while the commit runs: done by the time the next rows come
+                wait(flights[-1])
+            events.append(f"chunk {i}")
+            yield part
+
+    real_start = partition_task._EarlyCommits.start
+
+    def start(self: partition_task._EarlyCommits, appends: dict) -> None:
+        events.append("commit " + ",".join(str(p) for _t, p in appends))
+        real_start(self, appends)
+        assert self._flight is not None
+        flights.append(self._flight[1])
+
+    monkeypatch.setattr(partition_task._EarlyCommits, "start", start)
+    monkeypatch.setattr(partition_task, "EARLY_COMMIT_PARTITIONS", 2)
+    early = run_task(_config(tmp_path / "early"), 5, registry, reading(chunks), time.perf_counter)
+    assert events == ["chunk 0", "commit 0,1", "chunk 1", "commit 2,3", "chunk 2"]
+    events.clear()
+    monkeypatch.setattr(partition_task, "EARLY_COMMIT_PARTITIONS", 10**9)
+    at_end = run_task(_config(tmp_path / "at-end"), 5, registry, reading(chunks), time.perf_counter)
+    assert events == ["chunk 0", "chunk 1", "chunk 2"]
+    assert (early.partitions, early.appended_batches) == (at_end.partitions, at_end.appended_batches) == (6, 12)
+    for p in range(6):
+        a, b = partition_dir(tmp_path / "early", "orders", p), partition_dir(tmp_path / "at-end", "orders", p)
+        assert _files(a) == _files(b) and read_commit(a).batch_id == 5  # type: ignore[union-attr]
