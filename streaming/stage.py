@@ -23,11 +23,12 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from contract.decision_row import DecisionRow
 from contract.ingress import HEADER_PARTITION, HEADER_TOPIC, ORIGIN_COORDINATOR
@@ -267,9 +268,28 @@ def stage_function(
                 bucket.put(topic, partition, new_state, topic_id)
         if bucket.changed:  # (Spark reads the state once the function's frames are exhausted)
             state.update((bucket.to_json(),))
-        yield pd.DataFrame(rows, columns=DecisionRow._fields)  # DECISION_SCHEMA's columns, in its order
+        yield decision_frame(rows)
 
     return run_group
+
+
+# Each column's numpy type where every value is a number or a boolean (the others are objects: text, bytes, and
+# columns that may be null), so pandas infers no type per column of every group's frame.
+_FRAME_TYPES = tuple(
+    np.bool_ if isinstance(f.dataType, BooleanType) and not f.nullable
+    else np.int64 if isinstance(f.dataType, IntegerType | LongType) and not f.nullable else object
+    for f in DECISION_SCHEMA.fields
+)
+
+
+def decision_frame(rows: list[DecisionRow]) -> pd.DataFrame:
+    """The stage's output frame: DECISION_SCHEMA's columns, in its order, each built in one step from its values
+    (half the cost of pandas' own conversion of a list of rows)."""
+    if not rows:
+        return pd.DataFrame(columns=DecisionRow._fields)
+    return pd.DataFrame({name: np.array(values, dtype=kind)
+                         for name, kind, values in zip(DecisionRow._fields, _FRAME_TYPES, zip(*rows, strict=True), strict=True)},
+                        copy=False)
 
 
 def apply_stage(ingress: DataFrame, registry: RegistryWatcher) -> DataFrame:

@@ -171,3 +171,23 @@ def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, mon
     monkeypatch.setattr(stage, "partition_lane", fails_at_setup)
     rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
     assert [r.error_name for r in rows] == ["UNKNOWN_SERVER_ERROR"] * 3 and state == PartitionState()
+
+
+def test_the_stage_frame_carries_every_row_through_arrow_as_it_was(tmp_path: Path) -> None:
+    """`decision_frame` types each column at once (numbers, booleans; text, bytes and nullable columns as objects):
+    through Arrow with the decisions' Spark schema, as PySpark converts it, the sink reads back the same rows —
+    nulls where a hostile header left no topic or partition — as pandas' own frame of the rows gives."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    registry = _registry(tmp_path).current()
+    items = list(_ingress_batches(_frame([7, 8])))
+    accepted, _ = decide_group("orders", 0, items, registry, PartitionState(), NOW)
+    no_partition, _ = decide_group("orders", None, items[:1], registry, PartitionState(), NOW)
+    no_topic, _ = decide_group(None, None, items[1:], registry, PartitionState(), NOW)
+    unknown, _ = decide_group("orders", 5, items[:1], registry, PartitionState(), NOW)
+    rows = accepted + no_partition + no_topic + unknown
+    assert {r.error_code for r in rows} == {0, 3, 17} and rows[2].partition is None and rows[3].topic is None
+    schema = to_arrow_schema(DECISION_SCHEMA)
+    for frame in (stage.decision_frame(rows), pd.DataFrame(rows, columns=DecisionRow._fields)):
+        assert list(arrow_decisions([pa.RecordBatch.from_pandas(frame, schema=schema, preserve_index=False)])) == rows
+    assert stage.decision_frame([]).columns.tolist() == list(DecisionRow._fields)
