@@ -234,3 +234,9 @@ def test_partitions_whose_rows_are_in_are_committed_while_the_task_reads_on(
     for p in range(6):
         a, b = partition_dir(tmp_path / "early", "orders", p), partition_dir(tmp_path / "at-end", "orders", p)
         assert _files(a) == _files(b) and read_commit(a).batch_id == 5  # type: ignore[union-attr]
+    # a task failing while an early commit is in flight: that commit completes, nothing after it is committed
+    monkeypatch.setattr(partition_task, "EARLY_COMMIT_PARTITIONS", 2)
+    with pytest.raises(RuntimeError, match="orders-0: decision rows after the partition was committed"):
+        run_task(_config(tmp_path / "failed"), 5, registry, reading([chunks[0], decided[0]]), time.perf_counter)
+    assert [read_commit(partition_dir(tmp_path / "failed", "orders", p)).batch_id  # type: ignore[union-attr]
+            for p in range(3)] == [5, 5, -1]
