@@ -236,8 +236,8 @@ class LogSegment:
         self.ensure_offset_in_range(batches[-1][1].last_offset if len(batches) == 1
                                     else max(h.last_offset for _p, h in batches))
         physical_position = self._size
-        if physical_position == 0:  # what `rolling_based_timestamp` would read back, kept without a read
-            self._rolling_based_timestamp = batches[0][1].max_timestamp
+        if physical_position == 0:  # Kafka's `LogSegment.append`: the append's largest timestamp, kept without a read
+            self._rolling_based_timestamp = max(h.max_timestamp for _p, h in batches)
         if not self._pending:
             self._pending_at = physical_position
         self._pending.append(records if type(records) is bytes else bytes(records))
