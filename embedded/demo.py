@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
+from kafka_cluster.admin import watermarks
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 from kafka_cluster.security import KafkaCluster
 from validators.codec.record_batch import build_record_batch
@@ -89,11 +90,22 @@ class LiveSummary(threading.Thread):
         self.outcomes: Counter[str] = Counter()
         # called on this thread at the first response, so its line comes before any summary that counts it
         self.on_first_response = on_first_response
+        self._consumer: Consumer | None = None  # made and positioned by `start`
+
+    def start(self) -> None:
+        """Positioned at the response topic's end before it returns, so every response sent after it counts,
+        however soon (a group's `latest` is looked up only once the group has joined, and would skip those)."""
+        c = Consumer(self.cluster.client({"group.id": self.cluster.group_id("demo-summary"), "logger": KAFKA_CLIENT_LOG,
+                                          "enable.auto.commit": False}))
+        topic = self.response_topic
+        partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
+        c.assign([TopicPartition(topic, p, watermarks(c, topic, p, 30)[1]) for p in partitions])
+        self._consumer = c
+        super().start()
 
     def run(self) -> None:
-        c = Consumer(self.cluster.client({"group.id": self.cluster.group_id("demo-summary"), "logger": KAFKA_CLIENT_LOG,
-                                          "auto.offset.reset": "latest", "enable.auto.commit": False}))
-        c.subscribe([self.response_topic])
+        c = self._consumer
+        assert c is not None, "LiveSummary.start positions the consumer"
         next_print = time.monotonic() + self.every_s
         while not self.stopped.is_set():
             m = c.poll(0.5)

@@ -25,6 +25,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StringType, StructField, StructType
 
+from kafka_cluster.publisher import producer
 from sinks.decisions import arrow_decision_chunks
 from sinks.partition_task import SinkConfig, TaskSummary, run_task
 from sinks.registry_watcher import RegistryWatcher
@@ -113,6 +114,9 @@ class SinkTask:
 
     def __call__(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         self.worker_setup()
+        # The worker's producer made before the first decision is read: a new worker's connection and idempotent
+        # producer id come on librdkafka's threads while the stage decides, not after the task's commits.
+        producer(self.config.cluster, self.config.max_message_bytes, self.config.publish_timeout_ms)
         summary = run_task(self.config, batch_id, self.registry.current(), arrow_decision_chunks(batches))
         yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
 

@@ -69,13 +69,14 @@ from streaming.query import sink_config, start_gateway, stop_gracefully, topic_s
 from streaming.registry_sync import open_registry_store
 from streaming.session import QUICK_START_DRIVER_JVM, build_spark_session, is_local, stop_session
 from streaming.shared_storage import SharedStorageError, check_shared_storage
-from streaming.standby import KeepWarm, rehearse, warm_up
+from streaming.standby import KeepWarm, rehearse
 from streaming.status import add_arguments as add_status_arguments
 from streaming.status import cluster_for, run_status
 from streaming.submit import add_arguments as add_submit_arguments
 from streaming.submit import run_submit
 from streaming.supervisor import Backoff, QuerySupervisor
 from streaming.version import gateway_version
+from streaming.worker_warm_up import WarmUpBeside, warm_up
 from validators.topic_config import ConfigError, TopicRegistry
 
 log = logging.getLogger("gateway")
@@ -110,12 +111,17 @@ def _start_observability(
     return metrics, server, listener
 
 
-def _start_spark_and_broker(config: GatewayConfig) -> tuple[SparkSession, LocalKafka | None, GatewayConfig]:
+def _start_spark_and_broker(config: GatewayConfig, on_session: Callable[[SparkSession], None] | None = None,
+                            ) -> tuple[SparkSession, LocalKafka | None, GatewayConfig]:
     """Spark's JVM and (without bootstrap servers) the local broker's JVM start side by side (each takes
-    seconds; the session needs nothing from the broker); then the gateway's topics are created."""
+    seconds; the session needs nothing from the broker); then the gateway's topics are created. `on_session`:
+    called with the session as soon as it is up."""
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
         spark_start = pool.submit(build_spark_session, config,
                                   driver_jvm=() if config.bootstrap_servers else QUICK_START_DRIVER_JVM)
+        if on_session is not None:
+            spark_start.add_done_callback(lambda done: not done.cancelled() and done.exception() is None
+                                          and on_session(done.result()))
         broker = None
         absent: set[str] = set()
         try:
@@ -253,11 +259,14 @@ def run(args: argparse.Namespace) -> int:
                   "--standby to take over when it stops", config.query_name, config.checkpoint_location,
                   holder.describe() if holder else "who is not recorded")
         return 2
+    warming = None if args.standby else WarmUpBeside()  # a standby warms up, and keeps warm, while it waits
     try:
-        spark, broker, config = _start_spark_and_broker(config)
+        spark, broker, config = _start_spark_and_broker(config, warming.begin if warming else None)
     except KafkaAccessError as e:
         log.error("%s", e)
         return 2
+    if warming is not None:
+        warming.connect(sink_config(config))
     health = Health()
     # The topic registry on the cluster, seeded from topics_file (new topics get their own metric labels)
     try:

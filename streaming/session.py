@@ -123,6 +123,11 @@ def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dic
         # ... and its classes mapped from the archive `make jars` made, if any (embedded/class_data_sharing.py)
         "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile={SPARK_LOG_CONFIG}",
                                                    *using(SPARK_DRIVER_ARCHIVE), *driver_jvm]),
+        # The query's SQL Python runners start their workers from the same daemon as a plain Python job, so
+        # the workers `streaming/worker_warm_up.py` forks, imports into and connects are the query's: Spark
+        # keys its Python daemons by the workers' environment, and SPARK_SIMPLIFIED_TRACEBACK is the one variable
+        # only the SQL runners add. A failing task's Python traceback keeps PySpark's own frames.
+        "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
         # Arrow batches for the pandas stage; keep them small enough for modest executors.
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_MAX_RECORDS_PER_BATCH),
         # Workers run the project's interpreter (same venv, same pinned libraries) ...

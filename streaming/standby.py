@@ -2,9 +2,10 @@
 
 `gateway run --standby` starts its JVM and Spark session (on a cluster: its application and executors),
 its metrics and health endpoints, and then:
-- `warm_up`: one small Python job over every executor core, so the Python workers are forked, the packed
-  environment unpacked, the gateway's modules imported and each worker's producer of responses connected;
-  again every `KEEP_WARM_S` while it waits (`KeepWarm`), since Spark ends a worker idle for a minute;
+- `warm_up` (streaming/worker_warm_up.py): one small Python job over every executor core, so the Python workers
+  are forked, the packed environment unpacked, the gateway's modules imported and each worker's producer of
+  responses connected; again every `KEEP_WARM_S` while it waits (`KeepWarm`), since Spark ends a worker idle
+  for a minute;
 - `rehearse`: the query's own plan — the Kafka source on the ingress topic, the stateful stage on a
   RocksDB state store, the same shuffle, a foreachBatch running the sink's job shape (a `mapInArrow` over
   the decisions) — over the last message of each ingress partition, with a scratch checkpoint and nothing
@@ -22,15 +23,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import partial
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaException, Producer
@@ -40,7 +37,6 @@ from contract.ingress import ingress_headers, ingress_key
 from contract.topics import rehearsal_topic
 from kafka_cluster.admin import watermarks
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
-from kafka_cluster.publisher import connect
 from sinks.decisions import arrow_decisions
 from sinks.micro_batch import TASK_SUMMARY_SCHEMA
 from sinks.partition_task import SinkConfig
@@ -49,6 +45,7 @@ from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.python_worker import prepare_worker
 from streaming.stage import apply_stage
+from streaming.worker_warm_up import warm_up
 from validators.codec.record_batch import build_record_batch
 from validators.topic_config import TopicRegistry
 
@@ -56,36 +53,6 @@ log = logging.getLogger("gateway.standby")
 
 # A standby warms its Python workers up again this often: well inside Spark's one minute for an idle worker
 KEEP_WARM_S = 20.0
-
-
-@dataclass(frozen=True)
-class WarmUp:
-    """What a warm-up did: its seconds, and the Python workers (host, pid) its tasks ran in."""
-
-    seconds: float
-    workers: frozenset[tuple[str, int]]
-
-
-def _import_gateway(sink: SinkConfig | None, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs in each Python worker: imports what the stage and the sink import, and connects the worker's
-    producer of responses and dead letters (`sink`); yields the worker's host and pid."""
-    import sinks.micro_batch  # noqa: F401  (the sink's work and the storage under it)
-    import streaming.stage  # noqa: F401  (the stateful stage and the validators under it)
-
-    if sink is not None:
-        connect(sink.cluster, sink.max_message_bytes, (sink.response_topic, sink.dlq_topic), sink.publish_timeout_ms)
-    for _ in batches:
-        pass
-    yield pa.RecordBatch.from_pydict({"host": [socket.gethostname()], "pid": [os.getpid()]})
-
-
-def warm_up(spark: SparkSession, sink: SinkConfig | None = None) -> WarmUp:
-    """One Python task per executor core (local: per local core)."""
-    started = time.monotonic()
-    slots = max(1, spark.sparkContext.defaultParallelism)
-    rows = (spark.range(0, slots, numPartitions=slots)
-            .mapInArrow(partial(_import_gateway, sink), "host string, pid long").collect())
-    return WarmUp(time.monotonic() - started, frozenset((r.host, r.pid) for r in rows))
 
 
 class KeepWarm(threading.Thread):

@@ -10,7 +10,8 @@ from pyspark.sql import SparkSession
 
 from streaming.config import GatewayConfig
 from streaming.query import sink_config
-from streaming.standby import KeepWarm, warm_up
+from streaming.standby import KeepWarm
+from streaming.worker_warm_up import warm_up
 from tests.integration.gateway_io import create_gateway_topics
 
 
