@@ -45,7 +45,7 @@ from storage.commit_record import (
     write_segment_list,
 )
 from storage.crash_point import crash_point
-from storage.file_names import delete_segment_files, partition_dir
+from storage.file_names import delete_segment_files, partition_dir, segment_paths
 from storage.file_records import split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
@@ -95,6 +95,7 @@ class PartitionLog:
     _obsolete_list: int = field(default=0, repr=False)  # a segment list to remove once the commit is durable
     first_unstable_offset: int | None = None  # the stage's, recorded at the next commit (`CommitHead`)
     _txn_indexes: list[TransactionIndex] = field(default_factory=list, repr=False)  # written since the commit
+    _rolled_unsynced: list[Path] = field(default_factory=list, repr=False)  # rolled segments' files, to sync at commit
     _record_json: bytes | None = field(default=None, repr=False)  # `commit_record` as this log wrote it
     _staged_json: bytes = field(default=b"", repr=False)  # the record `stage_commit` wrote to the tmp file
     _suspended_record: bytes | None = field(default=None, repr=False)  # the commit record as `suspend` left it
@@ -286,17 +287,20 @@ class PartitionLog:
         return segment
 
     def _roll(self, new_base: int, now_ms: int, reason: str) -> bool:
-        """`UnifiedLog.roll`: the old segment becomes inactive (final time-index entry, trimmed indexes,
-        flushed), a new one starts at `new_base`."""
+        """`UnifiedLog.roll`: the old segment becomes inactive (final time-index entry, trimmed indexes), a new
+        one starts at `new_base`. The old segment is flushed with the commit, not here (Kafka flushes it on a
+        scheduler thread, `UnifiedLog.roll` -> `flushUptoOffsetExclusive`): before the record that lists it,
+        by a partition's own commit or by a group commit's sync of the filesystem, so a roll of many partitions
+        at once (time-based rolls of partitions made together) costs no fsync of its own."""
         old = self.active
         assert old is not None
         if old.size == 0:  # never roll an empty segment (Kafka's batch-too-large check prevents it)
             return False
         old.on_become_inactive()
-        old.flush()
         self.inactive.append(_state_of(old))
         self._inactive_changed = True
         old.close()
+        self._rolled_unsynced.extend(segment_paths(self.directory, old.base_offset))
         log.info("%s-%d: rolled segment %d -> %d (%s)", self.topic, self.partition, old.base_offset, new_base, reason)
         self.active = self._new_segment(new_base, now_ms)
         crash_point("rolled")
@@ -322,6 +326,7 @@ class PartitionLog:
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
         close_all(self._txn_indexes, sync=True)
+        self._sync_rolled()
         if self._new_files:  # segment files created since the last commit: make their names durable
             fsync_dir(self.directory)
             self._new_files = False
@@ -332,6 +337,19 @@ class PartitionLog:
         self._committed(commit, record)
         self.commit_durable()
         return commit
+
+    def _sync_rolled(self) -> None:
+        """The segments rolled since the last commit made durable (closed, so each file is opened to be synced)."""
+        for path in self._rolled_unsynced:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # an index never written
+                continue
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        self._rolled_unsynced.clear()
 
     def _next_commit(self, batch_id: int, sync: bool) -> CommitHead:
         """The next record; a new generation of the segment list first when the inactive segments changed (a
@@ -396,6 +414,7 @@ class PartitionLog:
         if self.active is not None:
             self.active.synced_by_filesystem()
         self._new_files = False
+        self._rolled_unsynced.clear()
         replace_commit(self.directory)
         self._committed(commit, self._staged_json)
 
@@ -447,6 +466,7 @@ class PartitionLog:
         disk past the commit record and are truncated by the next open)."""
         try:
             close_all(self._txn_indexes, sync=False)
+            self._rolled_unsynced.clear()
             if self.active is not None:
                 if self.log_end_offset == (self.commit_record.log_end_offset if self.commit_record else 0):
                     self.active.trim_indexes()  # nothing uncommitted: the files as the commit left them

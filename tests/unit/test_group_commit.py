@@ -222,3 +222,47 @@ def test_a_new_partitions_record_is_durable_before_its_first_bytes_on_its_own(
     first_write = events.index("write 00000000000000000000.log")
     assert events[:first_write] == [f"fsync {COMMIT_FILE}", "fsync t-0"], events
     assert events.count(f"fsync {COMMIT_FILE}") == 1  # the first record once; a commit's own goes through its tmp
+
+
+@pytest.mark.parametrize("how", ["group commit", "own commit"])
+def test_a_rolled_segment_is_made_durable_by_the_commit_that_lists_it_not_by_the_roll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A roll syncs nothing itself (Kafka flushes the old segment off the append path): its bytes are durable
+    before the commit record that lists it as inactive, by the group's syncfs or by the partition's own fsyncs,
+    so a micro-batch in which many partitions roll costs no fsync per roll."""
+    from storage.batch_appender import BatchAppender
+    from storage.group_commit import group_commit
+    from storage.log_config import SegmentConfig
+    from tests.unit.test_segment import T0, make_batch
+
+    cfg = SegmentConfig(segment_bytes=len(make_batch(0, [T0])) + 10)  # one batch a segment: the next rolls
+    first = [BatchAppender(tmp_path, "t", p, 0, cfg) for p in range(PARTITIONS)]
+    for appender in first:
+        appender.add([(0, 0, make_batch(0, [T0]), T0)])
+    group_commit(tmp_path, first)
+    for appender in first:
+        appender.close()
+    events = _durability_events(monkeypatch)
+    second = [BatchAppender(tmp_path, "t", p, 1, cfg) for p in range(PARTITIONS)]
+    for appender in second:
+        appender.add([(1, 1, make_batch(1, [T0 + 1]), T0 + 1)])
+    assert not any(e.startswith("fsync 0") for e in events), events  # every partition rolled, no segment synced
+    if how == "group commit":
+        group_commit(tmp_path, second)
+        assert not any(e.startswith("fsync 0") for e in events), events
+    else:
+        for appender in second:
+            appender.log.commit(1)
+        synced = [e for e in events if e.startswith("fsync 00000000000000000000.")]
+        assert sorted(synced) == sorted(f"fsync 00000000000000000000.{s}" for s in
+                                        ("log", "index", "timeindex", "appendtimeindex") for _ in range(PARTITIONS))
+        records = [i for i, e in enumerate(events) if e == f"fsync {COMMIT_FILE}.tmp"]  # one per partition, in order
+        assert len(records) == PARTITIONS
+        for k, i in enumerate(records, 1):  # each partition's old segment synced before its record
+            assert sum(e.startswith("fsync 00000000000000000000.") for e in events[:i]) == 4 * k, events
+    for appender in second:
+        appender.close()
+    for p in range(PARTITIONS):
+        record = read_commit(partition_dir(tmp_path, "t", p))
+        assert record is not None and [s.base_offset for s in record.segments] == [0, 1]
