@@ -10,10 +10,11 @@ simplified tracebacks are off (`spark.sql.execution.pyspark.udf.simplifiedTraceb
 streaming/session.py): `SPARK_SIMPLIFIED_TRACEBACK` is the one variable only the SQL runners add. So the
 warm-up's daemon and workers are the query's.
 
-`gateway run` warms up beside the front door's start and the query's first plan: the daemon's start, the
-imports (pandas, pyarrow, the gateway) and the producers' first connection then come while the driver plans
-the first micro-batch, not after it (docs/performance.md, start-up). A standby warms up while it waits
-(streaming/standby.py).
+`gateway run` warms up on a thread (`WarmUpBeside`): the daemon's start and the imports (pandas, pyarrow, the
+gateway) as soon as the session is up, beside the broker's start and the topics' creation; the producers'
+connections once the topics exist, beside the front door's start and the driver's plan of the first
+micro-batch. They would otherwise come after that plan (docs/performance.md, "Start-up"). A standby warms up
+while it waits (streaming/standby.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
     from sinks.partition_task import SinkConfig
 
 log = logging.getLogger("gateway.warm_up")
+
+# How long `WarmUpBeside` waits for the gateway's topics (a start that fails before them never gives them)
+SINK_WAIT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ class WarmUpBeside:
     def _run(self, spark: SparkSession) -> None:
         try:
             forked = warm_up(spark).seconds
-            connected = warm_up(spark, self._sink.result()).seconds
+            connected = warm_up(spark, self._sink.result(timeout=SINK_WAIT_S)).seconds
             log.debug("Python workers warmed in %.1f s, their producers connected in %.1f s", forked, connected)
         except Exception as e:  # noqa: BLE001 - see the class docstring
             log.debug("warming the Python workers up failed: %s", e)
