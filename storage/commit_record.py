@@ -230,12 +230,17 @@ def read_commit_head(directory: Path) -> CommitHead | None:
         raise KafkaStorageError(f"{path}: not a valid commit record ({type(e).__name__}: {e})") from None
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_path(path: Path | str, data_only: bool = False) -> None:
+    """A file or directory made durable by its path (`data_only`: `fdatasync`, its data and size)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        (os.fdatasync if data_only else os.fsync)(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    fsync_path(directory)
 
 
 def write_commit(directory: Path, commit: CommitRecord) -> None:
@@ -265,11 +270,7 @@ def write_head(directory: Path, head: CommitHead, sync: bool = True) -> bytes:
 def sync_record(directory: Path) -> None:
     """A record `write_head` left unsynced made durable: its file, then its directory (the rename, and a
     recovery marker made beside it)."""
-    fd = os.open(os.path.join(directory, COMMIT_FILE), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(os.path.join(directory, COMMIT_FILE))
     fsync_dir(directory)
 
 

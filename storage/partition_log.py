@@ -21,6 +21,7 @@ append time (the micro-batch clock), never the host's.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from storage.commit_record import (
     SegmentState,
     clear_recovery_mark,
     fsync_dir,
+    fsync_path,
     mark_for_recovery,
     marked_for_recovery,
     read_commit_head,
@@ -341,14 +343,8 @@ class PartitionLog:
     def _sync_rolled(self) -> None:
         """The segments rolled since the last commit made durable (closed, so each file is opened to be synced)."""
         for path in self._rolled_unsynced:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:  # an index never written
-                continue
-            try:
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):  # an index never written
+                fsync_path(path, data_only=True)
         self._rolled_unsynced.clear()
 
     def _next_commit(self, batch_id: int, sync: bool) -> CommitHead:
