@@ -168,7 +168,7 @@ def produce_spread(bootstrap: str, topic: str, config: Mapping[str, str], count:
     for i in range(count):
         due = start + i / rate
         while (now := time.perf_counter()) < due:
-            producer.poll(min(due - now, 0.01))
+            _wait(producer, due - now)
         if now > deadline:
             d.unsent += count - i
             break
@@ -181,6 +181,17 @@ def produce_spread(bootstrap: str, topic: str, config: Mapping[str, str], count:
         producer.poll(0)
     _finish(producer, d, max(10.0, deadline - time.perf_counter()))
     return d
+
+
+def _wait(producer: Producer, seconds: float) -> None:
+    """Until the next record is due, serving delivery reports meanwhile. `poll` counts its timeout in whole
+    milliseconds (cut down, so a wait under 1 ms polls without waiting); a shorter wait sleeps. Polling the
+    sub-millisecond waits spun a core: at 2 000 records/s the load's own process took ~0.6 of the machine's
+    two cores from what it measures."""
+    if seconds >= 0.001:
+        producer.poll(min(seconds, 0.01))
+    else:
+        time.sleep(seconds)
 
 
 def _finish(producer: Producer, d: Deliveries, timeout_s: float) -> None:
