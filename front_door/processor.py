@@ -201,8 +201,12 @@ class Processor:
             # Started now: a produce hands its batches to the ingress topic before the next request is read.
             task = asyncio.create_task(self._handle(conn.context, request))
             in_flight.release_when_done(task, size)
-            await asyncio.sleep(0)
-            await responses.put(task)
+            try:
+                await asyncio.sleep(0)
+                await responses.put(task)  # waits while the connection has its most requests in flight
+            except BaseException:  # the connection closed or cancelled first: nobody would answer it
+                task.cancel()
+                raise
 
     async def _api_versions(self, request: Request) -> Any:  # noqa: RUF029 - the exchange awaits a handler's shape
         """ApiVersions before login: the same answer as after."""

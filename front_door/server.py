@@ -345,6 +345,7 @@ class FrontDoor:
             steps.append(blocking_step("closing the ingress bridge (ingress producer, response reader)",
                                        self._bridge.stop, bounds.kafka_s))
         await asyncio.gather(*steps)
+        await _cancel_the_rest(bounds.margin_s / 2)  # ends at once unless a task swallows its cancellation
 
     async def _close_connections(self, bound_s: float) -> None:
         """Listeners and connections closed. A connection's requests still waiting for the gateway's answer
@@ -365,3 +366,14 @@ class FrontDoor:
         log.warning("front door: %d closed connection(s) still had requests waiting for answers after %.1f s; "
                     "cancelled%s", len(waiting), bound_s,
                     f" ({len(stuck)} did not end within {bound_s:.1f} s more; abandoned)" if stuck else "")
+
+
+async def _cancel_the_rest(bound_s: float) -> None:
+    """What still runs on the door's loop once its steps are done (a handler whose connection has gone)
+    cancelled and given `bound_s` to end: a task left pending when the loop closes is reported by asyncio as
+    destroyed."""
+    rest = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in rest:
+        task.cancel()
+    if rest:
+        await asyncio.wait(rest, timeout=bound_s)

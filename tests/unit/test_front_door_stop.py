@@ -7,18 +7,25 @@ for is released by the test once the stop has returned."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from front_door.metrics import FrontDoorMetrics
+from front_door.network.principal import ANONYMOUS
+from front_door.network.wire import Request
+from front_door.processor import Connection, Processor, _cancel_queued
+from front_door.security.listeners import parse_listeners
 from front_door.server import FrontDoor
 from front_door.settings import FrontDoorSettings
 from front_door.stopping import StopBounds
 from kafka_cluster.security import KafkaCluster
+from tests.kafka_wire import encode_produce_request
 from validators.topic_config import TopicRegistry
 
 REGISTRY = TopicRegistry.from_json({"topics": {"orders": {"partitions": 3, "configs": {}}}})
@@ -156,3 +163,67 @@ def test_a_door_never_started_stops_at_once(tmp_path: Path) -> None:
                                  ingress_topic="i", response_topic="r", segments_root=tmp_path,
                                  publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
     FrontDoor(settings, lambda: REGISTRY, FrontDoorMetrics()).stop()
+
+
+def test_a_request_started_while_its_connection_waits_for_room_is_cancelled_with_the_connection(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection at its most requests in flight has started the next request's handler and waits to queue
+    it; closing the connection then (the door's stop) cancels that handler too, so no task of the door is left
+    pending when its loop closes (asyncio: "Task was destroyed but it is pending!")."""
+    started: list[int] = []
+    cancelled: list[int] = []
+
+    async def unanswered(_self: Processor, _context: object, request: Request) -> None:
+        started.append(request.correlation_id)
+        try:
+            await asyncio.get_running_loop().create_future()  # the gateway's answer, which does not come
+        except asyncio.CancelledError:
+            cancelled.append(request.correlation_id)
+            raise
+
+    monkeypatch.setattr(Processor, "_handle", unanswered)
+    settings = FrontDoorSettings(listen="127.0.0.1:0", advertised=None, cluster=KafkaCluster("127.0.0.1:1"),
+                                 ingress_topic="i", response_topic="r", segments_root=tmp_path,
+                                 publish_timeout_ms=1000, ingress_max_message_bytes=1 << 20)
+    processor = Processor(settings, FrontDoorMetrics(), {}, set(), set())
+    connection = Connection(parse_listeners("PLAINTEXT://127.0.0.1:0")[0], 1, ("127.0.0.1", 1), "/127.0.0.1",
+                            ANONYMOUS, None, context=None)  # type: ignore[arg-type]  # unused by the handler above
+
+    async def serve() -> tuple[list[int], list[asyncio.Task[object]]]:
+        reader = asyncio.StreamReader()
+        for correlation_id in range(3):
+            reader.feed_data(encode_produce_request(correlation_id, "orders", 0, b""))
+        in_flight: asyncio.Queue[Any] = asyncio.Queue(2)  # room for two requests in flight
+        reading = asyncio.create_task(processor._read_requests(connection, reader, in_flight))
+        while len(started) < 3:  # the third started; its reader waits for room in the queue
+            await asyncio.sleep(0)
+        assert in_flight.full() and not reading.done()
+        reading.cancel()  # the door closes the connection
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        _cancel_queued(in_flight)  # what the connection's sender does with the queued ones
+        await asyncio.sleep(0)
+        return sorted(cancelled), [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    ended, left = asyncio.run(serve())  # (asyncio.run cancels what is left when it returns: seen before that)
+    assert started == [0, 1, 2]
+    assert ended == [0, 1, 2]  # the one the reader had not queued yet as well
+    assert left == []
+
+
+def test_whatever_still_runs_on_the_loop_when_the_steps_are_done_is_cancelled(door: FrontDoor) -> None:
+    cancelled = threading.Event()
+
+    async def stray() -> None:  # a handler whose connection has gone, say
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def start_stray() -> None:
+        asyncio.get_running_loop().create_task(stray())
+
+    asyncio.run_coroutine_threadsafe(start_stray(), door._loop).result(5)
+    door.stop()
+    assert cancelled.is_set() and door._loop.is_closed()
