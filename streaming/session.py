@@ -78,8 +78,11 @@ def launched_by_spark_submit() -> bool:
 # The driver beside `gateway run`'s embedded broker serves a demo and a developer's tries: the serial collector
 # and C1 alone start it with less CPU on a small machine (C2's compilations of the first micro-batch's code took
 # ~1.8 s of CPU; the first response ~2 s sooner on two cores, docs/performance.md) at up to 15-25 % of its
-# throughput; a driver in front of an operator's cluster keeps the JDK's defaults.
-QUICK_START_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+# throughput; a driver in front of an operator's cluster keeps the JDK's defaults. Its first metadata
+# threshold raised above the ~21 MB of class metadata a first micro-batch loads beside the archive's (the JDK's
+# default is 21 MB): otherwise a full collection of ~0.16 s ("Metadata GC Threshold") pauses the first
+# micro-batch's planning.
+QUICK_START_DRIVER_JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:MetaspaceSize=64m")
 
 
 def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dict[str, str]:

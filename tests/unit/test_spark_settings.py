@@ -28,7 +28,7 @@ def test_the_operators_spark_conf_wins() -> None:
 def test_the_embedded_defaults_quick_start_options_reach_the_drivers_jvm_only_when_asked() -> None:
     assert "-XX:+UseSerialGC" not in spark_settings(GatewayConfig())["spark.driver.extraJavaOptions"]
     options = spark_settings(GatewayConfig(), QUICK_START_DRIVER_JVM)["spark.driver.extraJavaOptions"].split()
-    assert {"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"} <= set(options)
+    assert {"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:MetaspaceSize=64m"} <= set(options)
     assert any(o.startswith("-Dlog4j2.configurationFile=") for o in options)
     assert "-XX:TieredStopAtLevel=1" not in spark_settings(GatewayConfig())["spark.driver.extraJavaOptions"]
 
