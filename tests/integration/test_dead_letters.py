@@ -666,3 +666,35 @@ def test_a_batch_of_many_record_errors_gets_one_response_and_one_dead_letter_and
     assert len(view["error"]["record_errors"]) == len(listed) and len(view["records"]) == MANY_BAD_RECORDS
     code, text, _ = dlq(config, "show", row["position"])
     assert code == 0 and f"record errors (the first {len(listed)} of {MANY_BAD_RECORDS}):" in text
+
+
+def test_header_values_that_are_not_utf8_are_read_with_replacement_characters_and_the_query_goes_on(
+    spark, gateway_config
+) -> None:
+    """An ingress message whose headers are not UTF-8 (the ingress topic is open to any producer): Spark's
+    `decode` raises on such bytes, which stopped every micro-batch that read the message, again at each
+    restart. Read with replacement characters instead, the topic is an illegal name: one response and one dead
+    letter for it, and the good batch beside it is appended."""
+    config = gateway_config
+    create_gateway_topics(config)
+    now = int(time.time() * 1000)
+    bad = build_record_batch([(now, b"k", b"undecodable headers")])
+    good = build_record_batch([(now, b"k", b"good")])
+    p = Producer(config.cluster.client({"enable.idempotence": True}))
+    p.produce(config.ingress_topic, key=b"ct/0", value=bad,
+              headers=[("gw.topic", b"c\xfft"), ("gw.partition", b"0"), ("gw.request.id", b"bad-1"),
+                       ("gw.client.id", b"\xc3\x28"), ("gw.principal", b"User:\xfe")])
+    assert p.flush(60) == 0
+    (good_sent,) = produce_batches(config, [("ct", 0, good)])
+    run_available_now(spark, config)  # asserts the query ended without an exception
+
+    responses = {r["request_id"]: r for r in read_responses(config)}
+    assert set(responses) == {"bad-1", good_sent.request_id}
+    rejected = responses["bad-1"]
+    assert (rejected["error_name"], rejected["topic"], rejected["base_offset"]) == \
+        ("INVALID_TOPIC_EXCEPTION", "c\ufffdt", -1)
+    assert (responses[good_sent.request_id]["error_code"], responses[good_sent.request_id]["base_offset"]) == (0, 0)
+    (letter,) = read_all(config, config.dlq_topic)
+    assert letter.value() == bad and dict(letter.headers())["gw.errors.name"] == b"INVALID_TOPIC_EXCEPTION"
+    (stored,) = stored_batches(config, "ct", 0)
+    assert stored[21:] == good[21:]
