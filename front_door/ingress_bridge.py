@@ -45,6 +45,8 @@ from kafka_cluster.security import KafkaCluster
 
 log = logging.getLogger("gateway.front_door")
 
+RESPONSES_AT_ONCE = 1000  # the most the response reader hands the door's loop in one call
+
 
 def failed(request_id: str, topic: str, partition: int, message: str,
            code: ErrorCode = ErrorCode.kafka_storage_error) -> dict[str, Any]:
@@ -215,45 +217,61 @@ class IngressBridge:
         with self._lock:
             self._waiters.pop(request_id, None)
 
-    def _complete(self, request_id: str, response: dict[str, Any], published_ms: int | None = None) -> None:
-        """Resolve the request's waiter; `published_ms` (the response message's timestamp) times its hops."""
+    def _complete(self, request_id: str, response: dict[str, Any]) -> None:
+        """Resolve the request's waiter (from any thread)."""
+        if (answer := self._take(request_id, response)) is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(_resolve, *answer)
+
+    def _take(self, request_id: str, response: dict[str, Any], published_ms: int | None = None,
+              ) -> tuple[asyncio.Future[dict[str, Any]], dict[str, Any]] | None:
+        """The waiter of `request_id` and its response, the waiter forgotten; None when nobody waits (another
+        door's request, or one timed out). `published_ms` (the response message's timestamp) times its hops."""
         received = time.time()
         with self._lock:
             pending = self._waiters.pop(request_id, None)
-        if pending is None or self._loop is None:
-            return
+        if pending is None:
+            return None
         # the hops are recorded before the answer is released: a client that has its answer finds them counted
         if published_ms is not None and pending.acked is not None:
             published = published_ms / 1000
             self._on_phases(ProducePhases(ingress_append=pending.acked - pending.handed,
                                           gateway=published - pending.acked, response_delivery=received - published))
-        self._loop.call_soon_threadsafe(_resolve, pending.waiter, response)
+        return pending.waiter, response
 
     def _deliveries(self) -> None:
         while not self._stop.is_set():
             self._producer.poll(0.1)
 
     def _responses(self) -> None:
+        """The response topic read: what is there when a message comes, up to `RESPONSES_AT_ONCE`, answered
+        with one call into the door's loop (a micro-batch publishes its responses together; a call per
+        response woke the loop, and passed the interpreter's lock between the threads, as many times)."""
         while not self._stop.is_set():
-            msg = self._consumer.poll(0.1)
-            if msg is None:
+            first = self._consumer.poll(0.1)
+            if first is None:
                 continue
-            if msg.error() is not None:
-                log.warning("response topic: %s", msg.error())
-                continue
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._on_response)
-            key = msg.key()
-            if key is None or not key.startswith(self._prefix):  # another front door's or producer's
-                continue
-            try:
-                response = decode_response(msg.value())
-            except (ValueError, EOFError, TypeError) as e:
-                log.warning("undecodable response %r at %s-%d@%d: %s", key, msg.topic(), msg.partition(),
-                            msg.offset(), e)
-                continue
-            kind, published_ms = msg.timestamp()
-            self._complete(key.decode(), response, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
+            answers = []
+            read = False
+            for msg in (first, *self._consumer.consume(RESPONSES_AT_ONCE - 1, 0)):
+                if msg.error() is not None:
+                    log.warning("response topic: %s", msg.error())
+                    continue
+                read = True
+                key = msg.key()
+                if key is None or not key.startswith(self._prefix):  # another front door's or producer's
+                    continue
+                try:
+                    response = decode_response(msg.value())
+                except (ValueError, EOFError, TypeError) as e:
+                    log.warning("undecodable response %r at %s-%d@%d: %s", key, msg.topic(), msg.partition(),
+                                msg.offset(), e)
+                    continue
+                kind, published_ms = msg.timestamp()
+                answer = self._take(key.decode(), response, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
+                if answer is not None:
+                    answers.append(answer)
+            if read and self._loop is not None:
+                self._loop.call_soon_threadsafe(_answer, self._on_response, answers)
 
     def unreachable(self, timeout_s: float) -> str | None:
         """Why the gateway's Kafka cluster cannot be reached now (its metadata for the ingress topic not
@@ -285,3 +303,11 @@ class IngressBridge:
 def _resolve(waiter: asyncio.Future[dict[str, Any]], response: dict[str, Any]) -> None:
     if not waiter.done():
         waiter.set_result(response)
+
+
+def _answer(on_response: Callable[[], None],
+            answers: list[tuple[asyncio.Future[dict[str, Any]], dict[str, Any]]]) -> None:
+    """On the door's loop: responses were read (Fetch's long polls look again), and these requests answered."""
+    on_response()
+    for waiter, response in answers:
+        _resolve(waiter, response)
