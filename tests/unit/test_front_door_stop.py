@@ -88,8 +88,9 @@ def door(tmp_path: Path) -> Iterator[FrontDoor]:
         door._thread.join(5)
 
 
-def _waiting_connection(door: FrontDoor, cancelled: threading.Event) -> None:
-    """A connection task waiting for the gateway's answer to a produce, which never comes."""
+def _waiting_task(door: FrontDoor, cancelled: threading.Event, *, connection: bool) -> None:
+    """A task on the door's loop waiting for the gateway's answer to a produce, which never comes: a
+    connection's (`connection`), or a handler's whose connection has gone."""
 
     async def waiting() -> None:
         try:
@@ -98,10 +99,12 @@ def _waiting_connection(door: FrontDoor, cancelled: threading.Event) -> None:
             cancelled.set()
             raise
 
-    async def open_connection() -> None:
-        door._connections.add(asyncio.create_task(waiting()))
+    async def start() -> None:
+        task = asyncio.create_task(waiting())
+        if connection:
+            door._connections.add(task)
 
-    asyncio.run_coroutine_threadsafe(open_connection(), door._loop).result(5)
+    asyncio.run_coroutine_threadsafe(start(), door._loop).result(5)
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -112,7 +115,7 @@ def test_every_step_that_hangs_or_fails_is_given_up_on_with_a_warning_and_the_st
         door: FrontDoor, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="gateway.front_door")
     cancelled = threading.Event()
-    _waiting_connection(door, cancelled)
+    _waiting_task(door, cancelled, connection=True)
     bridge, security, membership = HangingClient(), ClosingClient(), NeverLeaving()
     door._bridge = bridge  # type: ignore[assignment]
     door._group_store = FailingClient()  # type: ignore[assignment]
@@ -213,17 +216,6 @@ def test_a_request_started_while_its_connection_waits_for_room_is_cancelled_with
 
 def test_whatever_still_runs_on_the_loop_when_the_steps_are_done_is_cancelled(door: FrontDoor) -> None:
     cancelled = threading.Event()
-
-    async def stray() -> None:  # a handler whose connection has gone, say
-        try:
-            await asyncio.get_running_loop().create_future()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    async def start_stray() -> None:
-        asyncio.get_running_loop().create_task(stray())
-
-    asyncio.run_coroutine_threadsafe(start_stray(), door._loop).result(5)
+    _waiting_task(door, cancelled, connection=False)
     door.stop()
     assert cancelled.is_set() and door._loop.is_closed()
