@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from contract.ingress import ingress_headers, ingress_key
 from contract.responses import decode_response
-from kafka_cluster.admin import watermarks
+from kafka_cluster.admin import end_offsets
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 from kafka_cluster.security import KafkaCluster
 from validators.codec.record_batch import build_record_batch
@@ -97,9 +97,8 @@ class LiveSummary(threading.Thread):
         however soon (a group's `latest` is looked up only once the group has joined, and would skip those)."""
         c = Consumer(self.cluster.client({"group.id": self.cluster.group_id("demo-summary"), "logger": KAFKA_CLIENT_LOG,
                                           "enable.auto.commit": False}))
-        topic = self.response_topic
-        partitions = c.list_topics(topic, timeout=30).topics[topic].partitions
-        c.assign([TopicPartition(topic, p, watermarks(c, topic, p, 30)[1]) for p in partitions])
+        ends = end_offsets(c, self.response_topic, 30, what="response topic")
+        c.assign([TopicPartition(self.response_topic, p, high) for p, high in ends.items()])
         self._consumer = c
         super().start()
 

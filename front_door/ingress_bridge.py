@@ -39,7 +39,7 @@ from contract.ingress import ingress_headers, ingress_key
 from contract.limits import PRODUCE_REQUEST_OVERHEAD_BYTES, batch_bytes_through
 from contract.responses import decode_response
 from front_door.metrics import ProducePhases
-from kafka_cluster.admin import HopLimits, describe_hop_limits, watermarks
+from kafka_cluster.admin import HopLimits, describe_hop_limits, end_offsets
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 from kafka_cluster.security import KafkaCluster
 
@@ -124,15 +124,8 @@ class IngressBridge:
     def _response_ends(self) -> list[Any]:
         from confluent_kafka import TopicPartition
 
-        meta = self._consumer.list_topics(self.response_topic, timeout=30)
-        topic = meta.topics.get(self.response_topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise ValueError(f"response topic {self.response_topic} does not exist")
-        ends = []
-        for p in sorted(topic.partitions):
-            _low, high = watermarks(self._consumer, self.response_topic, p, 30)
-            ends.append(TopicPartition(self.response_topic, p, high))
-        return ends
+        ends = end_offsets(self._consumer, self.response_topic, 30, what="response topic")
+        return [TopicPartition(self.response_topic, p, high) for p, high in ends.items()]
 
     def _batch_bytes_through_cluster(self) -> int:
         wanted = batch_bytes_through(self._max_message_bytes, None, None)

@@ -55,6 +55,20 @@ def transient(error: object) -> bool:
     return isinstance(error, KafkaError) and (error.code() in _RETRIABLE_METADATA_ERRORS or error.retriable())
 
 
+class MissingTopicError(ValueError):
+    """A topic the cluster's metadata does not show (or shows with an error), named with what it is for."""
+
+
+def end_offsets(consumer: Consumer, topic: str, timeout_s: float, what: str = "topic") -> dict[int, int]:
+    """Every partition of `topic` with its high watermark (`watermarks`): where a reader of only what comes next
+    starts. MissingTopicError ("<what> <topic> does not exist") when the metadata does not show it."""
+    meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise MissingTopicError(f"{what} {topic} does not exist"
+                                + (f" ({meta.error})" if meta is not None and meta.error else ""))
+    return {p: watermarks(consumer, topic, p, timeout_s)[1] for p in sorted(meta.partitions)}
+
+
 def watermarks(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
     """A partition's (low, high) watermarks, a transient error retried until `timeout_s` has passed: a
     one-node cluster starved of CPU fences its own broker for a few seconds, and a start-up must ride that out."""

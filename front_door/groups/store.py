@@ -48,7 +48,7 @@ from contract.group_records import (
 )
 from contract.topics import GROUPS_TOPIC_PARTITIONS
 from front_door.groups.placement import partition_for
-from kafka_cluster.admin import watermarks
+from kafka_cluster.admin import MissingTopicError, end_offsets
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 from kafka_cluster.security import KafkaCluster
 
@@ -100,16 +100,10 @@ class KafkaGroupStore:
             consumer.close()
 
     def _ends(self, consumer: Any) -> dict[int, int]:
-        meta = consumer.list_topics(self.topic, timeout=self._timeout_ms / 1000)
-        topic = meta.topics.get(self.topic)
-        if topic is None or topic.error is not None or not topic.partitions:
-            raise GroupStoreError(f"groups topic {self.topic} does not exist"
-                                  + (f" ({topic.error})" if topic is not None and topic.error else ""))
-        ends = {}
-        for p in sorted(topic.partitions):
-            _low, high = watermarks(consumer, self.topic, p, self._timeout_ms / 1000)
-            ends[p] = high
-        return ends
+        try:
+            return end_offsets(consumer, self.topic, self._timeout_ms / 1000, what="groups topic")
+        except MissingTopicError as e:
+            raise GroupStoreError(str(e)) from None
 
     def _apply(self, msg: Any, groups: dict[str, StoredGroup],
                offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]],
