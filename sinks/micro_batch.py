@@ -13,19 +13,22 @@ wires the listener).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import pyarrow as pa
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from contract.decision_row import DecisionRow
 from kafka_cluster.publisher import producer
+from sinks.arrow_map import ArrowFunction, ArrowMap
 from sinks.decisions import arrow_decision_chunks
 from sinks.partition_task import SinkConfig, TaskSummary, run_task
 from sinks.registry_watcher import RegistryWatcher
@@ -33,6 +36,10 @@ from sinks.registry_watcher import RegistryWatcher
 log = logging.getLogger("gateway.sink")
 
 TASK_SUMMARY_SCHEMA = StructType([StructField("summary", StringType(), False)])
+# The micro-batch's id, a literal column beside the decisions: the sink's function is then the same at every
+# micro-batch, bound into Spark once (`sinks.arrow_map`).
+BATCH_ID_COLUMN = "sink_batch_id"
+NO_ROWS = -1  # the batch id of a task without rows (it appends nothing, so none is needed)
 
 
 class SinkInterrupted(Exception):
@@ -104,21 +111,49 @@ MicroBatchObserver = Callable[[int, MicroBatchSummary], None]
 
 @dataclass(frozen=True)
 class SinkTask:
-    """What every task of the sink's job needs, pickled once into each micro-batch's job (a few hundred bytes):
-    the sink's settings, the watched topic registry, and the Python worker's first step (`worker_setup`:
-    logging, allocator settings), given by the query so the sink imports nothing above it."""
+    """What every task of the sink's job needs, pickled once into the job's UDF and sent with each task (a few
+    hundred bytes): the sink's settings, the watched topic registry, and the Python worker's first step
+    (`worker_setup`: logging, allocator settings), given by the query so the sink imports nothing above it."""
 
     config: SinkConfig
     registry: RegistryWatcher
     worker_setup: Callable[[], None]
 
-    def __call__(self, batch_id: int, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         self.worker_setup()
         # The worker's producer made before the first decision is read: a new worker's connection and idempotent
         # producer id come on librdkafka's threads while the stage decides, not after the task's commits.
         producer(self.config.cluster, self.config.max_message_bytes, self.config.publish_timeout_ms)
-        summary = run_task(self.config, batch_id, self.registry.current(), arrow_decision_chunks(batches))
+        batch_id, decisions = batch_id_and_decisions(batches)
+        summary = run_task(self.config, batch_id, self.registry.current(), arrow_decision_chunks(decisions))
         yield pa.RecordBatch.from_pydict({"summary": [summary.to_json()]})
+
+
+def micro_batch_job(function: ArrowFunction) -> Callable[[DataFrame, int], DataFrame]:
+    """The sink's job over a micro-batch's decisions: `function` over each task's decision rows and the
+    micro-batch's id beside them (`batch_id_and_decisions` takes them apart), bound into Spark at the first
+    micro-batch and the same at every later one."""
+    job = ArrowMap(function, TASK_SUMMARY_SCHEMA, (*DecisionRow._fields, BATCH_ID_COLUMN))
+    return lambda decisions, batch_id: job(decisions.withColumn(BATCH_ID_COLUMN, F.lit(batch_id)))
+
+
+def batch_id_and_decisions(batches: Iterable[pa.RecordBatch]) -> tuple[int, Iterator[pa.RecordBatch]]:
+    """The micro-batch id a task's rows carry (`BATCH_ID_COLUMN`; `NO_ROWS` when the task has none), and its
+    batches without that column, in order."""
+    batches = iter(batches)
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return NO_ROWS, iter(())
+    batch_id = first.column(BATCH_ID_COLUMN)[0].as_py()
+
+    def decisions() -> Iterator[pa.RecordBatch]:
+        for batch in itertools.chain((first,), batches):
+            ids = batch.column(BATCH_ID_COLUMN)
+            if len(ids) and ids[0].as_py() != batch_id:  # one literal of the job's plan: never, unless Spark broke it
+                raise ValueError(f"a task's rows carry micro-batch ids {batch_id} and {ids[0].as_py()}")
+            yield batch.drop_columns([BATCH_ID_COLUMN])
+
+    return batch_id, decisions()
 
 
 def _no_setup() -> None:
@@ -137,7 +172,7 @@ class GatewaySink:
         # on the driver before each micro-batch's job, when no task runs (the registry's sync,
         # `streaming/registry_sync.py`), and once when the query has terminated
         self.before_write, self.on_close = before_write, on_close
-        self.task = SinkTask(config, registry, worker_setup)  # built once; each job binds its batch id
+        self.job = micro_batch_job(SinkTask(config, registry, worker_setup))
         self.observers = list(observers)
         self.last_summary: MicroBatchSummary | None = None
         self.retention: Any = None  # the query's retention schedule (streaming.query sets it; tests wait on it)
@@ -149,7 +184,7 @@ class GatewaySink:
         """foreachBatch's function: one Spark job, the tasks' summaries kept for the micro-batch's report."""
         self.before_write()
         try:
-            rows = decisions.mapInArrow(partial(self.task, batch_id), TASK_SUMMARY_SCHEMA).collect()
+            rows = self.job(decisions, batch_id).collect()
         except Py4JJavaError as e:
             if _interrupted(e):
                 log.info("micro-batch %d stopped with the query: not committed, it is replayed at the next start",

@@ -38,7 +38,7 @@ from contract.topics import rehearsal_topic
 from kafka_cluster.admin import watermarks
 from kafka_cluster.client_log import KAFKA_CLIENT_LOG
 from sinks.decisions import arrow_decisions
-from sinks.micro_batch import TASK_SUMMARY_SCHEMA
+from sinks.micro_batch import batch_id_and_decisions, micro_batch_job
 from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
@@ -135,9 +135,14 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
         if starting is None:
             return None
     decisions = apply_stage(read_ingress(spark, config, config.ingress_limits(registry.current()), starting), registry)
+    job = micro_batch_job(_read_decisions)  # the sink's job, without its work
+
+    def dry_run(micro_batch: DataFrame, batch_id: int) -> None:
+        job(micro_batch, batch_id).collect()
+
     with tempfile.TemporaryDirectory(prefix="gateway-rehearsal-") as checkpoint:
         query = (decisions.writeStream.queryName(f"{config.query_name}_standby_rehearsal")
-                 .option("checkpointLocation", checkpoint).foreachBatch(_dry_run)
+                 .option("checkpointLocation", checkpoint).foreachBatch(dry_run)
                  .trigger(availableNow=True).start())
         try:
             query.awaitTermination(timeout_s)
@@ -148,11 +153,7 @@ def rehearse(spark: SparkSession, config: GatewayConfig, timeout_s: float = 300.
 
 def _read_decisions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     prepare_worker()
-    for _ in arrow_decisions(batches):  # read as the sink reads them; nothing stored or published
+    _, decisions = batch_id_and_decisions(batches)
+    for _ in arrow_decisions(decisions):  # read as the sink reads them; nothing stored or published
         pass
     yield from ()
-
-
-def _dry_run(decisions: DataFrame, _batch_id: int) -> None:
-    """The sink's job over the decisions, without its work."""
-    decisions.mapInArrow(_read_decisions, TASK_SUMMARY_SCHEMA).collect()

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pytest
+
 from kafka_cluster.security import KafkaCluster
-from sinks.micro_batch import GatewaySink, MicroBatchSummary
+from sinks.micro_batch import BATCH_ID_COLUMN, NO_ROWS, GatewaySink, MicroBatchSummary, batch_id_and_decisions
 from sinks.partition_task import SinkConfig, TaskSummary
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import REPO_ROOT
@@ -58,3 +61,26 @@ def test_the_product_reads_no_spark_internal_property() -> None:
                "embedded")
     users = [str(f) for d in product for f in (REPO_ROOT / d).rglob("*.py") if "streaming.sql.batchId" in f.read_text()]
     assert users == []
+
+
+def _tagged(batch_id: int, offsets: list[int]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"ingress_offset": offsets, BATCH_ID_COLUMN: [batch_id] * len(offsets)})
+
+
+def test_a_task_reads_the_micro_batch_id_from_its_rows_and_the_decisions_without_it() -> None:
+    """foreachBatch's id rides beside the decisions in the sink's job (`micro_batch_job`); the task takes it
+    apart from them before any decision is read."""
+    empty = _tagged(9, [])
+    batch_id, decisions = batch_id_and_decisions(iter([empty, _tagged(9, [0, 1]), _tagged(9, [2])]))
+    assert batch_id == 9
+    read = list(decisions)
+    assert [b.schema.names for b in read] == [["ingress_offset"], ["ingress_offset"]]
+    assert [o for b in read for o in b.column("ingress_offset").to_pylist()] == [0, 1, 2]
+    assert batch_id_and_decisions(iter([empty]))[0] == NO_ROWS  # a task without rows appends nothing
+    assert list(batch_id_and_decisions(iter([]))[1]) == []
+
+
+def test_a_task_whose_rows_carry_two_micro_batch_ids_fails() -> None:
+    _, decisions = batch_id_and_decisions(iter([_tagged(4, [0]), _tagged(5, [1])]))
+    with pytest.raises(ValueError, match="micro-batch ids 4 and 5"):
+        list(decisions)
