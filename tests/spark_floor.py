@@ -4,7 +4,8 @@ The same Kafka source and header decoding (`streaming.ingress.read_ingress`), th
 bucket of target (topic, partition)s (`streaming.stage.with_bucket`) into the same stateful operator (`applyInPandasWithState`) with a function
 that passes its rows through and keeps one trivial state value, and the gateway's sink shape with
 nothing in it: a foreachBatch running one job over the stage's rows, a `mapInArrow` in their own partitions
-that counts them and hands back one row per task. Its micro-batch duration is the fixed cost Spark itself
+that counts them and hands back one row per task, its function bound into Spark once as the sink's is
+(`sinks.arrow_map`). Its micro-batch duration is the fixed cost Spark itself
 imposes on the machine; the gateway's overhead is measured against it.
 """
 
@@ -20,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 from pyspark.sql.types import LongType, StructField, StructType
 
+from sinks.arrow_map import ArrowMap
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
 from streaming.stage import BUCKET_COLUMN, with_bucket
@@ -40,15 +42,16 @@ def count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
 
 
-def pass_through_sink(rows: DataFrame, _batch_id: int) -> None:
-    rows.mapInArrow(count_rows, COUNT_SCHEMA).collect()
-
-
 def start_floor(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> StreamingQuery:
     ingress = read_ingress(spark, config)
     decided = with_bucket(ingress).groupBy(BUCKET_COLUMN).applyInPandasWithState(
         pass_through, ingress.schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
+    job = ArrowMap(count_rows, COUNT_SCHEMA, ingress.columns)
+
+    def pass_through_sink(rows: DataFrame, _batch_id: int) -> None:
+        job(rows).collect()
+
     writer = (
         decided.writeStream.queryName(config.query_name)
         .option("checkpointLocation", str(config.checkpoint_location))
