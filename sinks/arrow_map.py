@@ -3,8 +3,8 @@
 PySpark's `mapInArrow` wraps its function anew at every call: a new Python UDF in the JVM, and each column
 looked up and passed one by one — about 75 py4j round trips for the decision row's columns. Each round trip
 takes the driver's GIL back when the JVM answers, and beside the front door's event loop in the same process
-(`gateway run`) each waits for it: 0.3-0.6 s of every micro-batch under a spread load, against ~0.05 s with the
-door in a process of its own. Bound once (the UDF over the columns by name, as a Java `Column`), a call is one
+(`gateway run`) each waits for it: a median of 0.28 s a micro-batch (p90 0.61 s) under a spread load, 0.05 s
+with the door in a process of its own (docs/performance.md, "Scale"). Bound once (the UDF over the columns by name, as a Java `Column`), a call is one
 round trip; Spark resolves the names against each micro-batch's plan as it would `df[name]`.
 
 Whatever differs between calls (the micro-batch's id) goes in the rows, not in the function
