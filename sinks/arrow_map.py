@@ -1,7 +1,7 @@
 """`DataFrame.mapInArrow` with its function bound into Spark once, for a job that runs every micro-batch.
 
 PySpark's `mapInArrow` wraps its function anew at every call: a new Python UDF in the JVM, and each column
-looked up and passed one by one — about 75 py4j round trips for the decision row's columns. Each round trip
+looked up and passed one by one — about 90 py4j round trips for the decision row's 33 columns. Each round trip
 takes the driver's GIL back when the JVM answers, and beside the front door's event loop in the same process
 (`gateway run`) each waits for it: a median of 0.28 s a micro-batch (p90 0.61 s) under a spread load, 0.05 s
 with the door in a process of its own (docs/performance.md, "Scale"). Bound once (the UDF over the columns by name, as a Java `Column`), a call is one
