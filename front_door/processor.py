@@ -32,6 +32,7 @@ from front_door.apis.registry import HANDLERS, READABLE, api_name, before_authen
 from front_door.context import Context
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.in_flight import InFlightBytes
+from front_door.network.ingress_order import IngressOrder
 from front_door.network.messages import error_name
 from front_door.network.principal import ANONYMOUS, user
 from front_door.network.wire import (
@@ -159,6 +160,7 @@ class Processor:
     async def _read_requests(self, conn: Connection, reader: asyncio.StreamReader,
                              responses: asyncio.Queue[Answer | None]) -> None:
         in_flight = InFlightBytes(self.settings.max_request_bytes)
+        ingress_order = IngressOrder()
         peer = conn.peer
 
         async def queue(answer: bytes) -> None:  # a re-authentication's answers, in order with the requests'
@@ -185,7 +187,7 @@ class Processor:
                         continue
                 # the frame is dropped once parsed: kio copies out what the request holds
                 request = parse_request(frame, READABLE, conn.node_id, conn.client_host, conn.principal,
-                                        conn.listener.name)
+                                        conn.listener.name, ingress_order)
                 del frame
                 self.metrics.bytes_in.inc(SIZE.size + size)
             except UnsupportedApiError as e:
@@ -198,7 +200,8 @@ class Processor:
                 self.metrics.request("unknown", "INVALID_REQUEST")
                 self._closing(peer, conn.listener.name, "bad request", str(e))
                 return
-            # Started now: a produce hands its batches to the ingress topic before the next request is read.
+            # Started now: a produce hands its batches to the ingress topic before the next request is read, or,
+            # when it waits first, before any produce read after it (network/ingress_order.py).
             task = asyncio.create_task(self._handle(conn.context, request))
             in_flight.release_when_done(task, size)
             try:

@@ -9,6 +9,9 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
 - The batch's bytes go on as kio parsed them out of the request (`bytes`, not copied again here). An
   authorized transactional id goes with them (`gw.transactional.id`): only then does the stage take a
   transactional batch (`validators.log_validator`).
+- A connection's produces hand their batches to the ingress topic in the order they were read, as a broker reads
+  one request of a connection at a time (`network/ingress_order.py`): one that waits first (a transaction version
+  2 producer's partitions added to its transaction, below) holds back the produces read after it.
 - acks=0: the batch goes out with `gw.acks=0` and nothing is answered (Kafka sends no response); a
   partition refused at the door closes the connection instead, as Kafka does.
 - A partition whose response does not come within the request's `timeout_ms` gets REQUEST_TIMED_OUT;
@@ -48,6 +51,7 @@ from front_door.apis.leader_hints import current_leader, node_endpoints
 from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
 from front_door.network.add_partitions_to_txn_manager import leader_answer
+from front_door.network.ingress_order import Turn
 from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
 from front_door.network.wire import CloseConnection, Request
 from front_door.security.acls import AclOperation, ResourceType
@@ -106,6 +110,16 @@ def _partition_response(module: Any, index: int, r: Mapping[str, Any]) -> Any:
 
 async def handle(ctx: Context, request: Request) -> Any:
     """The ProduceResponse; for acks=0 None, or CloseConnection when a partition was refused."""
+    # taken before anything is awaited: the connection's produces hand their batches on in the order they were read
+    turn = request.ingress_order.take() if request.ingress_order is not None else None
+    try:
+        return await _produce(ctx, request, turn)
+    finally:
+        if turn is not None:
+            turn.done()
+
+
+async def _produce(ctx: Context, request: Request, turn: Turn | None) -> Any:
     body, version = request.body, request.api_version
     started = time.monotonic()
     refusal = None
@@ -152,6 +166,8 @@ async def handle(ctx: Context, request: Request) -> Any:
     transactional = {where: batch for where, batch in sendable.items() if _is_transactional(batch[1])}
     if transactional and transactional_id is not None and version >= FIRST_ADD_PARTITION_VERSION:
         answers.update(await _add_to_transaction(ctx, transactional_id, transactional))
+    if turn is not None:
+        await turn.wait()  # only after a produce read before this one that is still adding its partitions
     for (key, index), (name, records) in sendable.items():
         if (key, index) in answers:
             continue
@@ -159,6 +175,8 @@ async def handle(ctx: Context, request: Request) -> Any:
                                              principal=str(request.principal), transactional_id=transactional_id)
         if waiter is not None:
             pending[waiter] = (request_id, (key, index))
+    if turn is not None:
+        turn.done()  # the next produce of the connection may hand its batches on while this one waits for answers
     if body.acks == 0:
         return CloseConnection(f"error during produce request with correlation id {request.correlation_id} with "
                                "ack=0") if answers else None

@@ -22,6 +22,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES
+from front_door.network.ingress_order import IngressOrder
 from front_door.network.principal import ANONYMOUS, KafkaPrincipal
 
 SIZE = struct.Struct(">i")
@@ -67,6 +68,8 @@ class Request:
     client_host: str = ""  # the client's address as Kafka shows it (`InetAddress.toString`: "/127.0.0.1")
     principal: KafkaPrincipal = ANONYMOUS  # who the connection authenticated as (network/principal.py)
     listener: str = "PLAINTEXT"  # the name of the listener the connection came in on (security/listeners.py)
+    # the connection's order of produce requests (network/ingress_order.py); None: a request outside one
+    ingress_order: IngressOrder | None = None
 
     @property
     def host(self) -> str:
@@ -85,7 +88,8 @@ def frame_size(prefix: bytes, max_request_bytes: int) -> int:
 
 
 def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: int, client_host: str = "",
-                  principal: KafkaPrincipal = ANONYMOUS, listener: str = "PLAINTEXT") -> Request:
+                  principal: KafkaPrincipal = ANONYMOUS, listener: str = "PLAINTEXT",
+                  ingress_order: IngressOrder | None = None) -> Request:
     """Header and body of one request frame (without its size field), read by node `node_id` from a client
     at `client_host`."""
     api_key, api_version = API_KEY_AND_VERSION.unpack_from(frame)
@@ -104,7 +108,7 @@ def parse_request(frame: bytes, supported: dict[int, tuple[int, int]], node_id: 
         raise BadRequestError(f"Error reading API key {api_key} version {api_version}: {type(e).__name__}: {e}") from None
     # Bytes after the body are ignored, as Kafka's generated readers ignore them (librdkafka pads some).
     return Request(api_key, api_version, header.correlation_id, header.client_id, body, len(frame), node_id,
-                   client_host, principal, listener)
+                   client_host, principal, listener, ingress_order)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any) -> bytes:
