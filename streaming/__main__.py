@@ -65,6 +65,7 @@ from streaming.door_hint import kcat_hint, listeners_line
 from streaming.driver_lock import DriverLock
 from streaming.listener import GatewayListener
 from streaming.logs import configure_logging
+from streaming.python_heap import settle_heap
 from streaming.query import sink_config, start_gateway, stop_gracefully, topic_specs
 from streaming.registry_sync import open_registry_store
 from streaming.session import QUICK_START_DRIVER_JVM, build_spark_session, is_local, stop_session
@@ -312,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
                  GRAFANA_DASHBOARD, GRAFANA_PROVISIONING)
         if args.demo:
             background = _start_demo(config, started)
+        settle_heap()  # what the start made lives as long as the driver (streaming/python_heap.py)
         code = supervisor.run()
         front_door = opening.result()  # a door that could not open: its error, below
         return code

@@ -30,6 +30,7 @@ from sinks.metrics.server import parse_address, serve_metrics
 from streaming.config import GatewayConfig, add_config_argument
 from streaming.config_file import GatewayConfigError, load_gateway_config
 from streaming.config_rules import setting_argument
+from streaming.python_heap import settle_heap
 from streaming.query import topic_specs
 from streaming.registry_sync import open_registry_store
 
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         health.set(ready=True, detail=f"front door: nodes {nodes}")
         log.info("front door nodes %s in front of %s (ingress '%s', responses '%s'); metrics on %s. Ctrl-C stops.",
                  nodes, config.bootstrap_servers, config.ingress_topic, config.response_topic, server.url)
+        settle_heap()  # what the start made lives as long as the door (streaming/python_heap.py)
         while not stop.wait(READINESS_CHECK_S):
             problem = door.cluster_problem(READINESS_CHECK_S)
             serving = f"front door: nodes {nodes}"

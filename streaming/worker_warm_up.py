@@ -31,6 +31,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from kafka_cluster.publisher import connect
+from streaming.python_worker import prepare_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -56,6 +57,7 @@ def _warm_worker(sink: SinkConfig | None, _slots: Iterable[int]) -> Iterator[tup
     producer of responses and dead letters (`sink`); yields the worker's host and pid."""
     import sinks.micro_batch  # noqa: F401  (the sink's work and the storage under it)
     import streaming.stage  # noqa: F401  (the stateful stage, pandas and the validators under it)
+    prepare_worker()  # its collector settled on the imports, before a task's data (streaming/python_heap.py)
 
     if sink is not None:
         connect(sink.cluster, sink.max_message_bytes, (sink.response_topic, sink.dlq_topic), sink.publish_timeout_ms)

@@ -47,6 +47,7 @@ from contract.responses import decode_response
 from embedded.local_kafka import LocalKafka
 from kafka_cluster.admin import create_topics
 from streaming.config import GatewayConfig
+from streaming.python_heap import settle_heap
 from streaming.query import start_gateway, stop_gracefully, topic_specs
 from streaming.session import build_spark_session, stop_session
 from tests.cpu_ledger import LedgerWindow, RowCpu, measured, print_ledgers
@@ -174,6 +175,7 @@ class Stack:
                                                       (CLIENT_ANCHOR_TOPIC, CLIENT_PARTITIONS, log_append_time),
                                                       (CLIENT_LARGE_ANCHOR_TOPIC, CLIENT_PARTITIONS, large_batches)])
         self.spark = build_spark_session(self.config("start", spark_conf=BENCH_SPARK_CONF), app_name="gateway-bench")
+        settle_heap()  # the bench's driver process, as `gateway run` settles its own once started
         return self
 
     def __exit__(self, *exc: object) -> None:

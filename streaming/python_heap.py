@@ -1,0 +1,43 @@
+"""The cyclic garbage collector of the gateway's long-lived Python processes, settled once they have started
+(`settle_heap`): the driver with its front door, a door of its own, and the Python workers.
+
+CPython's collector runs a full collection whenever the objects that survived into the oldest generation since
+the last one reach a quarter of those already there, and each full collection visits every tracked object the
+process holds: after the imports of PySpark, pandas, pyarrow and kio, and with a door's in-flight requests,
+200 000–300 000 objects, ~150–270 ms with the interpreter's lock held. Under a load of many small requests
+those requests live a few seconds, long enough to be promoted, so full collections came every second or two:
+measured in a driver serving 1 000 one-record produces a second, 46 full collections in a minute took 12.4 s
+of its 0.5 core. PySpark's daemon also runs `gc.collect()` after every task of a reused worker (~100–150 ms
+each with the imports of the stage and the sink). Settled, both visit only what came after the start.
+
+- `gc.freeze()` moves every object alive at the start (modules, classes, the session, the configuration:
+  alive for the process's life) to the permanent generation, which no collection visits. They are still freed
+  by reference counting; only a reference cycle among them is never collected, as it would not be before the
+  process's end anyway.
+- Higher thresholds (`THRESHOLDS`: the youngest generation collected every 10 000 allocations, not 700, and
+  the older two less often): the short-lived objects of a request or a micro-batch are freed by reference
+  counting before a collection looks at them, and cycles among them are still collected young.
+docs/performance.md ("Spread load") has the measurements.
+"""
+
+from __future__ import annotations
+
+import gc
+
+# gc.set_threshold: the youngest generation's allocations, then collections of the younger one per older one's
+THRESHOLDS = (10_000, 50, 100)
+
+_settled = False
+
+
+def settle_heap() -> bool:
+    """Collect what the start left, freeze what is alive, raise the thresholds: once per process (False when
+    this process had settled already)."""
+    global _settled
+    if _settled:
+        return False
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*THRESHOLDS)
+    _settled = True
+    return True

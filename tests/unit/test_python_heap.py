@@ -1,0 +1,59 @@
+"""The collector of a long-lived process settled once (streaming/python_heap.py), in a fresh interpreter each:
+freezing is for the process's life."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from streaming.python_heap import THRESHOLDS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _in_fresh_interpreter(code: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return json.loads(done.stdout)
+
+
+def test_settling_freezes_what_is_alive_and_raises_the_thresholds_once() -> None:
+    seen = _in_fresh_interpreter(
+        "import gc, json\n"
+        "from streaming.python_heap import settle_heap\n"
+        "before = gc.get_freeze_count()\n"
+        "first = settle_heap()\n"
+        "frozen = gc.get_freeze_count()\n"
+        "later = [object() for _ in range(3)]\n"
+        "again = settle_heap()\n"
+        "print(json.dumps({'before': before, 'first': first, 'frozen': frozen, 'again': again,\n"
+        "                  'frozen_after': gc.get_freeze_count(), 'thresholds': gc.get_threshold()}))\n")
+    assert seen["before"] == 0
+    assert seen["first"] is True and seen["again"] is False
+    assert isinstance(seen["frozen"], int) and seen["frozen"] > 1000  # the imports' objects at least
+    assert seen["frozen_after"] == seen["frozen"]  # the second call froze nothing more
+    assert seen["thresholds"] == list(THRESHOLDS)
+
+
+def test_a_frozen_object_is_still_freed_when_its_last_reference_goes() -> None:
+    seen = _in_fresh_interpreter(
+        "import gc, json, weakref\n"
+        "from streaming.python_heap import settle_heap\n"
+        "class Kept: pass\n"
+        "kept = Kept(); ref = weakref.ref(kept)\n"
+        "settle_heap()\n"
+        "del kept\n"
+        "print(json.dumps({'freed': ref() is None}))\n")
+    assert seen["freed"] is True
+
+
+def test_a_python_worker_settles_on_its_first_preparation() -> None:
+    seen = _in_fresh_interpreter(
+        "import gc, json\n"
+        "from streaming.python_worker import prepare_worker\n"
+        "prepare_worker()\n"
+        "print(json.dumps({'frozen': gc.get_freeze_count(), 'thresholds': gc.get_threshold()}))\n")
+    assert isinstance(seen["frozen"], int) and seen["frozen"] > 0
+    assert seen["thresholds"] == list(THRESHOLDS)
