@@ -16,6 +16,7 @@ SPARK_JARS := .jvm/spark
 # The gateway's own JVM classes (jvm/), compiled against the Spark and Hadoop jars that pyspark ships.
 GATEWAY_JAR := .jvm/gateway/gateway-checkpoint.jar
 CDS_ARCHIVES := .jvm/cds/.made
+NATIVE_LIBRARIES := .jvm/native/.made
 GATEWAY_JAVA := $(shell find jvm -name '*.java')
 # Only the connector and what Spark's own jars lack; the rest ships with pyspark.
 SPARK_CONNECTOR_ARTIFACTS := spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2
@@ -77,7 +78,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_wa
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(CDS_ARCHIVES)
+jars: $(KAFKA_JARS)/.resolved $(KAFKA_TOOLS_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(NATIVE_LIBRARIES) $(CDS_ARCHIVES)
+# RocksDB's JNI library unpacked once for Spark's JVMs (embedded/native_libraries.py): none copied to /tmp per start.
+$(NATIVE_LIBRARIES): $(VENV)/.installed embedded/native_libraries.py
+	$(PY) -m embedded.native_libraries
+	mkdir -p $(@D) && touch $@
 # Class data sharing archives of the JVMs the gateway starts (embedded/class_data_sharing.py): seconds off each
 # start of Spark's driver, the local broker and Kafka's tools. Made by starting each once (~1 min).
 $(CDS_ARCHIVES): $(KAFKA_JARS)/.resolved $(SPARK_JARS)/.resolved $(GATEWAY_JAR) $(VENV)/.installed embedded/class_data_sharing.py streaming/class_data_archives.py

@@ -20,6 +20,7 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from embedded.class_data_sharing import SPARK_DRIVER_ARCHIVE, using
+from embedded.native_libraries import unpacked_rocksdb_dir
 from kafka_cluster.security import SPARK_SECRET_OPTIONS
 from streaming.config import REPO_ROOT, GatewayConfig
 
@@ -137,6 +138,11 @@ def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dic
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
     }
+    rocksdb = unpacked_rocksdb_dir()
+    if rocksdb is not None:
+        # RocksDB's JNI library as `make jars` unpacked it, not a 15 MB copy in /tmp per JVM start that a killed
+        # JVM leaves behind (embedded/native_libraries.py)
+        settings["spark.driver.extraLibraryPath"] = settings["spark.executor.extraLibraryPath"] = str(rocksdb)
     if config.python_archive and not is_local(config.spark_master):
         # ... or, on a cluster, the packed venv shipped with the job and unpacked beside each executor
         archive = config.path(config.python_archive)

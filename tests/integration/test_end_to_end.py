@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from embedded.native_libraries import jni_library_file, unpacked_rocksdb_dir
 from sinks.micro_batch import MicroBatchSummary
 from storage.file_names import partition_dir, segment_file_name
 from streaming.query import start_gateway
@@ -140,6 +142,23 @@ def test_the_state_stores_stop_before_the_session_and_a_later_query_loads_them_a
     run_available_now(spark, config)
     assert len(read_responses(config)) == len(sent) + len(more)
     assert state_store.isMaintenanceRunning()
+
+
+def test_the_state_store_loads_rocksdb_from_the_library_make_jars_unpacked(spark, gateway_config) -> None:
+    """embedded/native_libraries.py: the driver's JVM (local mode: the executor too) maps RocksDB's library from
+    `.jvm/native/`, not from a copy in the temporary directory that a killed JVM would leave behind."""
+    unpacked = unpacked_rocksdb_dir()
+    assert unpacked is not None, "make jars unpacks RocksDB's library"
+    config = gateway_config
+    create_gateway_topics(config)
+    sent = produce_batches(config, round_of_batches(per_partition=1, records=1))
+    run_available_now(spark, config)
+    assert len(read_responses(config)) == len(sent)
+
+    jvm_pid = spark.sparkContext._gateway.proc.pid  # PySpark's handle on its JVM
+    mapped = {line.split()[-1] for line in Path(f"/proc/{jvm_pid}/maps").read_text().splitlines()
+              if "librocksdbjni" in line}
+    assert mapped == {str(unpacked / jni_library_file())}
 
 
 def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config) -> None:
