@@ -6,9 +6,10 @@ the last one reach a quarter of those already there, and each full collection vi
 process holds: after the imports of PySpark, pandas, pyarrow and kio, and with a door's in-flight requests,
 200 000–300 000 objects, ~150–270 ms with the interpreter's lock held. Under a load of many small requests
 those requests live a few seconds, long enough to be promoted, so full collections came every second or two:
-measured in a driver serving 1 000 one-record produces a second, 46 full collections in a minute took 12.4 s
-of its 0.5 core. PySpark's daemon also runs `gc.collect()` after every task of a reused worker (~100–150 ms
-each with the imports of the stage and the sink). Settled, both visit only what came after the start.
+in a driver serving ~1 000 one-record produces a second through its door, 37 full collections in a minute took
+11.8–13.0 s of the ~0.5 core its Python used. PySpark's daemon also runs `gc.collect()` after every task of a
+reused worker (~100–150 ms each with the imports of the stage and the sink). Settled, both visit only what came
+after the start.
 
 - `gc.freeze()` moves every object alive at the start (modules, classes, the session, the configuration:
   alive for the process's life) to the permanent generation, which no collection visits. They are still freed
@@ -17,7 +18,7 @@ each with the imports of the stage and the sink). Settled, both visit only what 
 - Higher thresholds (`THRESHOLDS`: the youngest generation collected every 10 000 allocations, not 700, and
   the older two less often): the short-lived objects of a request or a micro-batch are freed by reference
   counting before a collection looks at them, and cycles among them are still collected young.
-docs/performance.md ("Spread load") has the measurements.
+docs/performance.md ("Scale", the load spread over every partition) has the measurements.
 """
 
 from __future__ import annotations
