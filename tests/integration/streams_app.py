@@ -59,7 +59,9 @@ class WordCountApp:
         self.output_file = work / "streams.out"
         log_config = work / "streams-log4j2.xml"
         log_config.write_text(log4j2_config(self.log_file))
-        cmd = [java_executable(), f"-Xmx{HEAP}", "-XX:+ExitOnOutOfMemoryError",
+        # its temporary files in the run's own directory: RocksDB copies its 15 MB library there at each start,
+        # and a killed run cannot delete it
+        cmd = [java_executable(), f"-Xmx{HEAP}", "-XX:+ExitOnOutOfMemoryError", f"-Djava.io.tmpdir={work}",
                f"-Dlog4j2.configurationFile={log_config}", "-cp", f"{classes}{os.pathsep}{streams_classpath()}",
                WORD_COUNT_CLASS, bootstrap, application_id, input_topic, output_topic, str(state_dir), *settings]
         with self.output_file.open("wb") as out:
