@@ -25,7 +25,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from embedded.class_data_sharing import REPO_ROOT
+
 NATIVE_DIR = REPO_ROOT / ".jvm" / "native"
 
 
