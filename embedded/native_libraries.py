@@ -17,7 +17,6 @@ exist until `make jars` runs again; an executor host without the directory copie
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import sys
@@ -26,21 +25,14 @@ import zipfile
 from pathlib import Path
 
 from embedded.class_data_sharing import REPO_ROOT
+from embedded.spark_home import SPARK_JARS_DIR
 
 NATIVE_DIR = REPO_ROOT / ".jvm" / "native"
 
 
-def pyspark_jars_dir() -> Path | None:
-    """The jars PySpark ships (its own `jars/` directory), found without importing PySpark."""
-    spec = importlib.util.find_spec("pyspark")
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return next((Path(p, "jars") for p in locations if Path(p, "jars").is_dir()), None)
-
-
 def rocksdb_jar(jars: Path | None = None) -> Path | None:
     """The rocksdbjni jar among `jars` (PySpark's by default), or None."""
-    jars = jars if jars is not None else pyspark_jars_dir()
-    found = sorted(jars.glob("rocksdbjni-*.jar")) if jars is not None else []
+    found = sorted((jars if jars is not None else SPARK_JARS_DIR).glob("rocksdbjni-*.jar"))
     return found[-1] if found else None
 
 

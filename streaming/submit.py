@@ -14,8 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-import pyspark
-
+from embedded.spark_home import SPARK_HOME
 from streaming.config import REPO_ROOT, GatewayConfig, add_config_argument
 from streaming.config_file import load_gateway_config
 from streaming.config_rules import setting_argument
@@ -23,9 +22,6 @@ from streaming.session import ENVIRONMENT_DIR, is_local, spark_jars
 
 ENTRY_POINT = REPO_ROOT / "gateway_submit.py"
 SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"  # pyspark's, in the project's venv
-# The pip package is a Spark distribution (without sbin/); its scripts need SPARK_HOME when the
-# interpreter that `find-spark-home` would ask (plain `python3`) has no pyspark.
-SPARK_HOME = Path(pyspark.__file__).parent
 
 
 def submit_command(config: GatewayConfig, config_path: Path, extra: list[str] | None = None) -> list[str]:

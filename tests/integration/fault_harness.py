@@ -21,10 +21,10 @@ from pathlib import Path
 from confluent_kafka import Consumer
 
 from contract.responses import decode_response
+from embedded.spark_home import SPARK_HOME
 from storage.log_reader import read
 from storage.verify import verify_partition
 from streaming.config import REPO_ROOT, GatewayConfig
-from streaming.submit import SPARK_HOME
 from tests.integration.gateway_io import SentBatch, produce_batches, read_all
 from tests.integration.ports import free_port
 from validators.codec.record_batch import build_record_batch
