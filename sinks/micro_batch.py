@@ -134,7 +134,11 @@ def micro_batch_job(function: ArrowFunction) -> Callable[[DataFrame, int], DataF
     micro-batch's id beside them (`batch_id_and_decisions` takes them apart), bound into Spark at the first
     micro-batch and the same at every later one."""
     job = ArrowMap(function, TASK_SUMMARY_SCHEMA, (*DecisionRow._fields, BATCH_ID_COLUMN))
-    return lambda decisions, batch_id: job(decisions.withColumn(BATCH_ID_COLUMN, F.lit(batch_id)))
+    # The id as a string literal: Spark's code generation writes an integer literal into the generated Java
+    # source, so every micro-batch would compile (~15-130 ms on the driver) and load a class of its own, which
+    # the JIT then compiles afresh; a string literal is passed to the class as a reference, so one class serves
+    # every micro-batch (docs/performance.md, "One generated class for every micro-batch").
+    return lambda decisions, batch_id: job(decisions.withColumn(BATCH_ID_COLUMN, F.lit(str(batch_id))))
 
 
 def batch_id_and_decisions(batches: Iterable[pa.RecordBatch]) -> tuple[int, Iterator[pa.RecordBatch]]:
@@ -144,12 +148,12 @@ def batch_id_and_decisions(batches: Iterable[pa.RecordBatch]) -> tuple[int, Iter
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
         return NO_ROWS, iter(())
-    batch_id = first.column(BATCH_ID_COLUMN)[0].as_py()
+    batch_id = int(first.column(BATCH_ID_COLUMN)[0].as_py())
 
     def decisions() -> Iterator[pa.RecordBatch]:
         for batch in itertools.chain((first,), batches):
             ids = batch.column(BATCH_ID_COLUMN)
-            if len(ids) and ids[0].as_py() != batch_id:  # one literal of the job's plan: never, unless Spark broke it
+            if len(ids) and int(ids[0].as_py()) != batch_id:  # one literal of the job's plan: never, unless Spark broke it
                 raise ValueError(f"a task's rows carry micro-batch ids {batch_id} and {ids[0].as_py()}")
             yield batch.drop_columns([BATCH_ID_COLUMN])
 

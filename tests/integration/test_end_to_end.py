@@ -161,6 +161,23 @@ def test_the_state_store_loads_rocksdb_from_the_library_make_jars_unpacked(spark
     assert mapped == {str(unpacked / jni_library_file())}
 
 
+def test_a_later_micro_batch_compiles_no_code(spark, gateway_config) -> None:
+    """sinks/micro_batch.py: the micro-batch's id rides beside the decisions as a string literal, which Spark's
+    generated code takes as a reference. An integer literal is written into the generated Java source, so each
+    micro-batch compiled a class of its own (Spark's codegen cache keys on the source)."""
+    config = gateway_config
+    create_gateway_topics(config)
+    codegen = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    sent = produce_batches(config, round_of_batches(per_partition=1, records=1))
+    run_available_now(spark, config)
+    compiled = codegen.METRIC_COMPILATION_TIME().getCount()
+
+    more = produce_batches(config, round_of_batches(per_partition=1, records=1))
+    run_available_now(spark, config)  # the next micro-batch id, from the checkpoint
+    assert len(read_responses(config)) == len(sent) + len(more)
+    assert codegen.METRIC_COMPILATION_TIME().getCount() == compiled
+
+
 def test_bad_input_is_answered_and_dead_lettered_not_fatal(spark, gateway_config) -> None:
     config = gateway_config
     create_gateway_topics(config)

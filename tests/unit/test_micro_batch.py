@@ -64,7 +64,7 @@ def test_the_product_reads_no_spark_internal_property() -> None:
 
 
 def _tagged(batch_id: int, offsets: list[int]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({"ingress_offset": offsets, BATCH_ID_COLUMN: [batch_id] * len(offsets)})
+    return pa.RecordBatch.from_pydict({"ingress_offset": offsets, BATCH_ID_COLUMN: [str(batch_id)] * len(offsets)})
 
 
 def test_a_task_reads_the_micro_batch_id_from_its_rows_and_the_decisions_without_it() -> None:
