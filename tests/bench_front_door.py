@@ -21,9 +21,9 @@ from typing import Any
 from front_door.metrics import FrontDoorMetrics
 from front_door.server import FrontDoor
 from kafka_cluster.admin import create_topics
-from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.query import start_gateway, stop_gracefully, topic_specs
+from streaming.registry_sync import open_registry_store
 from tests.bench_round_trip import RoundTripProbe
 from tests.bench_stack import Row, Stack
 from tests.librdkafka_client import Deliveries
@@ -68,21 +68,25 @@ def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
     if on_config is not None:  # a section that starts more of the gateway on the same topics (door processes)
         on_config(config)
     create_topics(config.cluster, topic_specs(config))
-    query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else ())
+    # the topic registry as `gateway run` serves it: one store on the cluster for the query and the door
+    store = open_registry_store(config)
     try:
-        door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"),
-                         RegistryWatcher(config.path(config.topics_file)).current,
-                         probe.door if probe else FrontDoorMetrics())
+        query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else (), registry_store=store)
         try:
-            door.start()
-            assert door.address is not None
-            if on_start is not None:  # what a section needs of the door itself (its listeners' addresses)
-                on_start(door)
-            yield f"{door.address.host}:{door.address.port}", query
+            door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"), store.current,
+                             probe.door if probe else FrontDoorMetrics(), topic_store=store)
+            try:
+                door.start()
+                assert door.address is not None
+                if on_start is not None:  # what a section needs of the door itself (its listeners' addresses)
+                    on_start(door)
+                yield f"{door.address.host}:{door.address.port}", query
+            finally:
+                door.stop()
         finally:
-            door.stop()
+            stop_gracefully(query)
     finally:
-        stop_gracefully(query)
+        store.close()
 
 
 def deliveries_row(name: str, d: Deliveries, value_size: int, note: str = "",
