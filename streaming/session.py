@@ -7,6 +7,7 @@ config's `spark_conf` (and `gateway run --conf`) > the defaults below.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -16,6 +17,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from py4j.protocol import Py4JError
 from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
@@ -30,6 +32,7 @@ SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark"
 GATEWAY_JAR = REPO_ROOT / ".jvm" / "gateway" / "gateway-checkpoint.jar"  # `make jars` compiles jvm/ into it
 PYFILES_DIR = REPO_ROOT / "build" / "pyfiles"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+MAINTENANCE_SHUTDOWN_TIMEOUT_S = 10  # `stop_state_stores`
 SPARK_FILE_SYSTEM_CHECKPOINTS = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 LOCAL_CHECKPOINTS = "org.ingestgateway.checkpoint.LocalCheckpointFileManager"  # jvm/, in GATEWAY_JAR
 # The import roots executors need, and the files besides modules they read (package resources).
@@ -115,6 +118,9 @@ def spark_settings(config: GatewayConfig, driver_jvm: Sequence[str] = ()) -> dic
         # store's memory climbs until it is full. 1 MB holds the live state many times over; the store's
         # memory then settles at the cache plus a ~1 MB memtable within minutes (make soak, docs/performance.md).
         "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB": "1",
+        # A stop waits this long for a background snapshot under way (Spark's default 300 s); one cut short is
+        # taken again from the changelog at the next start (`stop_state_stores`).
+        "spark.sql.streaming.stateStore.maintenanceShutdownTimeout": f"{MAINTENANCE_SHUTDOWN_TIMEOUT_S}s",
         "spark.sql.streaming.checkpointLocation": str(config.path(config.checkpoint_root)),
         "spark.ui.enabled": str(config.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
@@ -179,10 +185,19 @@ def stop_state_stores(spark: SparkSession) -> None:
     """Spark's `StateStore.stop()` in the driver's JVM: the loaded state store providers closed and their
     maintenance thread stopped. Left running, that thread can wake while the session stops and log
     `IllegalStateException: SparkEnv not active, cannot do maintenance on StateStores` with its stack, at
-    a routine stop. Only once no query runs; a query started later loads its stores again."""
+    a routine stop. Only once no query runs; a query started later loads its stores again.
+
+    The maintenance threads are stopped first, outside the providers' lock: `stop()` waits for them while
+    it holds that lock, and a maintenance task that failed (or checks whether its store is still active)
+    takes the same lock to unload its provider, so the two wait for each other until the pool's shutdown
+    timeout (`MAINTENANCE_SHUTDOWN_TIMEOUT_S`) plus Spark's fixed 60 s. Spark keeps the lock-free stop for
+    its tests (`stopMaintenanceTaskWithoutLock`); a Spark without it stops the old way."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None  # an active session's context has its JVM view
-    getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$").stop()
+    state_store = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming.state, "StateStore$"), "MODULE$")
+    with contextlib.suppress(Py4JError):
+        state_store.stopMaintenanceTaskWithoutLock()
+    state_store.stop()
 
 
 def stop_session(spark: SparkSession) -> None:

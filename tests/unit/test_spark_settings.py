@@ -7,7 +7,12 @@ from pathlib import Path
 
 from embedded.local_kafka import QUICK_START_JVM, java_command
 from streaming.config import GatewayConfig
-from streaming.session import QUICK_START_DRIVER_JVM, ROCKSDB_PROVIDER, spark_settings
+from streaming.session import (
+    MAINTENANCE_SHUTDOWN_TIMEOUT_S,
+    QUICK_START_DRIVER_JVM,
+    ROCKSDB_PROVIDER,
+    spark_settings,
+)
 
 BLOCK_CACHE = "spark.sql.streaming.stateStore.rocksdb.blockCacheSizeMB"
 
@@ -17,6 +22,13 @@ def test_the_state_store_is_rocksdb_with_a_small_block_cache() -> None:
     assert settings["spark.sql.streaming.stateStore.providerClass"] == ROCKSDB_PROVIDER
     assert settings["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
     assert settings[BLOCK_CACHE] == "1"
+
+
+def test_a_stop_waits_a_bounded_time_for_the_state_stores_background_snapshots() -> None:
+    """`stop_state_stores`: Spark's default is 300 s, plus a fixed 60 s after it."""
+    assert spark_settings(GatewayConfig())["spark.sql.streaming.stateStore.maintenanceShutdownTimeout"] == (
+        f"{MAINTENANCE_SHUTDOWN_TIMEOUT_S}s")
+    assert MAINTENANCE_SHUTDOWN_TIMEOUT_S <= 30
 
 
 def test_the_operators_spark_conf_wins() -> None:
