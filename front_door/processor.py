@@ -66,7 +66,7 @@ log = logging.getLogger("gateway.front_door")
 # micro-batch (~0.2-3 s), so a client pipelining small requests (librdkafka, linger 5 ms) has thousands in
 # flight: capped at 100, 2 000 records/s over 4 partitions were 32-78 % delivered while sent, at 1 000 78-98 %.
 # Spread over 1 000 partitions (a request per record), 1 000 held each micro-batch to ~2 000 rows and 34-36 %
-# were delivered; 2 500 let micro-batches grow to 3 000-7 000 rows, each row cheaper: 45-57 %
+# were delivered; 2 500 let micro-batches grow to 600-7 800 rows, each row cheaper: 45-57 %
 # (docs/performance.md, "Scale").
 MAX_IN_FLIGHT_PER_CONNECTION = 2500
 

@@ -137,7 +137,7 @@ def micro_batch_job(function: ArrowFunction) -> Callable[[DataFrame, int], DataF
     # The id as a string literal: Spark's code generation writes an integer literal into the generated Java
     # source, so every micro-batch would compile (~15-130 ms on the driver) and load a class of its own, which
     # the JIT then compiles afresh; a string literal is passed to the class as a reference, so one class serves
-    # every micro-batch (docs/performance.md, "One generated class for every micro-batch").
+    # every micro-batch (docs/performance.md, "Scale": "The sink's job compiles nothing").
     return lambda decisions, batch_id: job(decisions.withColumn(BATCH_ID_COLUMN, F.lit(str(batch_id))))
 
 

@@ -164,7 +164,7 @@ def test_the_state_store_loads_rocksdb_from_the_library_make_jars_unpacked(spark
 def test_a_later_micro_batch_compiles_no_code(spark, gateway_config) -> None:
     """sinks/micro_batch.py: the micro-batch's id rides beside the decisions as a string literal, which Spark's
     generated code takes as a reference. An integer literal is written into the generated Java source, so each
-    micro-batch compiled a class of its own (Spark's codegen cache keys on the source)."""
+    micro-batch would compile a class of its own (Spark's codegen cache keys on the source)."""
     config = gateway_config
     create_gateway_topics(config)
     codegen = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
