@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from front_door.metrics import FrontDoorMetrics
@@ -68,25 +68,20 @@ def gateway_with_front_door(stack: Stack, probe: RoundTripProbe | None = None,
     if on_config is not None:  # a section that starts more of the gateway on the same topics (door processes)
         on_config(config)
     create_topics(config.cluster, topic_specs(config))
-    # the topic registry as `gateway run` serves it: one store on the cluster for the query and the door
-    store = open_registry_store(config)
-    try:
+    with ExitStack() as stopping:  # stopped in reverse: the door, the query, the registry store
+        # the topic registry as `gateway run` serves it: one store on the cluster for the query and the door
+        store = open_registry_store(config)
+        stopping.callback(store.close)
         query, _ = start_gateway(stack.spark, config, observers=[probe.observe] if probe else (), registry_store=store)
-        try:
-            door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"), store.current,
-                             probe.door if probe else FrontDoorMetrics(), topic_store=store)
-            try:
-                door.start()
-                assert door.address is not None
-                if on_start is not None:  # what a section needs of the door itself (its listeners' addresses)
-                    on_start(door)
-                yield f"{door.address.host}:{door.address.port}", query
-            finally:
-                door.stop()
-        finally:
-            stop_gracefully(query)
-    finally:
-        store.close()
+        stopping.callback(stop_gracefully, query)
+        door = FrontDoor(config.front_door_settings(listen="127.0.0.1:0"), store.current,
+                         probe.door if probe else FrontDoorMetrics(), topic_store=store)
+        stopping.callback(door.stop)
+        door.start()
+        assert door.address is not None
+        if on_start is not None:  # what a section needs of the door itself (its listeners' addresses)
+            on_start(door)
+        yield f"{door.address.host}:{door.address.port}", query
 
 
 def deliveries_row(name: str, d: Deliveries, value_size: int, note: str = "",
