@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         bench_core(0.2 if args.quick else 1.0)
         bench_hot_path(rounds=3 if args.quick else 7)
         bench_active_segment(samples=5 if args.quick else 9)
-        bench_retained_segments(samples=5 if args.quick else 9)
+        bench_retained_segments(samples=5 if args.quick else 31)
     if args.only == "scale":
-        bench_retained_segments(samples=5 if args.quick else 9)
+        bench_retained_segments(samples=5 if args.quick else 31)
     if not args.core_only:
         from tests.bench_stack import bench_end_to_end
 

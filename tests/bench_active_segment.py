@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from front_door.apis.fetch import read_partition
@@ -60,26 +61,31 @@ def bench_active_segment(sizes: tuple[int, ...] = (1_000, 100_000, 400_000), sam
                   f"{1e3 * statistics.median(fetches):>20.2f}")
 
 
-def bench_retained_segments(counts: tuple[int, ...] = (10, 1_000, 10_000), samples: int = 9) -> None:
+def bench_retained_segments(counts: tuple[int, ...] = (10, 1_000, 10_000), samples: int = 31) -> None:
+    """The partitions are filled first, then sampled in turn (10, 1 000, 10 000, 10, ...), so a drift of the
+    machine's fsync latency, most of each figure, falls on every count alike instead of on whichever ran last."""
     raw = build_record_batch([(T0, b"key", b"v" * 400)])
     rolling = SegmentConfig(segment_bytes=len(raw) + 1)  # one batch per segment while filling
     config = SegmentConfig()
-    print("\n== retained segments: one micro-batch of one batch, append + commit (ms, median) ==")
+    print("\n== retained segments: one micro-batch of one batch, append + commit (ms, median, sampled in turn) ==")
     print(f"{'segments':>9} {'append + commit ms':>19}")
-    medians: dict[int, float] = {}
-    for count in counts:
-        with tempfile.TemporaryDirectory(prefix="gateway-retained-") as tmp:
-            root, offset = Path(tmp), 0
+    with ExitStack() as stack:
+        roots = {count: Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="gateway-retained-")))
+                 for count in counts}
+        offsets: dict[int, int] = {}
+        for count, root in roots.items():
             for batch_id, start in enumerate(range(0, count, 100)):
                 items = [_item(raw, o) for o in range(start, min(count, start + 100))]
                 append_batches(root, "t", 0, batch_id, items, rolling)
-                offset = items[-1][0] + 1
-            times = []
-            for i in range(samples):
+                offsets[count] = items[-1][0] + 1
+        times: dict[int, list[float]] = {count: [] for count in counts}
+        for i in range(samples):
+            for count, root in roots.items():
                 start_s = time.perf_counter()
-                append_batches(root, "t", 0, count + i, [_item(raw, offset)], config)
-                times.append(time.perf_counter() - start_s)
-                offset += 1
-            medians[count] = statistics.median(times)
-            print(f"{count:>9,} {1e3 * medians[count]:>19.2f}", flush=True)
+                append_batches(root, "t", 0, count + i, [_item(raw, offsets[count])], config)
+                times[count].append(time.perf_counter() - start_s)
+                offsets[count] += 1
+    medians = {count: statistics.median(values) for count, values in times.items()}
+    for count in counts:
+        print(f"{count:>9,} {1e3 * medians[count]:>19.2f}")
     print(f"  {counts[-1]:,} / {counts[0]:,} segments: {medians[counts[-1]] / medians[counts[0]]:.2f}  (target <= 1.2)")
