@@ -174,9 +174,10 @@ def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, mon
 
 
 def test_the_stage_frame_carries_every_row_through_arrow_as_it_was(tmp_path: Path) -> None:
-    """`decision_frame` types each column at once (numbers, booleans; text, bytes and nullable columns as objects):
-    through Arrow with the decisions' Spark schema, as PySpark converts it, the sink reads back the same rows —
+    """`decision_frame` holds the rows' values as objects in one block: through Arrow with the decisions' Spark
+    schema, converted by PySpark's own conversion of a stateful group's output, the sink reads back the same rows —
     nulls where a hostile header left no topic or partition — as pandas' own frame of the rows gives."""
+    from pyspark.sql.conversion import PandasToArrowConversion
     from pyspark.sql.pandas.types import to_arrow_schema
 
     registry = _registry(tmp_path).current()
@@ -187,7 +188,11 @@ def test_the_stage_frame_carries_every_row_through_arrow_as_it_was(tmp_path: Pat
     unknown, _ = decide_group("orders", 5, items[:1], registry, PartitionState(), NOW)
     rows = accepted + no_partition + no_topic + unknown
     assert {r.error_code for r in rows} == {0, 3, 17} and rows[2].partition is None and rows[3].topic is None
-    schema = to_arrow_schema(DECISION_SCHEMA)
-    for frame in (stage.decision_frame(rows), pd.DataFrame(rows, columns=DecisionRow._fields)):
-        assert list(arrow_decisions([pa.RecordBatch.from_pandas(frame, schema=schema, preserve_index=False)])) == rows
+    frame = stage.decision_frame(rows)
+    assert frame._mgr.nblocks == 1  # what makes it cheap to join and convert (the function's docstring)
+    for frame in (frame, pd.DataFrame(rows, columns=DecisionRow._fields)):
+        batch = PandasToArrowConversion.convert(frame, DECISION_SCHEMA, timezone="UTC", arrow_cast=True,
+                                                assign_cols_by_name=True)
+        assert batch.schema.types == to_arrow_schema(DECISION_SCHEMA).types
+        assert list(arrow_decisions([batch])) == rows
     assert stage.decision_frame([]).columns.tolist() == list(DecisionRow._fields)
