@@ -188,9 +188,9 @@ def test_the_stage_frame_carries_every_row_through_arrow_as_it_was(tmp_path: Pat
     unknown, _ = decide_group("orders", 5, items[:1], registry, PartitionState(), NOW)
     rows = accepted + no_partition + no_topic + unknown
     assert {r.error_code for r in rows} == {0, 3, 17} and rows[2].partition is None and rows[3].topic is None
-    frame = stage.decision_frame(rows)
-    assert frame._mgr.nblocks == 1  # what makes it cheap to join and convert (the function's docstring)
-    for frame in (frame, pd.DataFrame(rows, columns=DecisionRow._fields)):
+    ours = stage.decision_frame(rows)
+    assert ours._mgr.nblocks == 1  # what makes it cheap to join and convert (the function's docstring)
+    for frame in (ours, pd.DataFrame(rows, columns=DecisionRow._fields)):
         batch = PandasToArrowConversion.convert(frame, DECISION_SCHEMA, timezone="UTC", arrow_cast=True,
                                                 assign_cols_by_name=True)
         assert batch.schema.types == to_arrow_schema(DECISION_SCHEMA).types
