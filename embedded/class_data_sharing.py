@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from contract.repository import REPO_ROOT
+
 ARCHIVE_DIR = REPO_ROOT / ".jvm" / "cds"
 SPARK_DRIVER_ARCHIVE = ARCHIVE_DIR / "spark-driver.jsa"
 KAFKA_ARCHIVE = ARCHIVE_DIR / "kafka.jsa"

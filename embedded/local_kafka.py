@@ -43,13 +43,13 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from contract.limits import IngressLimits
+from contract.repository import REPO_ROOT
 from embedded.class_data_sharing import KAFKA_ARCHIVE, using
 from kafka_cluster.admin import TopicSpec, create_topics, remaining_s
 from kafka_cluster.security import KafkaCluster, load_kafka_security
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_JARS_DIR = REPO_ROOT / ".jvm" / "kafka"
 
 BROKER_HEAP = "512m"  # the machine also runs Spark; Kafka's scripts default to 1 GiB

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from contract.repository import REPO_ROOT
+
 # Kafka's config-provider notation, `${provider:path}`, for the providers the gateway resolves itself.
 _VARIABLE = re.compile(r"^\$\{(file|env):([^}]+)\}$")
 

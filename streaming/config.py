@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contract.limits import KAFKA_SOCKET_REQUEST_MAX_BYTES, IngressLimits
+from contract.repository import REPO_ROOT
 from contract.topics import (
     DEFAULT_DLQ_TOPIC,
     DEFAULT_GROUPS_TOPIC,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # the driver's front door; executors import this module witho
     from front_door.settings import FrontDoorSettings
 
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_STARTUP_TIMEOUT_MS = 120000
 DEFAULT_CONFIG = REPO_ROOT / "conf" / "gateway.json"
 # Settings of earlier versions, ignored with a warning saying what replaced them.

@@ -28,7 +28,7 @@ from streaming.config import REPO_ROOT, GatewayConfig
 
 log = logging.getLogger("gateway.session")
 
-SPARK_JARS_DIR = REPO_ROOT / ".jvm" / "spark"
+KAFKA_CONNECTOR_JARS_DIR = REPO_ROOT / ".jvm" / "spark"  # `make jars`: Spark's Kafka connector and its clients
 GATEWAY_JAR = REPO_ROOT / ".jvm" / "gateway" / "gateway-checkpoint.jar"  # `make jars` compiles jvm/ into it
 PYFILES_DIR = REPO_ROOT / "build" / "pyfiles"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -42,9 +42,9 @@ ENVIRONMENT_DIR = "environment"  # where spark.archives unpacks the packed venv 
 
 
 def connector_jars() -> list[Path]:
-    jars = sorted(SPARK_JARS_DIR.glob("*.jar"))
+    jars = sorted(KAFKA_CONNECTOR_JARS_DIR.glob("*.jar"))
     if not any(j.name.startswith("spark-sql-kafka-0-10") for j in jars):
-        raise FileNotFoundError(f"Spark's Kafka connector is missing from {SPARK_JARS_DIR}: run `make jars`")
+        raise FileNotFoundError(f"Spark's Kafka connector is missing from {KAFKA_CONNECTOR_JARS_DIR}: run `make jars`")
     return jars
 
 
