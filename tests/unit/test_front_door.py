@@ -277,6 +277,39 @@ def _fetch_request(version: int, partitions: list[tuple[str, int]]) -> Any:
                                                      partitions=tuple(ps)) for name, ps in by_topic.items()))
 
 
+def test_produce_to_a_door_for_a_partition_another_door_leads_is_taken(tmp_path: Path) -> None:
+    """Between doors a produce is taken wherever it arrives (all doors append through one ingress topic): while a
+    door joins or leaves, doors a moment apart name different leaders, and a client bound to the door its
+    metadata no longer names would otherwise get NOT_LEADER_OR_FOLLOWER until the next change. A partition led
+    by another node of the same door is still refused."""
+    from front_door.cluster.door_cluster import DoorCluster, DoorRegistration, first_node_id
+    from tests.unit.test_acl_enforcement import FakeBridge
+
+    def door(door_id: int) -> DoorRegistration:
+        ids = node_ids(2, first_node_id(door_id))
+        return DoorRegistration(door_id, "a", (("PLAINTEXT", tuple(Node(n, "gw.example", 9000 + n) for n in ids)),),
+                                1_000_000)
+
+    own = door(1)
+    cluster = DoorCluster(own, 9000)
+    assert cluster.observe("2", door(2).encode(), now_ms=0)
+    cluster.adopt(cluster.observed())
+    bridge = FakeBridge()
+    ctx = Context(own.nodes("PLAINTEXT"), lambda: REGISTRY, bridge,  # type: ignore[arg-type]
+                  tmp_path, ProducerIdManager(tmp_path), FrontDoorMetrics(), GroupCoordinator(MemoryGroupStore()),
+                  cluster=cluster, listener="PLAINTEXT")
+    leaders = {p: leader("orders", p, cluster.node_ids()) for p in range(3)}
+    other_door = [p for p, n in leaders.items() if n >= first_node_id(2)]
+    same_door = [p for p, n in leaders.items() if n < first_node_id(2)]
+    assert other_door and len(same_door) == 1  # orders' 3 partitions over nodes 1, 2, 101, 102
+    asked = 3 - leaders[same_door[0]]  # this door's other node
+    answer = _answer(ctx, produce.handle, 0, 9, _produce_request(9, -1, other_door + same_door), node_id=asked)
+    (topic,) = answer.responses
+    codes = {p.index: p.error_code for p in topic.partition_responses}
+    assert codes == {**dict.fromkeys(other_door, ErrorCode.none), **dict.fromkeys(same_door, ErrorCode.not_leader_or_follower)}
+    assert bridge.sent == [("orders", p) for p in other_door]
+
+
 @pytest.mark.parametrize("version", [4, 11, 12, 13, 15, 16, 17])
 def test_fetch_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(
         tmp_path: Path, version: int) -> None:
