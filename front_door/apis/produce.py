@@ -29,8 +29,8 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
   epoch 0, so a client told leader A, then B, then A again within a millisecond can stay bound to a door its
   metadata no longer names (librdkafka then keeps producing there and never migrates: "leader unchanged, not
   migrating away from preferred replica"); refused, it would get NOT_LEADER_OR_FOLLOWER until the next
-  membership change (docs/deployment.md, "Several doors"). A topic or partition the registry lacks still goes to the gateway, which answers
-  UNKNOWN_TOPIC_OR_PARTITION.
+  membership change (docs/deployment.md, "Several doors"). A topic or partition the registry lacks still goes
+  to the gateway, which answers UNKNOWN_TOPIC_OR_PARTITION.
 - v12+ is a transaction version 2 producer's (KIP-890): before its transactional batches go on, their
   partitions are added to its transaction at the coordinator, on its behalf (`KafkaApis.handleProduceRequest`
   with `ADD_PARTITION`; `network/add_partitions_to_txn_manager.py`), and a partition that cannot be added

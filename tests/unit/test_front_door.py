@@ -282,17 +282,13 @@ def test_produce_to_a_door_for_a_partition_another_door_leads_is_taken(tmp_path:
     door joins or leaves, doors a moment apart name different leaders, and a client bound to the door its
     metadata no longer names would otherwise get NOT_LEADER_OR_FOLLOWER until the next change. A partition led
     by another node of the same door is still refused."""
-    from front_door.cluster.door_cluster import DoorCluster, DoorRegistration, first_node_id
+    from front_door.cluster.door_cluster import DoorCluster, first_node_id
     from tests.unit.test_acl_enforcement import FakeBridge
+    from tests.unit.test_door_cluster import _door
 
-    def door(door_id: int) -> DoorRegistration:
-        ids = node_ids(2, first_node_id(door_id))
-        return DoorRegistration(door_id, "a", (("PLAINTEXT", tuple(Node(n, "gw.example", 9000 + n) for n in ids)),),
-                                1_000_000)
-
-    own = door(1)
+    own = _door(1, 9000)  # two nodes per door
     cluster = DoorCluster(own, 9000)
-    assert cluster.observe("2", door(2).encode(), now_ms=0)
+    assert cluster.observe("2", _door(2, 9100).encode(), now_ms=0)
     cluster.adopt(cluster.observed())
     bridge = FakeBridge()
     ctx = Context(own.nodes("PLAINTEXT"), lambda: REGISTRY, bridge,  # type: ignore[arg-type]
