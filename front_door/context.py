@@ -121,6 +121,15 @@ class Context:
         """The node id leading a partition (`leadership.py`)."""
         return leader(topic, partition, self.node_ids())
 
+    def sibling_leader(self, topic: str, partition: int, node_id: int) -> int | None:
+        """The node of this door that leads a partition when `node_id`, asked, does not: the partition's data
+        requests there are NOT_LEADER_OR_FOLLOWER. None when `node_id` leads it or another door does: every door
+        appends through the one ingress topic and reads the one segments root, and while a door joins or leaves
+        the doors name leaders from views a moment apart, all in one leader epoch, so a client can stay bound to
+        a door its metadata no longer names (docs/deployment.md, "Several doors")."""
+        lead = self.leader(topic, partition)
+        return lead if lead != node_id and lead in self._own_ids else None
+
     def coordinator(self, group_id: str) -> int:
         """The node id coordinating a group (`groups/placement.py`). While its coordination moves between
         doors (`door_membership.py`): this door's node when it is loading the group, NO_NODE when it handed

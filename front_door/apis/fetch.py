@@ -11,9 +11,10 @@ No fetch sessions (KIP-227): the answer's session id is 0, so clients send full 
 finds fewer than `min_bytes` waits up to `max_wait_ms` for the gateway to append.
 
 A `current_leader_epoch` (v9+) other than the gateway's gets FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
-(`leader_epoch.py`). A registry partition another node leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker
-answers a consumer (`replica_id` -1) that fetches from a non-leader, with the leader where the version
-has room for it (KIP-951, `leader_hints.py`). A topic the principal may not READ gets
+(`leader_epoch.py`). A registry partition another node of this door leads (`leadership.py`) gets
+NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer (`replica_id` -1) that fetches from a non-leader, with the
+leader where the version has room for it (KIP-951, `leader_hints.py`); one another door leads is read here, from
+the same segments root (`Context.sibling_leader`). A topic the principal may not READ gets
 TOPIC_AUTHORIZATION_FAILED (an unknown topic id stays UNKNOWN_TOPIC_ID).
 """
 
@@ -114,7 +115,7 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: s
                 missing = ErrorCode.unknown_topic_id if version >= 13 and name is None else ErrorCode.unknown_topic_or_partition
                 parts.append((fp.partition, PartitionData(missing)))
                 continue
-            if (leader := ctx.leader(name, fp.partition)) != node_id:
+            if (leader := ctx.sibling_leader(name, fp.partition, node_id)) is not None:
                 parts.append((fp.partition, PartitionData(ErrorCode.not_leader_or_follower, leader=leader)))
                 continue
             if (fenced := epoch_error(getattr(fp, "current_leader_epoch", NO_EPOCH))) is not None:

@@ -1,8 +1,9 @@
 """ListOffsets (key 2, v1-v10) from segment storage: earliest (-2), latest (-1), max timestamp (-3,
 KIP-734) and the first offset whose timestamp is >= t (`UnifiedLog.fetchOffsetByTimestamp`). Not found is
-timestamp -1 / offset -1, as Kafka answers. A registry partition another node
+timestamp -1 / offset -1, as Kafka answers. A registry partition another node of this door
 leads (`leadership.py`) gets NOT_LEADER_OR_FOLLOWER, as a broker answers a consumer's ListOffsets
-(`replica_id` -1) for a partition it does not lead; the response has no field to name the leader. A
+(`replica_id` -1) for a partition it does not lead; the response has no field to name the leader. One another
+door leads is answered here (`Context.sibling_leader`). A
 `current_leader_epoch` (v4+) other than the gateway's is checked as Kafka does (`leader_epoch.py`). A topic
 the principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
 """
@@ -82,7 +83,7 @@ async def handle(ctx: Context, request: Request) -> Any:
                 found = Found(ErrorCode.topic_authorization_failed)
             elif config is None or not 0 <= lp.partition_index < config.partitions:
                 found = Found(ErrorCode.unknown_topic_or_partition)
-            elif ctx.leader(lt.name, lp.partition_index) != request.node_id:
+            elif ctx.sibling_leader(lt.name, lp.partition_index, request.node_id) is not None:
                 found = Found(ErrorCode.not_leader_or_follower)
             elif (fenced := epoch_error(getattr(lp, "current_leader_epoch", NO_EPOCH))) is not None:
                 found = Found(fenced)

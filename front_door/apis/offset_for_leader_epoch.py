@@ -3,7 +3,8 @@ consumer asks to validate its position after a leader change (`LeaderEpochFileCa
 gateway appends every batch in its one epoch (`GATEWAY_LEADER_EPOCH`): that epoch ends at the log end
 offset; an earlier or later one, or any on an empty partition, is unknown (epoch -1, offset -1), as
 Kafka answers an epoch its cache does not hold. `current_leader_epoch` is checked (`leader_epoch.py`); a
-partition another node leads gets NOT_LEADER_OR_FOLLOWER; a topic the principal may not DESCRIBE (without
+partition another node of this door leads gets NOT_LEADER_OR_FOLLOWER (one another door leads is answered
+here: `Context.sibling_leader`); a topic the principal may not DESCRIBE (without
 CLUSTER_ACTION) TOPIC_AUTHORIZATION_FAILED.
 """
 
@@ -63,7 +64,7 @@ async def handle(ctx: Context, request: Request) -> Any:
                 result = (ErrorCode.topic_authorization_failed, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
             elif config is None or not 0 <= p.partition < config.partitions:
                 result = (ErrorCode.unknown_topic_or_partition, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
-            elif ctx.leader(t.topic, p.partition) != request.node_id:
+            elif ctx.sibling_leader(t.topic, p.partition, request.node_id) is not None:
                 result = (ErrorCode.not_leader_or_follower, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
             elif (fenced := epoch_error(p.current_leader_epoch)) is not None:
                 result = (fenced, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)

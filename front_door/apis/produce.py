@@ -24,12 +24,11 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
   (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), an unknown topic id in v13 (UNKNOWN_TOPIC_ID), and a registry
   partition another node of this door leads (NOT_LEADER_OR_FOLLOWER, with the leader where the version has
   room for it, KIP-951: `leader_hints.py`) — a client with stale metadata refreshes it and retries
-  there. A partition another door leads is taken, unlike Kafka: every door appends through the same ingress
-  topic, and while a door joins or leaves the doors answer Metadata from views a moment apart, all with leader
-  epoch 0, so a client told leader A, then B, then A again within a millisecond can stay bound to a door its
+  there. A partition another door leads is taken, unlike Kafka (`Context.sibling_leader`): a client told
+  leader A, then B, then A again within a millisecond, by doors a moment apart, can stay bound to a door its
   metadata no longer names (librdkafka then keeps producing there and never migrates: "leader unchanged, not
   migrating away from preferred replica"); refused, it would get NOT_LEADER_OR_FOLLOWER until the next
-  membership change (docs/deployment.md, "Several doors"). A topic or partition the registry lacks still goes
+  membership change. A topic or partition the registry lacks still goes
   to the gateway, which answers UNKNOWN_TOPIC_OR_PARTITION.
 - v12+ is a transaction version 2 producer's (KIP-890): before its transactional batches go on, their
   partitions are added to its transaction at the coordinator, on its behalf (`KafkaApis.handleProduceRequest`
@@ -159,7 +158,7 @@ async def _produce(ctx: Context, request: Request, turn: Turn | None) -> Any:
                 answers[(key, pd.index)] = refusal or _refused(ErrorCode.unknown_topic_id)
                 continue
             known = config is not None and 0 <= pd.index < config.partitions
-            if known and (leader := ctx.leader(name, pd.index)) != request.node_id and leader in ctx.own_node_ids():
+            if known and (leader := ctx.sibling_leader(name, pd.index, request.node_id)) is not None:
                 answers[(key, pd.index)] = _refused(ErrorCode.not_leader_or_follower, leader=leader)
                 continue
             records = b"" if pd.records is None else pd.records

@@ -16,7 +16,15 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from front_door.apis import api_versions, fetch, list_offsets, metadata, produce, unsupported
+from front_door.apis import (
+    api_versions,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+    unsupported,
+)
 from front_door.apis.registry import READABLE, REFUSED_APIS
 from front_door.cluster.leadership import leader, node_ids
 from front_door.cluster.node import Node
@@ -277,11 +285,9 @@ def _fetch_request(version: int, partitions: list[tuple[str, int]]) -> Any:
                                                      partitions=tuple(ps)) for name, ps in by_topic.items()))
 
 
-def test_produce_to_a_door_for_a_partition_another_door_leads_is_taken(tmp_path: Path) -> None:
-    """Between doors a produce is taken wherever it arrives (all doors append through one ingress topic): while a
-    door joins or leaves, doors a moment apart name different leaders, and a client bound to the door its
-    metadata no longer names would otherwise get NOT_LEADER_OR_FOLLOWER until the next change. A partition led
-    by another node of the same door is still refused."""
+def _two_doors(tmp_path: Path) -> tuple[Context, Any, list[int], list[int], int]:
+    """Door 1's context (two nodes) in a cluster with door 2: the bridge, `orders`' partitions another door
+    leads, those another node of door 1 leads, and the node of door 1 that is asked."""
     from front_door.cluster.door_cluster import DoorCluster, first_node_id
     from tests.unit.test_acl_enforcement import FakeBridge
     from tests.unit.test_door_cluster import _door
@@ -298,12 +304,44 @@ def test_produce_to_a_door_for_a_partition_another_door_leads_is_taken(tmp_path:
     other_door = [p for p, n in leaders.items() if n >= first_node_id(2)]
     same_door = [p for p, n in leaders.items() if n < first_node_id(2)]
     assert other_door and len(same_door) == 1  # orders' 3 partitions over nodes 1, 2, 101, 102
-    asked = 3 - leaders[same_door[0]]  # this door's other node
+    return ctx, bridge, other_door, same_door, 3 - leaders[same_door[0]]  # this door's other node
+
+
+def test_produce_to_a_door_for_a_partition_another_door_leads_is_taken(tmp_path: Path) -> None:
+    """Between doors a produce is taken wherever it arrives (all doors append through one ingress topic): while a
+    door joins or leaves, doors a moment apart name different leaders, and a client bound to the door its
+    metadata no longer names would otherwise get NOT_LEADER_OR_FOLLOWER until the next change. A partition led
+    by another node of the same door is still refused."""
+    ctx, bridge, other_door, same_door, asked = _two_doors(tmp_path)
     answer = _answer(ctx, produce.handle, 0, 9, _produce_request(9, -1, other_door + same_door), node_id=asked)
     (topic,) = answer.responses
     codes = {p.index: p.error_code for p in topic.partition_responses}
     assert codes == {**dict.fromkeys(other_door, ErrorCode.none), **dict.fromkeys(same_door, ErrorCode.not_leader_or_follower)}
     assert bridge.sent == [("orders", p) for p in other_door]
+
+
+def test_a_consumer_at_a_door_for_a_partition_another_door_leads_is_answered(tmp_path: Path) -> None:
+    """A consumer's Fetch, ListOffsets and OffsetForLeaderEpoch for a partition another door leads are answered
+    from the shared segments root, as a produce is taken; another node of the same door still refuses."""
+    from kio.schema.list_offsets.v9 import request as v9
+    from kio.schema.offset_for_leader_epoch.v4 import request as e4
+
+    ctx, _bridge, other_door, same_door, asked = _two_doors(tmp_path)
+    refused = dict.fromkeys(same_door, ErrorCode.not_leader_or_follower)
+    answered = {**dict.fromkeys(other_door, ErrorCode.none), **refused}
+    fetched = _answer(ctx, fetch.handle, 1, 16, _fetch_request(16, [("orders", p) for p in other_door + same_door]),
+                      node_id=asked)
+    assert {p.partition_index: p.error_code for p in fetched.responses[0].partitions} == answered
+    listed = _answer(ctx, list_offsets.handle, 2, 9, v9.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        v9.ListOffsetsTopic(name="orders", partitions=tuple(v9.ListOffsetsPartition(partition_index=p, timestamp=-1)
+                                                            for p in other_door + same_door)),)), node_id=asked)
+    assert {p.partition_index: (p.error_code, p.offset) for p in listed.topics[0].partitions} == {
+        **dict.fromkeys(other_door, (ErrorCode.none, 0)), **{p: (c, -1) for p, c in refused.items()}}
+    epochs = _answer(ctx, offset_for_leader_epoch.handle, 23, 4, e4.OffsetForLeaderEpochRequest(replica_id=-1, topics=(
+        e4.OffsetForLeaderTopic(topic="orders", partitions=tuple(
+            e4.OffsetForLeaderPartition(partition=p, current_leader_epoch=-1, leader_epoch=0)
+            for p in other_door + same_door)),)), node_id=asked)
+    assert {p.partition: p.error_code for p in epochs.topics[0].partitions} == answered
 
 
 @pytest.mark.parametrize("version", [4, 11, 12, 13, 15, 16, 17])
