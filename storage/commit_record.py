@@ -230,6 +230,21 @@ def read_commit_head(directory: Path) -> CommitHead | None:
         raise KafkaStorageError(f"{path}: not a valid commit record ({type(e).__name__}: {e})") from None
 
 
+RecordVersion = tuple[int, int, int, int]
+
+
+def record_version(directory: str | Path) -> RecordVersion | None:
+    """What tells a partition's commit record from its next one without reading it: the file's inode, size and
+    modification and change times (a commit exchanges or renames another file into its place, which changes
+    the inode and the change time); None without one. A reader that saw a version and finds it again knows
+    the partition's committed log is as it read it."""
+    try:
+        st = os.stat(os.path.join(directory, COMMIT_FILE))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def fsync_path(path: Path | str, data_only: bool = False) -> None:
     """A file or directory made durable by its path (`data_only`: `fdatasync`, its data and size)."""
     fd = os.open(path, os.O_RDONLY)

@@ -38,7 +38,12 @@ def segment_bases(directory: Path) -> list[int]:
 
 
 def partition_dir(root: Path, topic: str, partition: int) -> Path:
-    return Path(root) / f"{topic}-{partition}"
+    return Path(root) / partition_dir_name(topic, partition)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """Kafka's `<topic>-<partition>`."""
+    return f"{topic}-{partition}"
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

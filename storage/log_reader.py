@@ -267,6 +267,8 @@ class PartitionReader:
                 f"Fetch offset {offset} is out of range for partition {self.topic}-{self.partition}: log start "
                 f"offset {self.log_start_offset}, log end offset {self.log_end_offset}"
             )
+        if offset == self.log_end_offset:  # a consumer at the tail: no segment opened
+            return b""
         for view in self._from(offset):
             segment = view.segment
             batch = segment.translate_offset(offset)

@@ -6,7 +6,9 @@ process sends one record at a time to a 4-partition topic and waits for each del
 the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway, in one run. Then
 Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
 `batch.size` cut so that `buffer.memory` holds every partition's batches) and `RoundRobinPartitioner`, 4 and
-1 000 partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's.
+1 000 partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's. Last,
+a librdkafka consumer waiting at the end of the 1 000 partitions: the cores the door's process (with the driver)
+and Kafka's broker use to serve it, beside the same with no consumer.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
 record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99. Printed,
@@ -16,7 +18,10 @@ never asserted.
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from tests.bench_clients import ACKS_ALL, RECORD_SIZE, java_documented_props
@@ -97,6 +102,49 @@ def _row(where: str, partitions: int, load: Deliveries, lone: Deliveries) -> dic
     return row
 
 
+# A librdkafka consumer (its defaults) assigned every partition at its end, polling: a process of its own, so the
+# bench's process (the driver and the door) and the broker count only what serving it costs
+_TAIL_CONSUMER = """
+import sys, time
+from confluent_kafka import Consumer, TopicPartition, OFFSET_END
+bootstrap, topic, partitions, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail", "enable.auto.commit": False})
+consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+print("assigned", flush=True)
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    consumer.poll(0.2)
+consumer.close()
+"""
+TAIL_SETTLE_S = 5.0
+
+
+def tail_consumer_cpu(stack: Stack, bootstrap: str, topic: str, partitions: int, seconds: float) -> tuple[float, float]:
+    """The cores the bench's process (the driver and the door) and the stack's broker use while a consumer waits
+    at the end of `partitions` partitions of `topic` at `bootstrap`, after it settled: (process, broker)."""
+    child = subprocess.Popen([sys.executable, "-c", _TAIL_CONSUMER, bootstrap, topic, str(partitions),
+                              str(seconds + TAIL_SETTLE_S + 5)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "assigned"
+        time.sleep(TAIL_SETTLE_S)  # its first fetches, from the offsets it looked up, out of the window
+        with stack.cpu_measured() as window:
+            time.sleep(seconds)
+    finally:
+        child.wait(timeout=seconds + 60)
+    used = window.used
+    if used is None:
+        return -1.0, -1.0
+    return used.bench / window.seconds, used.broker / window.seconds
+
+
+def idle_cpu(stack: Stack, seconds: float) -> tuple[float, float]:
+    """The same cores with no consumer: the floor of `tail_consumer_cpu`."""
+    with stack.cpu_measured() as window:
+        time.sleep(seconds)
+    used = window.used
+    return (-1.0, -1.0) if used is None else (used.bench / window.seconds, used.broker / window.seconds)
+
+
 def bench_spread(work: Path, quick: bool) -> None:
     seconds = 20.0 if quick else 60.0
     print(f"\n== spread load: {RATE:.0f} records/s round-robin over every partition, beside one produce at a time; "
@@ -123,6 +171,11 @@ def bench_spread(work: Path, quick: bool) -> None:
             for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
                 java[("door", partitions)] = _java_rate(work / f"java-door-{partitions}", door, topic, partitions,
                                                         java_records)
+            tail_seconds = 10.0 if quick else 20.0
+            idle = idle_cpu(stack, tail_seconds)
+            tail = tail_consumer_cpu(stack, door, BENCH_TOPIC, BENCH_PARTITIONS, tail_seconds)
+        kafka_idle = idle_cpu(stack, tail_seconds)
+        kafka_tail = tail_consumer_cpu(stack, kafka, "kafka-anchor", BENCH_PARTITIONS, tail_seconds)
     few, many = door_rows[CLIENT_PARTITIONS], door_rows[BENCH_PARTITIONS]
     print("\nratios and targets (spread):")
     shares = ", ".join(f"{100 * r['during']:.1f} %" for r in many)
@@ -134,5 +187,8 @@ def bench_spread(work: Path, quick: bool) -> None:
     door_ratio = java[("door", BENCH_PARTITIONS)] / max(java[("door", CLIENT_PARTITIONS)], 1e-9)
     print(f"  Java RoundRobinPartitioner, {BENCH_PARTITIONS} / {CLIENT_PARTITIONS} partitions: front door "
           f"{door_ratio:.3f}, Kafka {kafka_ratio:.3f}; door ratio / Kafka's {door_ratio / kafka_ratio:.2f}  (target >= 0.7)")
+    print(f"  a consumer at the end of {BENCH_PARTITIONS} partitions (librdkafka, its defaults), cores over "
+          f"{tail_seconds:.0f} s: the door's process {tail[0]:.3f} (without it {idle[0]:.3f}); Kafka's broker "
+          f"{kafka_tail[1]:.3f} (without it {kafka_idle[1]:.3f})")
     k4, k1000 = kafka_rows[CLIENT_PARTITIONS], kafka_rows[BENCH_PARTITIONS]
     print(f"  Kafka, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: {k1000['lone_p99'] / k4['lone_p99']:.2f}")

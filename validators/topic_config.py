@@ -289,6 +289,7 @@ TOPIC_FIELDS = ("partitions", "configs", "id")  # "id": the topic id, where the 
 _SEED_ID_NAMESPACE = uuid.UUID("5f6d1a3e-8c2b-4e7a-9b1d-2c4e6a8b0d1f")
 
 
+@lru_cache(maxsize=4096)  # asked for every partition a fetch names (`TopicConfig.id`)
 def seed_topic_id(name: str) -> uuid.UUID:
     """The id of a topic the registry was seeded with (derived from its name, UUID v5: the same on every door and
     across restarts, and the same as before the registry lived on Kafka); topics created later get random ids."""

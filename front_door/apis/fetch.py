@@ -21,8 +21,10 @@ TOPIC_AUTHORIZATION_FAILED (an unknown topic id stays UNKNOWN_TOPIC_ID).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,11 +47,13 @@ from front_door.network.messages import (
 )
 from front_door.network.wire import Request
 from front_door.security.acls import AclOperation, ResourceType
+from storage.commit_record import RecordVersion, record_version
 from storage.errors import KafkaStorageError
+from storage.file_names import partition_dir_name
 from storage.log_reader import OffsetOutOfRangeError, PartitionReader
 from storage.transaction_index import AbortedTxn
 
-# a long poll re-reads storage at least this often (appends answered with acks=0 publish no response)
+# a long poll looks at storage at least this often (appends answered with acks=0 publish no response)
 RECHECK_S = 0.2
 
 
@@ -64,6 +68,11 @@ class PartitionData:
     aborted: tuple[AbortedTxn, ...] = ()  # READ_COMMITTED: the aborted transactions in the fetched range
 
 
+def _empty_log(offset: int) -> PartitionData:
+    """A partition nothing was appended to: empty at offset 0, any other offset out of range."""
+    return PartitionData(ErrorCode.none, 0, 0) if offset == 0 else PartitionData(ErrorCode.offset_out_of_range, 0, 0)
+
+
 def read_partition(root: Path, topic: str, partition: int, offset: int, max_bytes: int, min_one: bool,
                    committed: bool = False) -> PartitionData:
     """One partition's slice, with its offsets; runs on a worker thread (file I/O). `committed`: a
@@ -71,7 +80,7 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
     try:
         reader = PartitionReader(root, topic, partition, append_times=False)
     except FileNotFoundError:  # nothing appended yet: an empty log
-        return PartitionData(ErrorCode.none, 0, 0) if offset == 0 else PartitionData(ErrorCode.offset_out_of_range, 0, 0)
+        return _empty_log(offset)
     with reader:
         hw, start, stable = reader.log_end_offset, reader.log_start_offset, reader.last_stable_offset
         try:
@@ -88,6 +97,45 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
             return PartitionData(ErrorCode.kafka_storage_error, hw, start)
 
 
+Read = tuple[str, int, int, int]  # topic, partition, fetch offset, partition_max_bytes
+
+# (segments root, topic, partition) -> the partition's commit record version and its answer at the log end: what
+# a consumer at the tail is answered while the record stays the same, with no read (`read_partitions`)
+_TAILS: dict[tuple[str, str, int], tuple[RecordVersion, PartitionData]] = {}
+MAX_TAILS = 1 << 20  # entries; past it the table starts again (a door serves fewer partitions than that)
+
+
+def read_partitions(root: Path, reads: Sequence[Read], max_bytes: int, committed: bool) -> list[PartitionData]:
+    """`read_partition` of each (topic, partition, offset, partition_max_bytes) in turn, within the request's
+    `max_bytes` (the first non-empty partition's first batch whole, KIP-74), on one worker thread: a consumer
+    of a thousand partitions costs one hand-over to a thread per fetch, not one per partition. A partition
+    fetched at its log end whose commit record is the one seen there before (`record_version`, taken before
+    reading) is answered as then, without a read: a consumer at the tail of a thousand partitions, and each
+    recheck of its long poll, costs a `stat` a partition."""
+    remaining, total, out = max_bytes, 0, []
+    for topic, partition, offset, partition_max in reads:
+        key = (str(root), topic, partition)
+        directory = os.path.join(root, partition_dir_name(topic, partition))
+        version = record_version(directory)
+        tail = _TAILS.get(key)
+        if tail is not None and version is not None and tail[0] == version and tail[1].high_watermark == offset:
+            out.append(tail[1])
+            continue
+        if version is None and not os.path.isdir(directory):  # nothing appended yet: an empty log
+            out.append(_empty_log(offset))
+            continue
+        data = read_partition(root, topic, partition, offset, max(0, min(partition_max, remaining)), total == 0,
+                              committed)
+        if version is not None and data.error == ErrorCode.none and offset == data.high_watermark and not data.records:
+            if len(_TAILS) >= MAX_TAILS:
+                _TAILS.clear()
+            _TAILS[key] = (version, data)
+        remaining -= len(data.records)
+        total += len(data.records)
+        out.append(data)
+    return out
+
+
 Topics = list[tuple[Any, list[tuple[int, PartitionData]]]]
 
 
@@ -100,13 +148,13 @@ def _names(ctx: Context, body: Any, version: int) -> list[str | None]:
 async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: set[str]) -> tuple[Topics, int]:
     registry = ctx.registry()
     committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
-    remaining = body.max_bytes
-    total = 0
-    out = []
+    out: list[tuple[Any, list[tuple[int, PartitionData | None]]]] = []
+    reads: list[Read] = []  # the partitions to read, in the request's order
     for ft, name in zip(body.topics, _names(ctx, body, version), strict=True):
         key = ft.topic_id if version >= 13 else ft.topic
         config = registry.get(name)
-        parts = []
+        stored = config is not None and ctx.stored(config)
+        parts: list[tuple[int, PartitionData | None]] = []
         for fp in ft.partitions:
             if name is not None and name not in readable:
                 parts.append((fp.partition, PartitionData(ErrorCode.topic_authorization_failed)))
@@ -121,17 +169,16 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: s
             if (fenced := epoch_error(getattr(fp, "current_leader_epoch", NO_EPOCH))) is not None:
                 parts.append((fp.partition, PartitionData(fenced)))
                 continue
-            if not ctx.stored(config):  # a re-created topic whose old partitions are not removed yet: empty
-                parts.append((fp.partition, PartitionData(ErrorCode.none, 0, 0) if fp.fetch_offset == 0
-                              else PartitionData(ErrorCode.offset_out_of_range, 0, 0)))
+            if not stored:  # a re-created topic whose old partitions are not removed yet: empty
+                parts.append((fp.partition, _empty_log(fp.fetch_offset)))
                 continue
-            data = await asyncio.to_thread(read_partition, ctx.segments_root, name, fp.partition, fp.fetch_offset,
-                                           max(0, min(fp.partition_max_bytes, remaining)), total == 0, committed)
-            remaining -= len(data.records)
-            total += len(data.records)
-            parts.append((fp.partition, data))
+            parts.append((fp.partition, None))
+            reads.append((name, fp.partition, fp.fetch_offset, fp.partition_max_bytes))
         out.append((key, parts))
-    return out, total
+    read = iter(await asyncio.to_thread(read_partitions, ctx.segments_root, reads, body.max_bytes, committed)
+                if reads else ())
+    topics = [(key, [(p, d if d is not None else next(read)) for p, d in parts]) for key, parts in out]
+    return topics, sum(len(d.records) for _key, parts in topics for _p, d in parts)
 
 
 def _response(ctx: Context, version: int, body: Any, topics: Topics) -> Any:

@@ -364,6 +364,50 @@ def test_fetch_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_fol
     assert [(n.node_id, n.host, n.port) for n in endpoints] == ([BROKERS[2]] if version >= 16 else [])
 
 
+def test_a_fetch_reads_its_partitions_in_order_within_the_request_max_bytes(tmp_path: Path) -> None:
+    """`fetch.read_partitions`, one worker thread's reads for the whole request: the first partition with data
+    gets at least its first batch whole (KIP-74) even above the limits, the later ones what the request's
+    `max_bytes` has left, each within its own `partition_max_bytes`; a partition at its end reads empty."""
+    from storage.batch_appender import append_batches
+    from validators.codec.record_batch import build_record_batch
+
+    batch = build_record_batch([(1_700_000_000_000, b"k", b"v" * 100)])
+    for p in (0, 1, 2):
+        append_batches(tmp_path, "orders", p, 0, [(0, 0, batch, 1_700_000_000_000)])
+    whole = fetch.read_partitions(tmp_path, [("orders", 2, 1, 1 << 20), ("orders", 0, 0, 1), ("orders", 1, 0, 1 << 20)],
+                                  1, False)
+    assert [(d.error, d.high_watermark, d.records) for d in whole] == [
+        (ErrorCode.none, 1, b""), (ErrorCode.none, 1, batch), (ErrorCode.none, 1, b"")]
+    room = fetch.read_partitions(tmp_path, [("orders", 0, 0, 1 << 20), ("orders", 1, 0, 10)], 1 << 20, False)
+    assert [d.records for d in room] == [batch, batch[:10]]
+
+
+def test_a_consumer_at_the_tail_is_answered_without_a_read_until_the_partition_commits(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition fetched at its log end is answered from what was read there while its commit record stays
+    the same (a long poll's rechecks, the next fetches); the next commit is read at once. A partition nothing was
+    appended to is empty without a read."""
+    from storage.batch_appender import append_batches
+    from validators.codec.record_batch import build_record_batch
+
+    first, second = (build_record_batch([(1_700_000_000_000 + i, b"k", b"v")], base_offset=i) for i in (0, 1))
+    append_batches(tmp_path, "orders", 0, 0, [(0, 0, first, 1_700_000_000_000)])
+    reads: list[tuple[str, int, int]] = []
+    real = fetch.read_partition
+    monkeypatch.setattr(fetch, "read_partition", lambda root, t, p, o, *a: (reads.append((t, p, o)),
+                                                                            real(root, t, p, o, *a))[1])
+    tail = [("orders", 0, 1, 1 << 20), ("orders", 1, 0, 1 << 20)]
+    assert [(d.high_watermark, d.records) for d in fetch.read_partitions(tmp_path, tail, 1 << 20, False)] == [
+        (1, b""), (0, b"")]
+    assert [(d.high_watermark, d.records) for d in fetch.read_partitions(tmp_path, tail, 1 << 20, False)] == [
+        (1, b""), (0, b"")]
+    assert reads == [("orders", 0, 1)]  # the tail read once; orders-1 has no directory: never read
+    append_batches(tmp_path, "orders", 0, 1, [(1, 1, second, 1_700_000_000_001)])
+    (data, _) = fetch.read_partitions(tmp_path, tail, 1 << 20, False)
+    assert (data.high_watermark, data.records) == (2, second)
+    assert reads == [("orders", 0, 1), ("orders", 0, 1)]
+
+
 def test_list_offsets_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(tmp_path: Path) -> None:
     from kio.schema.list_offsets.v9 import request as v9
 

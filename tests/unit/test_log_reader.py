@@ -55,6 +55,20 @@ def test_read_create_time_and_log_append_time(tmp_path):
     assert records[0].leader_epoch == 0
 
 
+def test_a_fetch_at_the_log_end_opens_no_segment(tmp_path):
+    """A consumer at the tail (Kafka: an empty slice at the log end offset) costs the commit record alone: the
+    active segment is not opened, so even its `.log` gone does not matter there, while a read before the end
+    needs it."""
+    append(tmp_path, [([T0, T0 + 1], None, T0, 0, 0), ([T0 + 2], None, T0, 0, 0)])
+    (log_file,) = (tmp_path / "t-0").glob("*.log")
+    log_file.unlink()
+    with PartitionReader(tmp_path, "t", 0, append_times=False) as reader:
+        assert reader.log_end_offset == 3
+        assert reader.read_log(3, 1 << 20, True) == b""
+        with pytest.raises(FileNotFoundError):
+            reader.read_log(2, 1 << 20, True)
+
+
 @pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
 def test_read_compressed_batches(tmp_path, codec):
     append(tmp_path, [([T0 + i for i in range(7)], None, T0, codec, 0), ([T0 + 9], T0 + 10, T0 + 10, codec, 0)])
