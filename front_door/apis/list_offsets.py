@@ -11,6 +11,7 @@ the principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,12 @@ def look_up(root: Path, topic: str, partition: int, target: int, committed: bool
         return Found(ErrorCode.none, found.timestamp, found.offset, epoch)
 
 
+def look_up_all(root: Path, lookups: Sequence[tuple[str, int, int]], committed: bool) -> list[Found]:
+    """`look_up` of each (topic, partition, target) in turn on one worker thread: a consumer starting on a
+    thousand partitions costs one hand-over to a thread, not one per partition."""
+    return [look_up(root, topic, partition, target, committed) for topic, partition, target in lookups]
+
+
 async def handle(ctx: Context, request: Request) -> Any:
     module = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     registry = ctx.registry()
@@ -74,11 +81,14 @@ async def handle(ctx: Context, request: Request) -> Any:
     describable = access.authorized_names(ctx, request, AclOperation.DESCRIBE, ResourceType.TOPIC,
                                           (lt.name for lt in request.body.topics))
     committed = getattr(request.body, "isolation_level", 0) == READ_COMMITTED
-    topics = []
+    answers: list[tuple[str, list[tuple[int, Found | None]]]] = []
+    lookups: list[tuple[str, int, int]] = []  # the partitions to look up in storage, in the request's order
     for lt in request.body.topics:
         config = registry.get(lt.name)
-        partitions = []
+        stored = config is not None and ctx.stored(config)
+        partitions: list[tuple[int, Found | None]] = []
         for lp in lt.partitions:
+            found: Found | None
             if lt.name not in describable:
                 found = Found(ErrorCode.topic_authorization_failed)
             elif config is None or not 0 <= lp.partition_index < config.partitions:
@@ -87,15 +97,23 @@ async def handle(ctx: Context, request: Request) -> Any:
                 found = Found(ErrorCode.not_leader_or_follower)
             elif (fenced := epoch_error(getattr(lp, "current_leader_epoch", NO_EPOCH))) is not None:
                 found = Found(fenced)
-            elif not ctx.stored(config):  # a re-created topic whose old partitions are not removed yet
+            elif not stored:  # a re-created topic whose old partitions are not removed yet
                 found = _empty(lp.timestamp)
             else:
-                found = await asyncio.to_thread(look_up, ctx.segments_root, lt.name, lp.partition_index, lp.timestamp,
-                                                committed)
-            partitions.append(build(module.ListOffsetsPartitionResponse, partition_index=lp.partition_index,
-                                    error_code=error_code(found.error), timestamp=found.timestamp,
-                                    offset=found.offset, leader_epoch=found.leader_epoch))
-        topics.append(build(module.ListOffsetsTopicResponse, name=lt.name, partitions=tuple(partitions)))
+                found = None
+                lookups.append((lt.name, lp.partition_index, lp.timestamp))
+            partitions.append((lp.partition_index, found))
+        answers.append((lt.name, partitions))
+    looked_up = iter(await asyncio.to_thread(look_up_all, ctx.segments_root, lookups, committed) if lookups else ())
+    topics = []
+    for name, partitions in answers:
+        built = []
+        for index, known in partitions:
+            answer = known if known is not None else next(looked_up)
+            built.append(build(module.ListOffsetsPartitionResponse, partition_index=index,
+                               error_code=error_code(answer.error), timestamp=answer.timestamp,
+                               offset=answer.offset, leader_epoch=answer.leader_epoch))
+        topics.append(build(module.ListOffsetsTopicResponse, name=name, partitions=tuple(built)))
     return build(module.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
