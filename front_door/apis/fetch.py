@@ -102,7 +102,7 @@ Read = tuple[str, int, int, int]  # topic, partition, fetch offset, partition_ma
 # (segments root, topic, partition) -> the partition's commit record version and its answer at the log end: what
 # a consumer at the tail is answered while the record stays the same, with no read (`read_partitions`)
 _TAILS: dict[tuple[str, str, int], tuple[RecordVersion, PartitionData]] = {}
-MAX_TAILS = 1 << 20  # entries; past it the table starts again (a door serves fewer partitions than that)
+MAX_TAILS = 100_000  # entries (~530 bytes each); past it the table starts again (docs/deployment.md, sizing)
 
 
 def read_partitions(root: Path, reads: Sequence[Read], max_bytes: int, committed: bool) -> list[PartitionData]:
