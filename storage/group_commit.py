@@ -43,6 +43,12 @@ def group_commit_available(root: Path) -> bool:
     return HAS_SYNCFS and filesystem_type(root) in GROUP_COMMIT_FILESYSTEMS
 
 
+def local_filesystem(path: Path) -> bool:
+    """Whether `path` lives on one of those local filesystems, where a `stat` sees another process's change at
+    once (NFS's clients cache attributes for seconds)."""
+    return filesystem_type(path) in GROUP_COMMIT_FILESYSTEMS
+
+
 def filesystem_type(path: Path) -> str | None:
     """The type of the filesystem mounted where `path` lives (`/proc/self/mounts`, the longest mount point
     above it); None where it cannot be told."""

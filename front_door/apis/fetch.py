@@ -50,6 +50,7 @@ from front_door.security.acls import AclOperation, ResourceType
 from storage.commit_record import RecordVersion, record_version
 from storage.errors import KafkaStorageError
 from storage.file_names import partition_dir_name
+from storage.group_commit import local_filesystem
 from storage.log_reader import OffsetOutOfRangeError, PartitionReader
 from storage.transaction_index import AbortedTxn
 
@@ -111,17 +112,19 @@ def read_partitions(root: Path, reads: Sequence[Read], max_bytes: int, committed
     of a thousand partitions costs one hand-over to a thread per fetch, not one per partition. A partition
     fetched at its log end whose commit record is the one seen there before (`record_version`, taken before
     reading) is answered as then, without a read: a consumer at the tail of a thousand partitions, and each
-    recheck of its long poll, costs a `stat` a partition."""
+    recheck of its long poll, costs a `stat` a partition. Only on a local filesystem: over NFS a `stat` may
+    answer from attributes cached for seconds, where opening the record sees the latest (close-to-open)."""
     remaining, total, out = max_bytes, 0, []
+    tails = local_filesystem(root)
     for topic, partition, offset, partition_max in reads:
         key = (str(root), topic, partition)
         directory = os.path.join(root, partition_dir_name(topic, partition))
-        version = record_version(directory)
+        version = record_version(directory) if tails else None
         tail = _TAILS.get(key)
         if tail is not None and version is not None and tail[0] == version and tail[1].high_watermark == offset:
             out.append(tail[1])
             continue
-        if version is None and not os.path.isdir(directory):  # nothing appended yet: an empty log
+        if version is None and tails and not os.path.isdir(directory):  # nothing appended yet: an empty log
             out.append(_empty_log(offset))
             continue
         data = read_partition(root, topic, partition, offset, max(0, min(partition_max, remaining)), total == 0,

@@ -386,7 +386,7 @@ def test_a_consumer_at_the_tail_is_answered_without_a_read_until_the_partition_c
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A partition fetched at its log end is answered from what was read there while its commit record stays
     the same (a long poll's rechecks, the next fetches); the next commit is read at once. A partition nothing was
-    appended to is empty without a read."""
+    appended to is empty without a read. Where a `stat` may be stale (NFS), every fetch reads."""
     from storage.batch_appender import append_batches
     from validators.codec.record_batch import build_record_batch
 
@@ -406,6 +406,11 @@ def test_a_consumer_at_the_tail_is_answered_without_a_read_until_the_partition_c
     (data, _) = fetch.read_partitions(tmp_path, tail, 1 << 20, False)
     assert (data.high_watermark, data.records) == (2, second)
     assert reads == [("orders", 0, 1), ("orders", 0, 1)]
+    monkeypatch.setattr(fetch, "local_filesystem", lambda root: False)
+    reads.clear()
+    for _ in range(2):
+        fetch.read_partitions(tmp_path, [("orders", 0, 2, 1 << 20), ("orders", 1, 0, 1 << 20)], 1 << 20, False)
+    assert reads == [("orders", 0, 2), ("orders", 1, 0)] * 2
 
 
 def test_list_offsets_from_a_node_that_does_not_lead_the_partition_is_not_leader_or_follower(tmp_path: Path) -> None:
