@@ -115,9 +115,9 @@ def read_partitions(root: Path, reads: Sequence[Read], max_bytes: int, committed
     recheck of its long poll, costs a `stat` a partition. Only on a local filesystem: over NFS a `stat` may
     answer from attributes cached for seconds, where opening the record sees the latest (close-to-open)."""
     remaining, total, out = max_bytes, 0, []
-    tails = local_filesystem(root)
+    tails, where = local_filesystem(root), str(root)
     for topic, partition, offset, partition_max in reads:
-        key = (str(root), topic, partition)
+        key = (where, topic, partition)
         directory = os.path.join(root, partition_dir_name(topic, partition))
         version = record_version(directory) if tails else None
         tail = _TAILS.get(key)
