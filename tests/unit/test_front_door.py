@@ -380,6 +380,27 @@ def test_a_fetch_reads_its_partitions_in_order_within_the_request_max_bytes(tmp_
         (ErrorCode.none, 1, b""), (ErrorCode.none, 1, batch), (ErrorCode.none, 1, b"")]
     room = fetch.read_partitions(tmp_path, [("orders", 0, 0, 1 << 20), ("orders", 1, 0, 10)], 1 << 20, False)
     assert [d.records for d in room] == [batch, batch[:10]]
+    # a later part of a request that already read something: the slice is not raised to a whole batch
+    assert fetch.read_partitions(tmp_path, [("orders", 0, 0, 1)], 1, False, nothing_read=False)[0].records == batch[:1]
+
+
+def test_a_fetch_read_in_parts_answers_as_read_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Fetch's partitions go to worker threads `READ_CHUNK` at a time; the answer is the same, in order."""
+    from storage.batch_appender import append_batches
+    from validators.codec.record_batch import build_record_batch
+
+    batches = [build_record_batch([(1_700_000_000_000, b"k%d" % p, b"v" * 100)]) for p in range(3)]
+    for p, batch in enumerate(batches):
+        append_batches(tmp_path, "orders", p, 0, [(0, 0, batch, 1_700_000_000_000)])
+    ctx = _context(tmp_path, nodes=1)
+
+    def answer() -> list[tuple[int, bytes]]:
+        (topic,) = _answer(ctx, fetch.handle, 1, 16, _fetch_request(16, [("orders", p) for p in (2, 0, 1)])).responses
+        return [(p.partition_index, p.records) for p in topic.partitions]
+
+    whole = answer()
+    monkeypatch.setattr(fetch, "READ_CHUNK", 1)
+    assert answer() == whole == [(2, batches[2]), (0, batches[0]), (1, batches[1])]
 
 
 def test_a_consumer_at_the_tail_is_answered_without_a_read_until_the_partition_commits(
