@@ -99,9 +99,8 @@ def read_partition(root: Path, topic: str, partition: int, offset: int, max_byte
 
 
 Read = tuple[str, int, int, int]  # topic, partition, fetch offset, partition_max_bytes
-# Partitions a worker thread reads per hand-over. One hand-over for a whole 1 000-partition Fetch held the GIL in
-# long stretches and delayed the door's event loop: under a spread load with a consumer reading it back, the
-# load was ~2 % less delivered while it ran (docs/performance.md, "Scale").
+# Partitions a worker thread reads per hand-over: few hand-overs, and the door's event loop (the produces) never
+# waits for a whole 1 000-partition read holding the GIL (docs/performance.md, "Scale").
 READ_CHUNK = 64
 
 # (segments root, topic, partition) -> the partition's commit record version and its answer at the log end: what
