@@ -35,7 +35,7 @@ from storage.partition_log import PartitionLog
 
 # Filesystems whose syncfs(2) writes back and flushes everything they hold (their `sync_fs` waits for it).
 GROUP_COMMIT_FILESYSTEMS = frozenset({"ext4", "ext3", "xfs", "btrfs", "f2fs", "overlay", "tmpfs"})
-_filesystem_types: dict[str, str | None] = {}
+_filesystem_types: dict[str, str | None] = {}  # by the path as asked: no `realpath` (a system call a component) again
 
 
 def group_commit_available(root: Path) -> bool:
@@ -52,8 +52,9 @@ def local_filesystem(path: Path) -> bool:
 def filesystem_type(path: Path) -> str | None:
     """The type of the filesystem mounted where `path` lives (`/proc/self/mounts`, the longest mount point
     above it); None where it cannot be told."""
-    key = os.path.realpath(path)
-    if key not in _filesystem_types:
+    asked = str(path)
+    if asked not in _filesystem_types:
+        key = os.path.realpath(path)
         best: tuple[int, str | None] = (-1, None)
         try:
             with open("/proc/self/mounts") as mounts:
@@ -66,8 +67,8 @@ def filesystem_type(path: Path) -> str | None:
                         best = (len(point), fields[2])
         except OSError:
             pass
-        _filesystem_types[key] = best[1]
-    return _filesystem_types[key]
+        _filesystem_types[asked] = best[1]
+    return _filesystem_types[asked]
 
 
 def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:

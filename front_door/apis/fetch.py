@@ -192,7 +192,7 @@ async def _read(ctx: Context, body: Any, version: int, node_id: int, readable: s
         data += chunk
     read = iter(data)
     topics = [(key, [(p, d if d is not None else next(read)) for p, d in parts]) for key, parts in out]
-    return topics, sum(len(d.records) for _key, parts in topics for _p, d in parts)
+    return topics, taken
 
 
 def _response(ctx: Context, version: int, body: Any, topics: Topics) -> Any:
