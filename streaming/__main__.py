@@ -117,9 +117,14 @@ def _start_spark_and_broker(config: GatewayConfig, on_session: Callable[[SparkSe
     """Spark's JVM and (without bootstrap servers) the local broker's JVM start side by side (each takes
     seconds; the session needs nothing from the broker); then the gateway's topics are created. `on_session`:
     called with the session as soon as it is up."""
+    begun = time.monotonic()
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
         spark_start = pool.submit(build_spark_session, config,
                                   driver_jvm=() if config.bootstrap_servers else QUICK_START_DRIVER_JVM)
+        # the start's other floor beside the broker's line (docs/performance.md, make run's first response)
+        spark_start.add_done_callback(lambda done: not done.cancelled() and done.exception() is None and log.info(
+            "Spark %s session up (%s) in %.1fs", done.result().version, config.spark_master,
+            time.monotonic() - begun))
         if on_session is not None:
             spark_start.add_done_callback(lambda done: not done.cancelled() and done.exception() is None
                                           and on_session(done.result()))
