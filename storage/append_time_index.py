@@ -16,8 +16,12 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.index import CorruptIndexError, InvalidOffsetError
+
+if TYPE_CHECKING:
+    from storage.file_records import Write
 
 ENTRY_SIZE = 16
 _ENTRY = struct.Struct(">qq")
@@ -172,11 +176,15 @@ class AppendTimeIndex:
             os.ftruncate(self._fd, self.size_in_bytes)
             self._file_size = self.size_in_bytes
 
-    def write_pending(self) -> None:
-        """Write the entries appended since the last call to the file, in one `pwrite` (no fsync)."""
+    def write_pending(self, into: list[Write] | None = None) -> None:
+        """Write the entries appended since the last call to the file, in one `pwrite` (no fsync); `into`: the
+        write added to it instead (`LogSegment.write_pending`)."""
         if self._fd is not None and self._written < self.entries:
             data = bytes(self._buf[(self._written - self._head) * ENTRY_SIZE:])
-            os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
+            if into is not None:
+                into.append((self._fd, (data,), self._written * ENTRY_SIZE))
+            else:
+                os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
             self._written = self.entries
             self._file_size = max(self._file_size, self._written * ENTRY_SIZE)
             assert self._crc is not None  # a writer's is known from the start

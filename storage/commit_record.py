@@ -294,22 +294,28 @@ def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> bytes:
     record is exchanged in place (`replace_commit`), the tmp file is the previous record and is overwritten,
     padded with spaces to its length (JSON allows them): no file is created or truncated at a commit. Returns
     the record's JSON (without the padding)."""
-    data = record = head.to_json().encode()
-    path = os.path.join(directory, COMMIT_TMP_FILE)
+    record = head.to_json().encode()
+    write_tmp_record(os.path.join(directory, COMMIT_TMP_FILE), record, sync)
+    return record
+
+
+TmpRecord = tuple[str, bytes]  # a tmp file's path (`commit_paths`) and the record to write to it
+
+
+def write_tmp_record(path: str, record: bytes, sync: bool = False) -> None:
+    """`record` written over the tmp file at `path` (made when missing), padded to its length (`write_commit_tmp`;
+    a group commit's are written together, `storage.commit_io`)."""
     try:
         fd = os.open(path, os.O_WRONLY)
     except FileNotFoundError:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
-        if len(data) < size:
-            data = data.ljust(size)
-        os.pwrite(fd, data, 0)
+        os.pwrite(fd, record.ljust(size) if len(record) < size else record, 0)
         if sync:
             os.fsync(fd)
     finally:
         os.close(fd)
-    return record
 
 
 def write_segment_list(directory: Path, generation: int, segments: tuple[SegmentState, ...] | list[SegmentState],
@@ -366,7 +372,16 @@ def replace_commit(directory: Path) -> None:
     """The durable tmp file put in the record's place: the commit (durable once the directory is). Exchanged
     with the record atomically where the system can (`linux_calls.exchange`), so the previous record stays as
     the next tmp file; else renamed over it."""
-    tmp, record = os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE)
+    put_in_place(*commit_paths(directory))
+
+
+def commit_paths(directory: Path | str) -> tuple[str, str]:
+    """The record's tmp file and the record."""
+    return os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE)
+
+
+def put_in_place(tmp: str, record: str) -> None:
+    """`replace_commit` by paths (a group commit's are put in place together, `storage.commit_io`)."""
     if not exchange(tmp, record):
         os.replace(tmp, record)
 

@@ -106,6 +106,10 @@ def split_batches(records: bytes | memoryview) -> list[tuple[int, RecordBatchHea
     return out
 
 
+Buffer = bytes | bytearray | memoryview
+Write = tuple[int, Sequence[Buffer], int]  # `write_at`'s arguments: a descriptor, buffers back to back, the position
+
+
 def write_at(fd: int, buffers: Sequence[bytes], position: int) -> None:
     """Write `buffers` back to back at `position`: vectored (`pwritev`, at most IOV_MAX buffers a call), so
     the appended batches are not joined into one copy first. A regular file may take a write in parts: the

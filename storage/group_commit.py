@@ -7,9 +7,10 @@ thousand. A group commit pays two `syncfs` calls for all of them, in the same or
 0. where the micro-batch made partitions, one `syncfs` first: their first commit records durable before any of
    their bytes is written (`PartitionLog.open` leaves a new partition's record unsynced);
 1. every partition's appended bytes written out and its next commit record written to its tmp file, unsynced
-   (`PartitionLog.stage_commit`);
+   (`PartitionLog.stage_commit` gathers them, `commit_io.write_all` writes them all in one call);
 2. `syncfs` of the segments root's filesystem: the data and the tmp records durable;
-3. every tmp record renamed over its partition's record (`PartitionLog.complete_commit`);
+3. every tmp record exchanged with its partition's record (`commit_io.exchange_all`, one call;
+   `PartitionLog.complete_commit`);
 4. `syncfs` again: the renames durable. Only then is anything published.
 
 A crash before 4 leaves each partition with its previous or its new record, both describing durable bytes;
@@ -28,8 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.batch_appender import BatchAppender
-from storage.commit_record import CommitHead
+from storage.commit_io import exchange_all, write_all
+from storage.commit_record import CommitHead, TmpRecord, commit_paths
 from storage.crash_point import crash_point
+from storage.file_records import Write
 from storage.linux_calls import HAS_SYNCFS, sync_filesystem
 from storage.partition_log import PartitionLog
 
@@ -90,13 +93,17 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
         for plog in new:
             plog.record_made_durable()
     staged: list[tuple[PartitionLog, CommitHead]] = []
+    writes: list[Write] = []
+    records: list[TmpRecord] = []
     for appender in together:
-        staged.append((appender.log, appender.log.stage_commit(appender.batch_id)))
+        staged.append((appender.log, appender.log.stage_commit(appender.batch_id, writes, records)))
     if not staged:
         return
+    write_all(writes, records)
     crash_point("commit-tmp-written")
     sync_filesystem(root)
     crash_point("data-fsynced")
+    exchange_all([commit_paths(plog.directory) for plog, _commit in staged])
     for plog, commit in staged:
         plog.complete_commit(commit)
     sync_filesystem(root)

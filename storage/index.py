@@ -16,8 +16,12 @@ from __future__ import annotations
 import os
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from storage.file_records import Write
 
 INT32_MAX = 2**31 - 1
 
@@ -150,10 +154,14 @@ class AbstractIndex:
             self._file_size = size
             self._dirty = True
 
-    def write_pending(self) -> None:
-        """Write the entries appended since the last call to the file (no fsync)."""
+    def write_pending(self, into: list[Write] | None = None) -> None:
+        """Write the entries appended since the last call to the file (no fsync); `into`: the write added to it
+        instead (`LogSegment.write_pending`)."""
         if self._fd is not None and self._written < len(self._data):
-            os.pwrite(self._fd, self._data[self._written :], self._written)
+            if into is not None:
+                into.append((self._fd, (self._data[self._written :],), self._written))
+            else:
+                os.pwrite(self._fd, self._data[self._written :], self._written)
             self._written = len(self._data)
             self._file_size = max(self._file_size, self._written)
             self._dirty = True

@@ -33,22 +33,22 @@ from storage.commit_record import (
     COMMIT_FILE,
     CommitHead,
     SegmentState,
+    TmpRecord,
     clear_recovery_mark,
+    commit_paths,
     fsync_dir,
     fsync_path,
     mark_for_recovery,
     marked_for_recovery,
     read_commit_head,
     remove_segment_list,
-    replace_commit,
     sync_record,
-    write_commit_tmp,
     write_head,
     write_segment_list,
 )
 from storage.crash_point import crash_point
 from storage.file_names import delete_segment_files, partition_dir, segment_paths
-from storage.file_records import split_batches
+from storage.file_records import Write, split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
 from storage.recovery import recover_partition
@@ -392,26 +392,28 @@ class PartitionLog:
             clear_recovery_mark(self.directory)
             self._marked = False
 
-    def stage_commit(self, batch_id: int) -> CommitHead:
-        """A group commit's first half (`group_commit`): everything appended written out and the new commit
-        record in its tmp file, nothing synced."""
+    def stage_commit(self, batch_id: int, writes: list[Write], records: list[TmpRecord]) -> CommitHead:
+        """A group commit's first half (`group_commit`): everything appended, and then the new commit record to
+        its tmp file, added to `writes` and `records` for the group commit to write (`commit_io.write_all`),
+        nothing synced."""
         if self.active is not None:
-            self.active.trim_indexes()
-            self.active.write_pending(writeback=False)
+            self.active.write_pending(writeback=False, into=writes)
+            self.active.trim_indexes()  # after: a cut of a longer file goes first, the entries' writes are below it
         close_all(self._txn_indexes, sync=False)
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
-        self._staged_json = write_commit_tmp(self.directory, commit, sync=False)
+        self._staged_json = commit.to_json().encode()
+        records.append((commit_paths(self.directory)[0], self._staged_json))
         return commit
 
     def complete_commit(self, commit: CommitHead) -> None:
         """A group commit's second half, once a sync of the filesystem made the data and the tmp record
-        durable: the record renamed in place (durable at the group's next sync, then `commit_durable`)."""
+        durable and the group commit put the record in place (`commit_io.exchange_all`; durable at the group's
+        next sync, then `commit_durable`)."""
         if self.active is not None:
             self.active.synced_by_filesystem()
         self._new_files = False
         self._rolled_unsynced.clear()
-        replace_commit(self.directory)
         self._committed(commit, self._staged_json)
 
     def truncate_to(self, offset: int, batch_id: int | None = None) -> CommitHead:

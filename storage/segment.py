@@ -39,7 +39,7 @@ from storage.file_names import (
     TIME_INDEX_FILE_SUFFIX,
     segment_file_name,
 )
-from storage.file_records import BatchInfo, iter_file_batches, split_batches, write_at
+from storage.file_records import BatchInfo, Write, iter_file_batches, split_batches, write_at
 from storage.index import INT32_MAX, CorruptIndexError
 from storage.log_config import SegmentConfig
 from storage.offset_index import OffsetIndex
@@ -328,22 +328,27 @@ class LogSegment:
             crash_point("batch-written")
         return len(items)
 
-    def write_pending(self, writeback: bool = True) -> None:
+    def write_pending(self, writeback: bool = True, into: list[Write] | None = None) -> None:
         """Write the appended bytes not yet in the files (log and indexes), without fsync. `writeback`: ask the
-        kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once."""
+        kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once.
+        `into`: the writes added to it instead, for the caller to make (a group commit's, `storage.commit_io`);
+        the segment counts them as made."""
         if self._pending:
             if self.before_first_write is not None:
                 hook, self.before_first_write = self.before_first_write, None
                 hook()
-            write_at(self._fd, self._pending, self._pending_at)
-            if writeback:
-                start_writeback(self._fd, self._pending_at, self._pending_bytes)
+            if into is not None:
+                into.append((self._fd, list(self._pending), self._pending_at))
+            else:
+                write_at(self._fd, self._pending, self._pending_at)
+                if writeback:
+                    start_writeback(self._fd, self._pending_at, self._pending_bytes)
             self._pending.clear()
             self._pending_bytes = 0
         if self.writable:
-            self.offset_index.write_pending()
-            self.time_index.write_pending()
-            self.append_time_index.write_pending()
+            self.offset_index.write_pending(into)
+            self.time_index.write_pending(into)
+            self.append_time_index.write_pending(into)
 
     def ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):

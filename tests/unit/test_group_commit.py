@@ -172,6 +172,12 @@ def _durability_events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
                         lambda root: (events.append("syncfs"), real_sync(root))[1])
     monkeypatch.setattr(segment_module, "write_at",
                         lambda fd, data, at: (events.append(f"write {name(fd)}"), real_write_at(fd, data, at))[1])
+    real_write_all = group_commit_module.write_all  # a group commit's writes, all in one call
+
+    def write_all(writes: list[tuple[int, list[bytes], int]], records: list[tuple[str, bytes]]) -> None:
+        events.extend(f"write {name(fd)}" for fd, _buffers, _at in writes)
+        real_write_all(writes, records)
+    monkeypatch.setattr(group_commit_module, "write_all", write_all)
     return events
 
 

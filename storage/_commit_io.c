@@ -1,0 +1,366 @@
+/*
+ * storage._commit_io: a group commit's system calls (storage/group_commit.py) made in one call each, in C,
+ * with the interpreter's lock released once for all of them. The reference, and the fallback where this is
+ * not built, is storage/commit_io.py; tests/unit/test_commit_io.py demands the same files and errors of both.
+ *
+ * write_all(writes, records) -> None
+ *   writes   a sequence of (fd, buffers, position): the buffers (bytes-like) written back to back at
+ *            `position` of `fd` with pwritev(2), a write cut short continued where it stopped;
+ *   records  a sequence of (path, data): each commit record's tmp file opened (made when missing, 0644),
+ *            `data` written at 0, padded with spaces to the file's length when shorter (JSON allows them).
+ *   Every write first, then every record, in order; the first failure raises OSError (the records' with
+ *   their path) and nothing after it is done.
+ *
+ * exchange_all(pairs) -> None
+ *   pairs    a sequence of (tmp, record) paths: each swapped atomically (renameat2 RENAME_EXCHANGE); where
+ *            the filesystem cannot, or the record is missing, the tmp file renamed over the record.
+ */
+
+#define _GNU_SOURCE
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+#define MAX_IOV 1024 /* IOV_MAX on Linux */
+
+typedef struct {
+    int fd;
+    off_t position;
+    Py_ssize_t first; /* its buffers: views[first .. first + count) */
+    Py_ssize_t count;
+} Write;
+
+typedef struct {
+    Write *writes;
+    Py_ssize_t n_writes;
+    Py_buffer *views;
+    Py_ssize_t n_views;
+    PyObject **paths; /* the records' paths (bytes, new references) */
+    Py_buffer *data;  /* the records' data */
+    Py_ssize_t n_records;
+    /* the failure: its errno, and which write or record */
+    int error;
+    Py_ssize_t failed_write;
+    Py_ssize_t failed_record;
+} Plan;
+
+static void
+plan_free(Plan *p)
+{
+    for (Py_ssize_t i = 0; i < p->n_views; i++)
+        PyBuffer_Release(&p->views[i]);
+    for (Py_ssize_t i = 0; i < p->n_records; i++) {
+        Py_XDECREF(p->paths[i]);
+        if (p->data[i].obj != NULL)
+            PyBuffer_Release(&p->data[i]);
+    }
+    PyMem_Free(p->writes);
+    PyMem_Free(p->views);
+    PyMem_Free(p->paths);
+    PyMem_Free(p->data);
+}
+
+/* One write's buffers from `at` on, at most MAX_IOV of them, cut short by `skip` bytes of the first. */
+static int
+write_one(const Write *w, const Py_buffer *views)
+{
+    struct iovec iov[MAX_IOV];
+    Py_ssize_t at = 0, skip = 0;
+    off_t position = w->position;
+    while (at < w->count) {
+        int n = 0;
+        size_t total = 0;
+        for (Py_ssize_t i = at; i < w->count && n < MAX_IOV; i++, n++) {
+            const Py_buffer *v = &views[w->first + i];
+            Py_ssize_t from = i == at ? skip : 0;
+            iov[n].iov_base = (char *)v->buf + from;
+            iov[n].iov_len = (size_t)(v->len - from);
+            total += iov[n].iov_len;
+        }
+        ssize_t written = pwritev(w->fd, iov, n, position);
+        if (written < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (written == 0 && total > 0)
+            return EIO; /* a regular file takes at least a byte; never loop on nothing */
+        position += written;
+        /* past the buffers written whole; the rest of one cut short comes first in the next call */
+        while (at < w->count) {
+            Py_ssize_t left = views[w->first + at].len - skip;
+            if (written < left) {
+                skip += written;
+                break;
+            }
+            written -= left;
+            skip = 0;
+            at++;
+        }
+    }
+    return 0;
+}
+
+static int
+write_record(const char *path, const Py_buffer *data)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    Py_ssize_t size = data->len < st.st_size ? (Py_ssize_t)st.st_size : data->len;
+    char *out = (char *)data->buf;
+    char *padded = NULL;
+    if (size > data->len) {
+        padded = malloc((size_t)size);
+        if (padded == NULL) {
+            close(fd);
+            return ENOMEM;
+        }
+        memcpy(padded, data->buf, (size_t)data->len);
+        memset(padded + data->len, ' ', (size_t)(size - data->len));
+        out = padded;
+    }
+    Py_ssize_t done = 0;
+    int e = 0;
+    while (done < size) {
+        ssize_t n = pwrite(fd, out + done, (size_t)(size - done), done);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            e = errno;
+            break;
+        }
+        done += n;
+    }
+    free(padded);
+    if (close(fd) != 0 && e == 0)
+        e = errno;
+    return e;
+}
+
+static int
+plan_writes(Plan *p, PyObject *writes)
+{
+    PyObject *seq = PySequence_Fast(writes, "writes must be a sequence");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t views = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a write is (fd, buffers, position)");
+            goto fail;
+        }
+        Py_ssize_t count = PyObject_Length(PyTuple_GET_ITEM(item, 1));
+        if (count < 0)
+            goto fail;
+        views += count;
+    }
+    p->writes = PyMem_Calloc(n ? n : 1, sizeof(Write));
+    p->views = PyMem_Calloc(views ? views : 1, sizeof(Py_buffer));
+    if (p->writes == NULL || p->views == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        Write *w = &p->writes[i];
+        w->fd = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        w->position = (off_t)PyLong_AsLongLong(PyTuple_GET_ITEM(item, 2));
+        if (PyErr_Occurred())
+            goto fail;
+        PyObject *buffers = PySequence_Fast(PyTuple_GET_ITEM(item, 1), "a write's buffers must be a sequence");
+        if (buffers == NULL)
+            goto fail;
+        w->first = p->n_views;
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(buffers); j++) {
+            if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(buffers, j), &p->views[p->n_views], PyBUF_SIMPLE) < 0) {
+                Py_DECREF(buffers);
+                goto fail;
+            }
+            p->n_views++;
+            w->count++;
+        }
+        Py_DECREF(buffers);
+        p->n_writes++;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+static int
+plan_records(Plan *p, PyObject *records)
+{
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    p->paths = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    p->data = PyMem_Calloc(n ? n : 1, sizeof(Py_buffer));
+    if (p->paths == NULL || p->data == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a record is (path, data)");
+            goto fail;
+        }
+        p->n_records++;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &p->paths[i]))
+            goto fail;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &p->data[i], PyBUF_SIMPLE) < 0)
+            goto fail;
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* OSError(error) naming the paths (given as bytes) as str, as Python's own calls name them. */
+static void
+raise_with_paths(int error, PyObject *path, PyObject *other)
+{
+    PyObject *name = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(path), PyBytes_GET_SIZE(path));
+    PyObject *name2 = other == NULL ? NULL
+                      : PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(other), PyBytes_GET_SIZE(other));
+    if (name != NULL && (other == NULL || name2 != NULL)) {
+        errno = error;
+        PyErr_SetFromErrnoWithFilenameObjects(PyExc_OSError, name, name2);
+    }
+    Py_XDECREF(name);
+    Py_XDECREF(name2);
+}
+
+static PyObject *
+write_all(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *writes, *records;
+    if (!PyArg_ParseTuple(args, "OO:write_all", &writes, &records))
+        return NULL;
+    Plan p = {0};
+    p.failed_write = p.failed_record = -1;
+    if (plan_writes(&p, writes) < 0 || plan_records(&p, records) < 0) {
+        plan_free(&p);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < p.n_writes && !p.error; i++) {
+        p.error = write_one(&p.writes[i], p.views);
+        if (p.error)
+            p.failed_write = i;
+    }
+    for (Py_ssize_t i = 0; i < p.n_records && !p.error; i++) {
+        p.error = write_record(PyBytes_AS_STRING(p.paths[i]), &p.data[i]);
+        if (p.error)
+            p.failed_record = i;
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = Py_None;
+    if (p.failed_record >= 0) {
+        raise_with_paths(p.error, p.paths[p.failed_record], NULL);
+        result = NULL;
+    } else if (p.failed_write >= 0) {
+        PyObject *error = PyObject_CallFunction(PyExc_OSError, "is", p.error, strerror(p.error));
+        if (error != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+            Py_DECREF(error);
+        }
+        result = NULL;
+    }
+    plan_free(&p);
+    return Py_XNewRef(result);
+}
+
+static PyObject *
+exchange_all(PyObject *Py_UNUSED(module), PyObject *pairs)
+{
+    PyObject *seq = PySequence_Fast(pairs, "pairs must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **names = PyMem_Calloc(2 * (n ? n : 1), sizeof(PyObject *));
+    PyObject *result = NULL;
+    Py_ssize_t filled = 0, failed = -1;
+    int error = 0;
+    if (names == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a pair is (tmp, record)");
+            goto done;
+        }
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &names[filled]))
+            goto done;
+        filled++;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 1), &names[filled]))
+            goto done;
+        filled++;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *tmp = PyBytes_AS_STRING(names[2 * i]), *record = PyBytes_AS_STRING(names[2 * i + 1]);
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, record, RENAME_EXCHANGE) == 0)
+            continue;
+        if (errno == ENOENT || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) {
+            if (rename(tmp, record) == 0)
+                continue;
+        }
+        error = errno;
+        failed = i;
+        break;
+    }
+    Py_END_ALLOW_THREADS
+    if (failed >= 0) {
+        raise_with_paths(error, names[2 * failed], names[2 * failed + 1]);
+        goto done;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t i = 0; i < filled; i++)
+        Py_DECREF(names[i]);
+    PyMem_Free(names);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"write_all", write_all, METH_VARARGS, "A group commit's writes, then its tmp records (module comment)."},
+    {"exchange_all", exchange_all, METH_O, "Each (tmp, record) pair swapped, or renamed over (module comment)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_commit_io", NULL, -1, methods};
+
+PyMODINIT_FUNC
+PyInit__commit_io(void)
+{
+    return PyModule_Create(&module);
+}
