@@ -71,7 +71,7 @@ $(GO_STEADY_PRODUCER) $(GO_GROUP_CONSUMER): $(GO_CLIENTS_SOURCES)
 	cd $(GO_CLIENTS_DIR) && go build -mod=readonly -buildvcs=false -o $(CURDIR)/$@ ./$(notdir $@)
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c storage/_commit_io.c
+$(VENV)/.installed: requirements.lock pyproject.toml validators/codec/_record_walk.c sinks/_response_avro.c storage/_batched_calls.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock

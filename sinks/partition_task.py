@@ -388,6 +388,7 @@ def run_task(
         early.close()
         for append in appends.values():
             append.close()
+        OPEN_LOGS.release_ready()  # none, unless the task failed between taking logs up and opening them
     every = [*early.committed.values(), *appends.values()]
     n_resp = n_dlq = 0
     started = clock()
@@ -420,7 +421,13 @@ def _add_by_partition(
     root: Path,
     batch_id: int, registry: TopicRegistry, clock: Callable[[], float],
 ) -> None:
-    """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call."""
+    """A chunk's rows handed to their partitions' appends, each partition's run of rows in one call; the kept logs
+    of the partitions it starts appending to taken up together first (`OpenLogs.resume_many`), their locks in the
+    rows' order, as one by one: a task's retry and a zombie attempt of it wait for each other's locks in the same
+    order, never each holding one the other waits for."""
+    starting = dict.fromkeys(_partition_of(r) for r in chunk if r.error_code == 0 and not r.duplicate)
+    OPEN_LOGS.resume_many(root, [(str(topic), int(partition), registry.get(str(topic)))  # type: ignore[arg-type]
+                                 for topic, partition in starting if (topic, partition) not in appends])
     for key, run in groupby(chunk, key=_partition_of):
         append = appends.get(key)
         if append is None and key in committed:

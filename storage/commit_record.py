@@ -304,7 +304,7 @@ TmpRecord = tuple[str, bytes]  # a tmp file's path (`commit_paths`) and the reco
 
 def write_tmp_record(path: str, record: bytes, sync: bool = False) -> None:
     """`record` written over the tmp file at `path` (made when missing), padded to its length (`write_commit_tmp`;
-    a group commit's are written together, `storage.commit_io`)."""
+    a group commit's are written together, `storage.batched_calls`)."""
     try:
         fd = os.open(path, os.O_WRONLY)
     except FileNotFoundError:
@@ -381,7 +381,7 @@ def commit_paths(directory: Path | str) -> tuple[str, str]:
 
 
 def put_in_place(tmp: str, record: str) -> None:
-    """`replace_commit` by paths (a group commit's are put in place together, `storage.commit_io`)."""
+    """`replace_commit` by paths (a group commit's are put in place together, `storage.batched_calls`)."""
     if not exchange(tmp, record):
         os.replace(tmp, record)
 

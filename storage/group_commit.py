@@ -7,9 +7,9 @@ thousand. A group commit pays two `syncfs` calls for all of them, in the same or
 0. where the micro-batch made partitions, one `syncfs` first: their first commit records durable before any of
    their bytes is written (`PartitionLog.open` leaves a new partition's record unsynced);
 1. every partition's appended bytes written out and its next commit record written to its tmp file, unsynced
-   (`PartitionLog.stage_commit` gathers them, `commit_io.write_all` writes them all in one call);
+   (`PartitionLog.stage_commit` gathers them, `batched_calls.write_all` writes them all in one call);
 2. `syncfs` of the segments root's filesystem: the data and the tmp records durable;
-3. every tmp record exchanged with its partition's record (`commit_io.exchange_all`, one call;
+3. every tmp record exchanged with its partition's record (`batched_calls.exchange_all`, one call;
    `PartitionLog.complete_commit`);
 4. `syncfs` again: the renames durable. Only then is anything published.
 
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from storage.batch_appender import BatchAppender
-from storage.commit_io import exchange_all, write_all
+from storage.batched_calls import exchange_all, write_all
 from storage.commit_record import CommitHead, TmpRecord, commit_paths
 from storage.crash_point import crash_point
 from storage.file_records import Write

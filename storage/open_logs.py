@@ -19,8 +19,10 @@ from __future__ import annotations
 import resource
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
 
+from storage.batched_calls import resume_all
 from storage.log_config import SegmentConfig
 from storage.partition_log import PartitionLog, segment_config_of
 from validators.topic_config import TopicConfig
@@ -48,6 +50,7 @@ class OpenLogs:
         self.max_logs = default_max_logs() if max_logs is None else max_logs
         self.max_index_bytes = max_index_bytes
         self._kept: OrderedDict[tuple[str, str, int], tuple[PartitionLog, int]] = OrderedDict()
+        self._ready: dict[tuple[str, str, int], PartitionLog] = {}  # taken up by `resume_many`, for `open`
         self._index_bytes = 0
         self._guard = threading.Lock()
         self.reused = self.opened = 0  # what `open` did, for tests and figures
@@ -57,9 +60,12 @@ class OpenLogs:
         """The partition's log, locked: the kept one where nothing changed the partition since, else opened
         afresh (`PartitionLog.open`, with recovery)."""
         with self._guard:
-            kept = self._kept.pop((str(root), topic, partition), None)
+            ready = self._ready.pop((str(root), topic, partition), None)
+            kept = None if ready is not None else self._kept.pop((str(root), topic, partition), None)
             if kept is not None:
                 self._index_bytes -= kept[1]
+        if ready is not None:
+            return ready
         if kept is not None:
             plog = kept[0]
             if plog.resume(segment_config_of(config)):
@@ -68,6 +74,44 @@ class OpenLogs:
             plog.discard()
         self.opened += 1
         return PartitionLog.open(root, topic, partition, config)
+
+    def resume_many(self, root: Path, wanted: Iterable[tuple[str, int, TopicConfig | SegmentConfig | None]]) -> None:
+        """The kept logs among `wanted` (topic, partition, config) taken up together, `open` then giving them at
+        once: their locks taken and their records, markers and lengths read in one call (`batched_calls
+        .resume_all`: one release of the interpreter's lock instead of seven system calls each). A log something
+        changed meanwhile, or whose call failed, is closed, and `open` opens its partition afresh. Logs taken up
+        and never opened go back with `release_ready`."""
+        found: list[tuple[tuple[str, str, int], PartitionLog, TopicConfig | SegmentConfig | None]] = []
+        with self._guard:
+            for topic, partition, config in wanted:
+                key = (str(root), topic, partition)
+                kept = self._kept.pop(key, None)
+                if kept is not None:
+                    self._index_bytes -= kept[1]
+                    found.append((key, kept[0], config))
+        if not found:
+            return
+        try:
+            results = resume_all([plog.resume_probe() for _key, plog, _config in found])
+        except BaseException:
+            for _key, plog, _config in found:
+                plog.discard()
+            raise
+        for (key, plog, config), resumed in zip(found, results, strict=True):
+            if plog.resume_with(segment_config_of(config), resumed):
+                self.reused += 1
+                with self._guard:
+                    self._ready[key] = plog
+            else:
+                plog.discard()
+
+    def release_ready(self) -> None:
+        """Logs `resume_many` took up that no `open` took (a task that failed first): kept again."""
+        with self._guard:
+            ready = list(self._ready.values())
+            self._ready.clear()
+        for plog in ready:
+            self.release(plog)
 
     def release(self, plog: PartitionLog) -> None:
         """Done with `plog` for now: kept when all of it is committed (`PartitionLog.suspend`), else closed."""
@@ -92,6 +136,7 @@ class OpenLogs:
             old.discard()
 
     def close_all(self) -> None:
+        self.release_ready()
         with self._guard:
             kept = [plog for plog, _size in self._kept.values()]
             self._kept.clear()

@@ -26,7 +26,7 @@ _OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None)
 _OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
 
 
-def _lock(fd: int, blocking: bool) -> None:
+def lock_exclusive(fd: int, blocking: bool) -> None:
     """Exclusive lock on the whole file; BlockingIOError when not `blocking` and it is held elsewhere."""
     if _OFD_SETLK is None or _OFD_SETLKW is None:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
@@ -61,12 +61,18 @@ class FileLock:
     def acquire(self, blocking: bool = True) -> bool:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _lock(fd, blocking)
+            lock_exclusive(fd, blocking)
         except BlockingIOError:
             os.close(fd)
             return False
         self._fd = fd
         return True
+
+    def adopt(self, fd: int) -> None:
+        """`fd`, this file opened and locked exclusively by someone else's call (`batched_calls.resume_all`), held
+        as if `acquire` had taken it."""
+        assert self._fd is None, "a lock adopted while held"
+        self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:

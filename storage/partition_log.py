@@ -31,6 +31,7 @@ from pathlib import Path
 from storage import segment_recovery
 from storage.commit_record import (
     COMMIT_FILE,
+    RECOVERY_MARKER,
     CommitHead,
     SegmentState,
     TmpRecord,
@@ -48,6 +49,7 @@ from storage.commit_record import (
 )
 from storage.crash_point import crash_point
 from storage.file_names import delete_segment_files, partition_dir, segment_paths
+from storage.batched_calls import Resumed, ResumeProbe
 from storage.file_records import Write, split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
@@ -394,7 +396,7 @@ class PartitionLog:
 
     def stage_commit(self, batch_id: int, writes: list[Write], records: list[TmpRecord]) -> CommitHead:
         """A group commit's first half (`group_commit`): everything appended, and then the new commit record to
-        its tmp file, added to `writes` and `records` for the group commit to write (`commit_io.write_all`),
+        its tmp file, added to `writes` and `records` for the group commit to write (`batched_calls.write_all`),
         nothing synced."""
         if self.active is not None:
             self.active.write_pending(writeback=False, into=writes)
@@ -408,7 +410,7 @@ class PartitionLog:
 
     def complete_commit(self, commit: CommitHead) -> None:
         """A group commit's second half, once a sync of the filesystem made the data and the tmp record
-        durable and the group commit put the record in place (`commit_io.exchange_all`; durable at the group's
+        durable and the group commit put the record in place (`batched_calls.exchange_all`; durable at the group's
         next sync, then `commit_durable`)."""
         if self.active is not None:
             self.active.synced_by_filesystem()
@@ -503,10 +505,34 @@ class PartitionLog:
             lock.acquire()
         except FileNotFoundError:  # the partition's directory is gone (its topic deleted)
             return False
-        record = _read_record(self.directory)
-        if (record != self._suspended_record or config != self.config or marked_for_recovery(self.directory)
-                or (self.active is not None and self.active.file_size() != self.active.size)):
-            lock.release()
+        return self._resume_locked(config, _read_record(self.directory), marked_for_recovery(self.directory),
+                                   None if self.active is None else self.active.file_size())
+
+    def resume_probe(self) -> ResumeProbe:
+        """What `resume` looks at, for many kept logs' to be looked at in one call (`OpenLogs.resume_many`)."""
+        assert self._lock is not None and self._suspended_record is not None, "a probe of a log not suspended"
+        return (str(self._lock.path), os.path.join(self.directory, COMMIT_FILE),
+                os.path.join(self.directory, RECOVERY_MARKER), -1 if self.active is None else self.active.log_fd)
+
+    def resume_with(self, config: SegmentConfig, resumed: Resumed) -> bool:
+        """`resume` from what `batched_calls.resume_all` did for this log's probe: its lock's descriptor (held
+        from here on, released again when False), the record, the marker and the `.log`'s length. False also
+        where a step failed: the caller opens the partition afresh, which meets the failure on its own."""
+        lock_fd, error, record, marked, log_size = resumed
+        assert self._lock is not None
+        if lock_fd >= 0:
+            self._lock.adopt(lock_fd)
+        if lock_fd < 0 or error:
+            self._lock.release()
+            return False
+        return self._resume_locked(config, None if record is None else record.rstrip(b" "), marked,
+                                   None if self.active is None else log_size)
+
+    def _resume_locked(self, config: SegmentConfig, record: bytes | None, marked: bool, log_size: int | None) -> bool:
+        if (record != self._suspended_record or config != self.config or marked
+                or (self.active is not None and log_size != self.active.size)):
+            assert self._lock is not None
+            self._lock.release()
             return False
         self._suspended_record, self.recovered_bytes, self.rebuilt_indexes = None, 0, False
         return True

@@ -144,6 +144,11 @@ class LogSegment:
         """Bytes of the `.log` file (`log.sizeInBytes()`)."""
         return self._size
 
+    @property
+    def log_fd(self) -> int:
+        """The `.log`'s descriptor (for many partitions' system calls in one, `storage.batched_calls`)."""
+        return self._fd
+
     def file_size(self) -> int:
         """The `.log` file's length on disk: past `size` when another writer appended there and did not commit."""
         return os.fstat(self._fd).st_size
@@ -331,7 +336,7 @@ class LogSegment:
     def write_pending(self, writeback: bool = True, into: list[Write] | None = None) -> None:
         """Write the appended bytes not yet in the files (log and indexes), without fsync. `writeback`: ask the
         kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once.
-        `into`: the writes added to it instead, for the caller to make (a group commit's, `storage.commit_io`);
+        `into`: the writes added to it instead, for the caller to make (a group commit's, `storage.batched_calls`);
         the segment counts them as made."""
         if self._pending:
             if self.before_first_write is not None:

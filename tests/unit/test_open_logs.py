@@ -2,7 +2,8 @@
 changed the partition meanwhile, and then appends exactly what a fresh open would: the same files, byte for byte,
 through rolls. Anything else — another writer's commit or uncommitted tail, a pending recovery, other segment
 settings, a re-created directory, a log with uncommitted appends — opens the partition afresh, with recovery. The
-kept logs hold no lock and stay within their bounds."""
+kept logs hold no lock and stay within their bounds. Every test runs with the logs taken up one by one (`open`)
+and together (`resume_many` first, as a sink's task does for a chunk's partitions)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ from tests.unit.test_append_run import CONFIGS, Item, _files, _micro_batches
 from tests.unit.test_segment import T0, make_batch
 
 CONFIG = SegmentConfig()
+
+
+@pytest.fixture(autouse=True, params=["one by one", "together"])
+def taking_up(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "together":
+        real_open = OpenLogs.open
+
+        def open_together(self: OpenLogs, root: Path, topic: str, partition: int,
+                          config: SegmentConfig | None = None) -> PartitionLog:
+            self.resume_many(root, [(topic, partition, config)])
+            return real_open(self, root, topic, partition, config)
+        monkeypatch.setattr(OpenLogs, "open", open_together)
+    return str(request.param)
 
 
 def _append(logs: OpenLogs | None, root: Path, batch_id: int, items: list[Item],
@@ -189,3 +203,20 @@ def test_no_logs_are_kept_with_a_bound_of_none(tmp_path: Path) -> None:
     _append(logs, tmp_path, 0, _items(0, 2))
     _append(logs, tmp_path, 1, _items(2, 2))
     assert (len(logs), logs.opened, logs.reused) == (0, 2, 0)
+
+
+def test_logs_taken_up_together_and_not_opened_are_kept_again(tmp_path: Path) -> None:
+    logs = OpenLogs()
+    for partition in range(3):
+        _append(logs, tmp_path, 0, _items(0, 3), partition=partition)
+    logs.resume_many(tmp_path, [("t", p, CONFIG) for p in range(3)] + [("t", 9, CONFIG)])  # 9: never kept
+    assert logs.reused == 3 and len(logs) == 0
+    with pytest.raises(PartitionBusyError):  # taken up: locked
+        PartitionLog.open(tmp_path, "t", 1, CONFIG, blocking=False)
+    _append(logs, tmp_path, 1, _items(3, 1), partition=0)  # opened from those taken up
+    assert (logs.opened, logs.reused) == (3, 3)
+    logs.release_ready()  # a task that failed before opening the others
+    assert len(logs) == 3
+    with PartitionLog.open(tmp_path, "t", 1, CONFIG, blocking=False) as plog:
+        assert plog.log_end_offset == 3
+    logs.close_all()

@@ -309,7 +309,7 @@ def _check_package_zip(archive: Path, tmp_path: Path) -> None:
     names = zipfile.ZipFile(archive).namelist()
     assert any(n.startswith("validators/codec/_record_walk") and n.endswith(".so") for n in names)
     assert any(n.startswith("sinks/_response_avro") and n.endswith(".so") for n in names)
-    assert any(n.startswith("storage/_commit_io") and n.endswith(".so") for n in names)
+    assert any(n.startswith("storage/_batched_calls") and n.endswith(".so") for n in names)
     # the response schema travels as a package resource and is read from inside the zip
     assert "contract/produce_response.avsc" in names
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"

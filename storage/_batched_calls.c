@@ -1,7 +1,8 @@
 /*
- * storage._commit_io: a group commit's system calls (storage/group_commit.py) made in one call each, in C,
- * with the interpreter's lock released once for all of them. The reference, and the fallback where this is
- * not built, is storage/commit_io.py; tests/unit/test_commit_io.py demands the same files and errors of both.
+ * storage._batched_calls: the sink's system calls for many partitions made in one call each, in C, with the
+ * interpreter's lock released once for all of them: a group commit's (storage/group_commit.py) and the
+ * taking up of kept logs (storage/open_logs.py). The reference, and the fallback where this is
+ * not built, is storage/batched_calls.py; tests/unit/test_batched_calls.py demands the same files and errors of both.
  *
  * write_all(writes, records) -> None
  *   writes   a sequence of (fd, buffers, position): the buffers (bytes-like) written back to back at
@@ -14,6 +15,15 @@
  * exchange_all(pairs) -> None
  *   pairs    a sequence of (tmp, record) paths: each swapped atomically (renameat2 RENAME_EXCHANGE); where
  *            the filesystem cannot, or the record is missing, the tmp file renamed over the record.
+ *
+ * resume_all(probes) -> list of (lock_fd, error, record, marked, log_size)
+ *   probes   a sequence of (lock, record, marker, log_fd): a kept log's lock file, commit record, recovery
+ *            marker and its active segment's `.log` descriptor (-1: none);
+ *   each     the lock file opened (made when missing, 0644) and locked exclusively, waiting (an open file
+ *            description's lock, F_OFD_SETLKW; flock where there is none): its descriptor, or -1; then the
+ *            record's bytes (None when missing), whether the marker exists, and the `.log`'s length (-1
+ *            without one). `error`: the errno of the first step that failed (0: none), the steps after it
+ *            not made; a lock taken before it stays held, for the caller to release.
  */
 
 #define _GNU_SOURCE
@@ -23,6 +33,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -351,16 +362,187 @@ done:
     return result;
 }
 
+typedef struct {
+    int lock_fd;
+    int error;
+    char *record; /* malloc'd, NULL when missing */
+    Py_ssize_t record_len;
+    int marked;
+    long long log_size;
+} Resumed;
+
+static int
+lock_exclusive(int fd)
+{
+#ifdef F_OFD_SETLKW
+    struct flock whole = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0, .l_pid = 0};
+    while (fcntl(fd, F_OFD_SETLKW, &whole) != 0) {
+        if (errno != EINTR)
+            return errno;
+    }
+#else
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR)
+            return errno;
+    }
+#endif
+    return 0;
+}
+
+/* The whole file, or NULL with `*error` (0 when it does not exist). */
+static char *
+read_file(const char *path, Py_ssize_t *len, int *error)
+{
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        *error = errno == ENOENT ? 0 : errno;
+        return NULL;
+    }
+    Py_ssize_t capacity = 8192;
+    char *data = malloc((size_t)capacity);
+    while (data != NULL) {
+        if (*len == capacity) {
+            char *more = realloc(data, (size_t)capacity * 2);
+            if (more == NULL) {
+                free(data);
+                data = NULL;
+                break;
+            }
+            data = more;
+            capacity *= 2;
+        }
+        ssize_t n = read(fd, data + *len, (size_t)(capacity - *len));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            *error = errno;
+            free(data);
+            data = NULL;
+            break;
+        }
+        if (n == 0)
+            break;
+        *len += n;
+    }
+    if (data == NULL && *error == 0)
+        *error = ENOMEM;
+    close(fd);
+    return data;
+}
+
+static void
+resume_one(const char *lock, const char *record, const char *marker, int log_fd, Resumed *r)
+{
+    r->lock_fd = -1;
+    r->log_size = -1;
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        r->error = errno;
+        return;
+    }
+    if ((r->error = lock_exclusive(fd)) != 0) {
+        close(fd);
+        return;
+    }
+    r->lock_fd = fd;
+    r->record = read_file(record, &r->record_len, &r->error);
+    if (r->error)
+        return;
+    struct stat st;
+    if (stat(marker, &st) == 0)
+        r->marked = 1;
+    else if (errno != ENOENT) {
+        r->error = errno;
+        return;
+    }
+    if (log_fd >= 0) {
+        if (fstat(log_fd, &st) != 0) {
+            r->error = errno;
+            return;
+        }
+        r->log_size = (long long)st.st_size;
+    }
+}
+
+static PyObject *
+resume_all(PyObject *Py_UNUSED(module), PyObject *probes)
+{
+    PyObject *seq = PySequence_Fast(probes, "probes must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **names = PyMem_Calloc(3 * (n ? n : 1), sizeof(PyObject *));
+    int *log_fds = PyMem_Calloc(n ? n : 1, sizeof(int));
+    Resumed *out = PyMem_Calloc(n ? n : 1, sizeof(Resumed));
+    PyObject *result = NULL;
+    Py_ssize_t filled = 0;
+    if (names == NULL || log_fds == NULL || out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a probe is (lock, record, marker, log_fd)");
+            goto done;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, k), &names[filled]))
+                goto done;
+            filled++;
+        }
+        log_fds[i] = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
+        if (PyErr_Occurred())
+            goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        resume_one(PyBytes_AS_STRING(names[3 * i]), PyBytes_AS_STRING(names[3 * i + 1]),
+                   PyBytes_AS_STRING(names[3 * i + 2]), log_fds[i], &out[i]);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *record = out[i].record == NULL ? Py_NewRef(Py_None)
+                           : PyBytes_FromStringAndSize(out[i].record, out[i].record_len);
+        PyObject *t = record == NULL ? NULL
+                      : Py_BuildValue("(iiNOL)", out[i].lock_fd, out[i].error, record,
+                                      out[i].marked ? Py_True : Py_False, out[i].log_size);
+        if (t == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, t);
+    }
+    if (result == NULL) { /* nothing handed over: no lock left held */
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (out[i].lock_fd >= 0)
+                close(out[i].lock_fd);
+    }
+done:
+    if (out != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            free(out[i].record);
+    for (Py_ssize_t i = 0; i < filled; i++)
+        Py_DECREF(names[i]);
+    PyMem_Free(names);
+    PyMem_Free(log_fds);
+    PyMem_Free(out);
+    Py_DECREF(seq);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"write_all", write_all, METH_VARARGS, "A group commit's writes, then its tmp records (module comment)."},
     {"exchange_all", exchange_all, METH_O, "Each (tmp, record) pair swapped, or renamed over (module comment)."},
+    {"resume_all", resume_all, METH_O, "Kept logs' locks taken and their state read (module comment)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_commit_io", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_batched_calls", NULL, -1, methods};
 
 PyMODINIT_FUNC
-PyInit__commit_io(void)
+PyInit__batched_calls(void)
 {
     return PyModule_Create(&module);
 }

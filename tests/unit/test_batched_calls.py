@@ -1,7 +1,7 @@
-"""A group commit's system calls in C (`storage/_commit_io.c`) against their Python reference
-(`storage.commit_io`): the same files from the same writes and records (buffers of every kind, more buffers
+"""The sink's batched system calls in C (`storage/_batched_calls.c`) against their Python reference
+(`storage.batched_calls`): the same files from the same writes and records (buffers of every kind, more buffers
 than one `pwritev` takes, a tmp file longer or shorter than its record, or missing), the same exchanges and
-renames, and the same errors."""
+renames, the same kept logs taken up (locks held, records, markers, lengths), and the same errors."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from storage import commit_io
+from storage import batched_calls
 
-NATIVE = commit_io._NATIVE
+NATIVE = batched_calls._NATIVE
 TWINS = pytest.mark.parametrize("write_all, exchange_all", [
-    (commit_io.write_all_python, commit_io.exchange_all_python),
+    (batched_calls.write_all_python, batched_calls.exchange_all_python),
     (getattr(NATIVE, "write_all", None), getattr(NATIVE, "exchange_all", None)),
 ], ids=["python", "native"])
+RESUME_TWINS = pytest.mark.parametrize("resume_all", [batched_calls.resume_all_python,
+                                                      getattr(NATIVE, "resume_all", None)], ids=["python", "native"])
 
 
 def test_the_native_module_is_built() -> None:
     # `make setup` builds it (pyproject's ext-modules): the tests below compare it with its Python twin
-    assert NATIVE is not None and commit_io.write_all is NATIVE.write_all
+    assert NATIVE is not None and batched_calls.write_all is NATIVE.write_all
 
 
 def _files(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -61,7 +63,7 @@ def test_the_same_writes_records_and_exchanges_make_the_same_files(
 ) -> None:
     (tmp_path / "reference").mkdir()
     (tmp_path / "under_test").mkdir()
-    reference = _group_commit_files(tmp_path / "reference", commit_io.write_all_python, commit_io.exchange_all_python)
+    reference = _group_commit_files(tmp_path / "reference", batched_calls.write_all_python, batched_calls.exchange_all_python)
     assert _group_commit_files(tmp_path / "under_test", write_all, exchange_all) == reference
     assert reference["a.log"][0] == b"again" + b"x" * 3 + b"head-mid-tail"
     assert reference["long.json"] == (b'{"record":1}'.ljust(40), 0o644)
@@ -88,3 +90,38 @@ def test_a_failed_call_raises_the_system_error_and_stops_there(
     with pytest.raises(OSError) as nothing:
         exchange_all([(tmp, record)])
     assert (nothing.value.errno, nothing.value.filename, nothing.value.filename2) == (errno.ENOENT, tmp, record)
+
+
+@RESUME_TWINS
+def test_kept_logs_are_taken_up_alike(tmp_path: Path, resume_all: Callable) -> None:
+    from storage.partition_lock import FileLock
+
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "a" / "record").write_bytes(b'{"r":1}' + b" " * 30)
+    (tmp_path / "b" / "marker").write_bytes(b"")
+    (tmp_path / "c" / "record").write_bytes(b"x" * 20000)  # longer than one read
+    log = os.open(tmp_path / "a" / "x.log", os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(log, b"z" * 123, 0)
+
+    def probe(d: str, log_fd: int = -1) -> tuple[str, str, str, int]:
+        return str(tmp_path / d / "lock"), str(tmp_path / d / "record"), str(tmp_path / d / "marker"), log_fd
+    try:
+        results = resume_all([probe("a", log), probe("b"), probe("c"), probe("gone")])
+    finally:
+        os.close(log)
+    try:
+        assert [(fd >= 0, *rest) for fd, *rest in results] == [
+            (True, 0, b'{"r":1}' + b" " * 30, False, 123),
+            (True, 0, None, True, -1),
+            (True, 0, b"x" * 20000, False, -1),
+            (False, errno.ENOENT, None, False, -1),
+        ]
+        assert not FileLock(tmp_path / "a" / "lock").acquire(blocking=False)  # held by the descriptor returned
+    finally:
+        for fd, *_rest in results:
+            if fd >= 0:
+                os.close(fd)
+    again = FileLock(tmp_path / "a" / "lock")
+    assert again.acquire(blocking=False)  # released with its descriptor
+    again.release()
