@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from storage import segment_recovery
+from storage.batched_calls import Resumed, ResumeProbe
 from storage.commit_record import (
     COMMIT_FILE,
     RECOVERY_MARKER,
@@ -49,7 +50,6 @@ from storage.commit_record import (
 )
 from storage.crash_point import crash_point
 from storage.file_names import delete_segment_files, partition_dir, segment_paths
-from storage.batched_calls import Resumed, ResumeProbe
 from storage.file_records import Write, split_batches
 from storage.log_config import SegmentConfig, roll_jitter_ms
 from storage.partition_lock import PartitionBusyError, PartitionLock
