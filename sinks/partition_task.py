@@ -368,21 +368,23 @@ def run_task(
                 appends = {last: appends[last]} if last in appends else {}
                 if bounded:
                     early.settle()
-        early.settle()
-        outcomes += early.outcomes
         if not rows:
+            early.settle()
             return TaskSummary()
         for append in appends.values():
             log_starts.update(append.log_starts)
         threaded = len(appends) > 1 or len(rows) >= THREADED_COMMIT_ROWS
         with _Committer(threaded, len(appends)) as committer:
             # the commits in flight on the committer's threads (one group commit, or every partition's
-            # fdatasyncs and commit record at once) while this one builds the responses, dead letters and
+            # fdatasyncs and commit record at once), beside the early commit still in flight (other partitions:
+            # its syncs are mostly the filesystem's wait), while this one builds the responses, dead letters and
             # metric deltas
             committing = _commit(committer, config.segments_root, appends.values())
             responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
             metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
             metrics.add(rows)
+            early.settle()
+            outcomes += early.outcomes
             outcomes += [o for c in committing for o in _outcomes(c.result())]
     finally:
         early.close()

@@ -240,3 +240,39 @@ def test_partitions_whose_rows_are_in_are_committed_while_the_task_reads_on(
         run_task(_config(tmp_path / "failed"), 5, registry, reading([chunks[0], decided[0]]), time.perf_counter)
     assert [read_commit(partition_dir(tmp_path / "failed", "orders", p)).batch_id  # type: ignore[union-attr]
             for p in range(3)] == [5, 5, -1]
+
+
+
+def test_a_tasks_last_partitions_are_committed_beside_its_early_commit_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the rows are all in, the partitions not yet committed start their commit at once, while the early
+    commit of the others is still in flight (its syncs are mostly the filesystem's wait); the responses leave
+    only after both."""
+    import threading
+
+    registry = TopicRegistry({"orders": topic_config("orders", 4, {}, {})})
+    decided = [_decided(p, 2, registry=registry) for p in range(4)]
+    final_committed = threading.Event()
+    order: list[str] = []
+    real_commit = partition_task.PartitionAppend.commit
+
+    def commit(self: partition_task.PartitionAppend) -> object:
+        partition = self.appender.partition if self.appender is not None else None
+        if partition in (0, 1):  # the early commit: held until the last partitions' commit is done
+            order.append(f"early {partition} waits: " + str(final_committed.wait(timeout=10)))
+        outcome = real_commit(self)
+        if partition in (2, 3):
+            order.append(f"final {partition}")
+            if all(f"final {p}" in order for p in (2, 3)):
+                final_committed.set()
+        return outcome
+
+    monkeypatch.setattr(partition_task.PartitionAppend, "commit", commit)
+    monkeypatch.setattr(partition_task, "EARLY_COMMIT_PARTITIONS", 2)
+    summary = run_task(_config(tmp_path), 5, registry, [decided[0] + decided[1] + decided[2], decided[3]],
+                       time.perf_counter)
+    assert sorted(order) == ["early 0 waits: True", "early 1 waits: True", "final 2", "final 3"]
+    assert (summary.partitions, summary.appended_batches) == (4, 8)
+    assert all(read_commit(partition_dir(tmp_path, "orders", p)).batch_id == 5  # type: ignore[union-attr]
+               for p in range(4))
