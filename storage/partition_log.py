@@ -509,7 +509,7 @@ class PartitionLog:
                                    None if self.active is None else self.active.file_size())
 
     def resume_probe(self) -> ResumeProbe:
-        """What `resume` looks at, for many kept logs' to be looked at in one call (`OpenLogs.resume_many`)."""
+        """What `resume` looks at, for many kept logs to be looked at in one call (`OpenLogs.resume_many`)."""
         assert self._lock is not None and self._suspended_record is not None, "a probe of a log not suspended"
         return (str(self._lock.path), os.path.join(self.directory, COMMIT_FILE),
                 os.path.join(self.directory, RECOVERY_MARKER), -1 if self.active is None else self.active.log_fd)
@@ -554,7 +554,7 @@ class PartitionLog:
 
 def _read_record(directory: Path) -> bytes | None:
     """The commit record's bytes without their padding, None when there is none: with `os.read`, at a third of
-    the cost of a buffered file, once per kept partition per micro-batch (`PartitionLog.resume`)."""
+    the cost of a buffered file, once per kept partition taken up on its own (`PartitionLog.resume`)."""
     try:
         fd = os.open(os.path.join(directory, COMMIT_FILE), os.O_RDONLY)
     except FileNotFoundError:
