@@ -166,6 +166,55 @@ write_record(const char *path, const Py_buffer *data)
     return e;
 }
 
+/* `item`, a tuple of `arity` items whose first `count` are paths: each converted to bytes into `out` (new
+ * references). -1 with an exception, nothing left in `out`. */
+static int
+tuple_paths(PyObject *item, Py_ssize_t arity, int count, PyObject **out, const char *shape)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != arity) {
+        PyErr_Format(PyExc_TypeError, "expected %s", shape);
+        return -1;
+    }
+    for (int k = 0; k < count; k++) {
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, k), &out[k])) {
+            while (k-- > 0)
+                Py_CLEAR(out[k]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+free_paths(PyObject **names, Py_ssize_t total)
+{
+    if (names == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < total; i++)
+        Py_XDECREF(names[i]);
+    PyMem_Free(names);
+}
+
+/* Every item of `seq` a tuple as `tuple_paths` takes: its paths, `count` an item, in one array (free_paths). NULL
+ * with an exception. */
+static PyObject **
+sequence_paths(PyObject *seq, Py_ssize_t arity, int count, const char *shape)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **names = PyMem_Calloc((size_t)(count * (n ? n : 1)), sizeof(PyObject *));
+    if (names == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (tuple_paths(PySequence_Fast_GET_ITEM(seq, i), arity, count, &names[i * count], shape) < 0) {
+            free_paths(names, i * count);
+            return NULL;
+        }
+    }
+    return names;
+}
+
 static int
 plan_writes(Plan *p, PyObject *writes)
 {
@@ -235,12 +284,8 @@ plan_records(Plan *p, PyObject *records)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a record is (path, data)");
-            goto fail;
-        }
         p->n_records++;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &p->paths[i]))
+        if (tuple_paths(item, 2, 1, &p->paths[i], "a record (path, data)") < 0)
             goto fail;
         if (PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &p->data[i], PyBUF_SIMPLE) < 0)
             goto fail;
@@ -313,28 +358,12 @@ exchange_all(PyObject *Py_UNUSED(module), PyObject *pairs)
     PyObject *seq = PySequence_Fast(pairs, "pairs must be a sequence");
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **names = PyMem_Calloc(2 * (n ? n : 1), sizeof(PyObject *));
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), failed = -1;
+    PyObject **names = sequence_paths(seq, 2, 2, "a pair (tmp, record)");
     PyObject *result = NULL;
-    Py_ssize_t filled = 0, failed = -1;
     int error = 0;
-    if (names == NULL) {
-        PyErr_NoMemory();
+    if (names == NULL)
         goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a pair is (tmp, record)");
-            goto done;
-        }
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 0), &names[filled]))
-            goto done;
-        filled++;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, 1), &names[filled]))
-            goto done;
-        filled++;
-    }
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         const char *tmp = PyBytes_AS_STRING(names[2 * i]), *record = PyBytes_AS_STRING(names[2 * i + 1]);
@@ -355,9 +384,7 @@ exchange_all(PyObject *Py_UNUSED(module), PyObject *pairs)
     }
     result = Py_NewRef(Py_None);
 done:
-    for (Py_ssize_t i = 0; i < filled; i++)
-        Py_DECREF(names[i]);
-    PyMem_Free(names);
+    free_paths(names, 2 * n);
     Py_DECREF(seq);
     return result;
 }
@@ -472,27 +499,18 @@ resume_all(PyObject *Py_UNUSED(module), PyObject *probes)
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **names = PyMem_Calloc(3 * (n ? n : 1), sizeof(PyObject *));
+    PyObject **names = sequence_paths(seq, 4, 3, "a probe (lock, record, marker, log_fd)");
     int *log_fds = PyMem_Calloc(n ? n : 1, sizeof(int));
     Resumed *out = PyMem_Calloc(n ? n : 1, sizeof(Resumed));
     PyObject *result = NULL;
-    Py_ssize_t filled = 0;
-    if (names == NULL || log_fds == NULL || out == NULL) {
+    if (names == NULL)
+        goto done;
+    if (log_fds == NULL || out == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 4) {
-            PyErr_SetString(PyExc_TypeError, "a probe is (lock, record, marker, log_fd)");
-            goto done;
-        }
-        for (int k = 0; k < 3; k++) {
-            if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(item, k), &names[filled]))
-                goto done;
-            filled++;
-        }
-        log_fds[i] = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
+        log_fds[i] = PyLong_AsLong(PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(seq, i), 3));
         if (PyErr_Occurred())
             goto done;
     }
@@ -523,9 +541,7 @@ done:
     if (out != NULL)
         for (Py_ssize_t i = 0; i < n; i++)
             free(out[i].record);
-    for (Py_ssize_t i = 0; i < filled; i++)
-        Py_DECREF(names[i]);
-    PyMem_Free(names);
+    free_paths(names, 3 * n);
     PyMem_Free(log_fds);
     PyMem_Free(out);
     Py_DECREF(seq);

@@ -125,3 +125,12 @@ def test_kept_logs_are_taken_up_alike(tmp_path: Path, resume_all: Callable) -> N
     again = FileLock(tmp_path / "a" / "lock")
     assert again.acquire(blocking=False)  # released with its descriptor
     again.release()
+
+
+@TWINS
+def test_a_malformed_argument_raises_before_any_call(tmp_path: Path, write_all: Callable, exchange_all: Callable) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        write_all([], [(str(tmp_path / "r.tmp"),)])
+    with pytest.raises((TypeError, ValueError)):
+        exchange_all([(str(tmp_path / "a"), str(tmp_path / "b"), "extra")])
+    assert not list(tmp_path.iterdir())
