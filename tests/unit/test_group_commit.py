@@ -77,8 +77,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("crash_at", [
     "batch-written:7",  # in the middle of the first micro-batch's appends
-    "data-written:13",  # the second micro-batch staged in part: bytes and tmp records written, nothing synced
-    "commit-tmp-written:3",  # the third staged whole, not synced
+    "data-written:13",  # the second micro-batch staged in part: nothing written yet (written together), nothing synced
+    "commit-tmp-written:3",  # the third staged and written whole, not synced
     "data-fsynced:3",  # synced, no record renamed yet
     "committed:4",  # every record renamed and synced: the process dies before it returns
 ])
