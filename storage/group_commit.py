@@ -30,7 +30,7 @@ from pathlib import Path
 
 from storage.batch_appender import BatchAppender
 from storage.batched_calls import exchange_all, write_all
-from storage.commit_record import CommitHead, TmpRecord, commit_paths
+from storage.commit_record import CommitHead, TmpRecord
 from storage.crash_point import crash_point
 from storage.file_records import Write
 from storage.linux_calls import HAS_SYNCFS, sync_filesystem
@@ -103,7 +103,7 @@ def group_commit(root: Path, appenders: Sequence[BatchAppender]) -> None:
     crash_point("commit-tmp-written")
     sync_filesystem(root)
     crash_point("data-fsynced")
-    exchange_all([commit_paths(plog.directory) for plog, _commit in staged])
+    exchange_all([plog.commit_paths for plog, _commit in staged])
     for plog, commit in staged:
         plog.complete_commit(commit)
     sync_filesystem(root)

@@ -5,7 +5,7 @@ A sink's Python worker handles the same target partitions micro-batch after micr
 workers), and opening a partition — its lock, its commit record, the active segment's four files and their
 state — costs more than appending one batch to it. `OpenLogs.release` keeps a log whose appends are all
 committed (`PartitionLog.suspend`: its lock released, its files and state kept); `OpenLogs.open` takes it up again
-when nothing changed the partition since (`PartitionLog.resume`), and otherwise opens the partition afresh, with
+when nothing changed the partition since (`PartitionLog.resume_with`), and otherwise opens the partition afresh, with
 recovery. So whatever the cache holds, a partition is appended to exactly as after a fresh open.
 
 Bounded: at most `max_logs` logs (each keeps four file descriptors: the active segment's `.log`, `.index`,
@@ -59,19 +59,11 @@ class OpenLogs:
              config: TopicConfig | SegmentConfig | None = None) -> PartitionLog:
         """The partition's log, locked: the kept one where nothing changed the partition since, else opened
         afresh (`PartitionLog.open`, with recovery)."""
+        self.resume_many(root, [(topic, partition, config)])  # a kept one not taken up yet: now
         with self._guard:
             ready = self._ready.pop((str(root), topic, partition), None)
-            kept = None if ready is not None else self._kept.pop((str(root), topic, partition), None)
-            if kept is not None:
-                self._index_bytes -= kept[1]
         if ready is not None:
             return ready
-        if kept is not None:
-            plog = kept[0]
-            if plog.resume(segment_config_of(config)):
-                self.reused += 1
-                return plog
-            plog.discard()
         self.opened += 1
         return PartitionLog.open(root, topic, partition, config)
 

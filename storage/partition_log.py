@@ -26,12 +26,12 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from storage import segment_recovery
 from storage.batched_calls import Resumed, ResumeProbe
 from storage.commit_record import (
-    COMMIT_FILE,
     RECOVERY_MARKER,
     CommitHead,
     SegmentState,
@@ -41,7 +41,6 @@ from storage.commit_record import (
     fsync_dir,
     fsync_path,
     mark_for_recovery,
-    marked_for_recovery,
     read_commit_head,
     remove_segment_list,
     sync_record,
@@ -60,7 +59,6 @@ from validators.codec.record_batch import parse_header
 from validators.topic_config import TopicConfig
 
 log = logging.getLogger("gateway.segments")
-RECORD_READ_BYTES = 8192  # a commit record is ~500 bytes; a longer one is read in more calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +403,7 @@ class PartitionLog:
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
         self._staged_json = commit.to_json().encode()
-        records.append((commit_paths(self.directory)[0], self._staged_json))
+        records.append((self.commit_paths[0], self._staged_json))
         return commit
 
     def complete_commit(self, commit: CommitHead) -> None:
@@ -479,7 +477,7 @@ class PartitionLog:
 
     def suspend(self) -> bool:
         """Kafka keeps a partition's log open between appends (`LogManager`'s current logs): a log whose appends
-        are all committed releases its lock and keeps its active segment's files and its state, for `resume`.
+        are all committed releases its lock and keeps its active segment's files and its state, for `resume_with`.
         False, nothing done, when something is not committed or not cleaned up after a commit."""
         head = self.commit_record
         if (self._lock is None or self._suspended_record is not None or head is None
@@ -489,35 +487,35 @@ class PartitionLog:
         if self.active is not None:
             self.active.trim_indexes()  # the files as the commit left them (a no-op after a commit)
         self._suspended_record = self._record_json if self._record_json is not None else head.to_json().encode()
-        self._lock.release()  # the object kept for `resume`
+        self._lock.release()  # the object kept for `resume_with`
         return True
 
-    def resume(self, config: SegmentConfig) -> bool:
+    def resume_probe(self) -> ResumeProbe:
+        """What `resume_with` looks at, gathered by `batched_calls.resume_all` (many kept logs in one call,
+        `OpenLogs.resume_many`)."""
+        assert self._lock is not None and self._suspended_record is not None, "a probe of a log not suspended"
+        return (*self._probe_paths, -1 if self.active is None else self.active.log_fd)
+
+    @cached_property
+    def _probe_paths(self) -> tuple[str, str, str]:
+        """The lock file, the commit record and the recovery marker: asked at every take-up."""
+        assert self._lock is not None
+        return str(self._lock.path), self.commit_paths[1], os.path.join(self.directory, RECOVERY_MARKER)
+
+    @cached_property
+    def commit_paths(self) -> tuple[str, str]:
+        """The record's tmp file and the record (`commit_record.commit_paths`): asked at every group commit."""
+        return commit_paths(self.directory)
+
+    def resume_with(self, config: SegmentConfig, resumed: Resumed) -> bool:
         """The lock taken again and the log's state from `suspend` kept, when nothing changed the partition
         meanwhile: its commit record is still the one this log wrote (a retention pass, a repair, another
         writer's commit or a re-created topic write another), no recovery is pending, the active segment's
         `.log` has the committed length (no other writer's uncommitted tail), and the segment settings are the
-        same. False: the lock released again; the caller closes this log (`discard`) and opens the partition
-        afresh, with recovery."""
-        lock = self._lock
-        assert lock is not None and self._suspended_record is not None, "resume of a log that was not suspended"
-        try:
-            lock.acquire()
-        except FileNotFoundError:  # the partition's directory is gone (its topic deleted)
-            return False
-        return self._resume_locked(config, _read_record(self.directory), marked_for_recovery(self.directory),
-                                   None if self.active is None else self.active.file_size())
-
-    def resume_probe(self) -> ResumeProbe:
-        """What `resume` looks at, for many kept logs to be looked at in one call (`OpenLogs.resume_many`)."""
-        assert self._lock is not None and self._suspended_record is not None, "a probe of a log not suspended"
-        return (str(self._lock.path), os.path.join(self.directory, COMMIT_FILE),
-                os.path.join(self.directory, RECOVERY_MARKER), -1 if self.active is None else self.active.log_fd)
-
-    def resume_with(self, config: SegmentConfig, resumed: Resumed) -> bool:
-        """`resume` from what `batched_calls.resume_all` did for this log's probe: its lock's descriptor (held
-        from here on, released again when False), the record, the marker and the `.log`'s length. False also
-        where a step failed: the caller opens the partition afresh, which meets the failure on its own."""
+        same. `resumed`: what `batched_calls.resume_all` did for this log's probe (the lock's descriptor, held from
+        here on, the record, the marker, the `.log`'s length). False, the lock released again, also where a step
+        failed (the directory gone with its topic, say): the caller closes this log (`discard`) and opens the
+        partition afresh, with recovery, which meets any failure on its own."""
         lock_fd, error, record, marked, log_size = resumed
         assert self._lock is not None
         if lock_fd >= 0:
@@ -550,22 +548,6 @@ class PartitionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _read_record(directory: Path) -> bytes | None:
-    """The commit record's bytes without their padding, None when there is none: with `os.read`, at a third of
-    the cost of a buffered file, once per kept partition taken up on its own (`PartitionLog.resume`)."""
-    try:
-        fd = os.open(os.path.join(directory, COMMIT_FILE), os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        chunks = [os.read(fd, RECORD_READ_BYTES)]
-        while len(chunks[-1]) == RECORD_READ_BYTES:
-            chunks.append(os.read(fd, RECORD_READ_BYTES))
-    finally:
-        os.close(fd)
-    return b"".join(chunks).rstrip(b" ")
 
 
 def _state_of(segment: LogSegment) -> SegmentState:

@@ -146,12 +146,9 @@ class LogSegment:
 
     @property
     def log_fd(self) -> int:
-        """The `.log`'s descriptor (for many partitions' system calls in one, `storage.batched_calls`)."""
+        """The `.log`'s descriptor: its length on disk, past `size` where another writer appended and did not commit,
+        is looked at when a kept log is taken up (`storage.batched_calls.resume_all`)."""
         return self._fd
-
-    def file_size(self) -> int:
-        """The `.log` file's length on disk: past `size` when another writer appended there and did not commit."""
-        return os.fstat(self._fd).st_size
 
     @property
     def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
