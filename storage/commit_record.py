@@ -274,9 +274,11 @@ def write_head(directory: Path, head: CommitHead, sync: bool = True) -> bytes:
     """Atomic replace: tmp file written and fsynced, renamed over the record, directory fsynced (`sync` False:
     neither fsync; the caller makes the record durable, `sync_record`). Returns the record's JSON as written
     (without the padding)."""
-    data = write_commit_tmp(directory, head, sync=sync)
+    data = head.to_json().encode()
+    tmp, record = commit_paths(directory)
+    write_tmp_record(tmp, data, sync)
     crash_point("commit-tmp-written")
-    replace_commit(directory)
+    put_in_place(tmp, record)
     if sync:
         fsync_dir(directory)
     return data
@@ -289,22 +291,14 @@ def sync_record(directory: Path) -> None:
     fsync_dir(directory)
 
 
-def write_commit_tmp(directory: Path, head: CommitHead, sync: bool) -> bytes:
-    """The record's tmp file, fsynced when `sync` (a group commit syncs the filesystem instead). Where the
-    record is exchanged in place (`replace_commit`), the tmp file is the previous record and is overwritten,
-    padded with spaces to its length (JSON allows them): no file is created or truncated at a commit. Returns
-    the record's JSON (without the padding)."""
-    record = head.to_json().encode()
-    write_tmp_record(os.path.join(directory, COMMIT_TMP_FILE), record, sync)
-    return record
-
-
 TmpRecord = tuple[str, bytes]  # a tmp file's path (`commit_paths`) and the record to write to it
 
 
 def write_tmp_record(path: str, record: bytes, sync: bool = False) -> None:
-    """`record` written over the tmp file at `path` (made when missing), padded to its length (`write_commit_tmp`;
-    a group commit's are written together, `storage.batched_calls`)."""
+    """`record` written over the tmp file at `path` (made when missing), fsynced when `sync` (a group commit's are
+    written together, `storage.batched_calls`, and synced with the filesystem). Where the record is exchanged in
+    place (`put_in_place`), the tmp file is the previous record and is overwritten, padded with spaces to its
+    length (JSON allows them): no file is created or truncated at a commit."""
     try:
         fd = os.open(path, os.O_WRONLY)
     except FileNotFoundError:
@@ -368,20 +362,15 @@ def recovery_marked(directory: Path) -> Iterator[None]:
         clear_recovery_mark(directory)
 
 
-def replace_commit(directory: Path) -> None:
-    """The durable tmp file put in the record's place: the commit (durable once the directory is). Exchanged
-    with the record atomically where the system can (`linux_calls.exchange`), so the previous record stays as
-    the next tmp file; else renamed over it."""
-    put_in_place(*commit_paths(directory))
-
-
 def commit_paths(directory: Path | str) -> tuple[str, str]:
     """The record's tmp file and the record."""
     return os.path.join(directory, COMMIT_TMP_FILE), os.path.join(directory, COMMIT_FILE)
 
 
 def put_in_place(tmp: str, record: str) -> None:
-    """`replace_commit` by paths (a group commit's are put in place together, `storage.batched_calls`)."""
+    """The durable tmp file put in the record's place: the commit (durable once the directory is). Exchanged
+    with the record atomically where the system can (`linux_calls.exchange`), so the previous record stays as
+    the next tmp file; else renamed over it (a group commit's are put in place together, `storage.batched_calls`)."""
     if not exchange(tmp, record):
         os.replace(tmp, record)
 
