@@ -15,6 +15,15 @@ after the start.
   alive for the process's life) to the permanent generation, which no collection visits. They are still freed
   by reference counting; only a reference cycle among them is never collected, as it would not be before the
   process's end anyway.
+- **Imported later**: a Python worker goes on importing during its first tasks (pyarrow's IPC and compute
+  modules, pandas' internals on first use, the Kafka client, the package's own modules a task is the first to
+  need). Their functions, classes, tables and the importer's entries live as long as the worker too, and left
+  unfrozen they were 50 000–100 000 objects for PySpark's collection after every task to visit (~10–40 ms a task
+  in each of the stage's and the sink's workers). So a worker settles again at each task's start
+  (`prepare_worker`) whenever it has imported a module since its last freeze: a collection first, then the
+  freeze, a few times in its life. The task data alive at such a moment (the sink's kept logs) is frozen with
+  them; it is freed by reference counting as before, and a cycle among it waits for the process's end: at most
+  one set of kept logs, once per settling.
 - Higher thresholds (`THRESHOLDS`: the youngest generation collected every 10 000 allocations, not 700, and
   the older two less often): the short-lived objects of a request or a micro-batch are freed by reference
   counting before a collection looks at them, and cycles among them are still collected young.
@@ -24,21 +33,27 @@ docs/performance.md ("Scale", the load spread over every partition) has the meas
 from __future__ import annotations
 
 import gc
+import sys
 
 # gc.set_threshold: the youngest generation's allocations, then collections of the younger one per older one's
 THRESHOLDS = (10_000, 50, 100)
 
-_settled = False
+_modules_frozen: int | None = None  # how many modules the process had imported at its last freeze
 
 
 def settle_heap() -> bool:
     """Collect what the start left, freeze what is alive, raise the thresholds: once per process (False when
-    this process had settled already)."""
-    global _settled
-    if _settled:
+    this process had settled already). A later call freezes again only when modules were imported since (see
+    the module's docstring, "imported later")."""
+    global _modules_frozen
+    if _modules_frozen is not None:
+        if len(sys.modules) != _modules_frozen:
+            gc.collect()
+            gc.freeze()
+            _modules_frozen = len(sys.modules)
         return False
     gc.collect()
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
-    _settled = True
+    _modules_frozen = len(sys.modules)
     return True

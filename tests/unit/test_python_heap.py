@@ -37,6 +37,32 @@ def test_settling_freezes_what_is_alive_and_raises_the_thresholds_once() -> None
     assert seen["thresholds"] == list(THRESHOLDS)
 
 
+def test_settling_again_freezes_only_after_modules_were_imported() -> None:
+    seen = _in_fresh_interpreter(
+        "import gc, json\n"
+        "from streaming.python_heap import settle_heap\n"
+        "settle_heap()\n"
+        "first = gc.get_freeze_count()\n"
+        "later = [[i] for i in range(500)]\n"
+        "settle_heap()\n"
+        "without_imports = gc.get_freeze_count()\n"
+        "import xml.dom.minidom\n"
+        "again = settle_heap()\n"
+        "after_import = gc.get_freeze_count()\n"
+        "made = [[i] for i in range(500)]\n"
+        "settle_heap()\n"
+        "print(json.dumps({'first': first, 'without_imports': without_imports, 'again': again,\n"
+        "                  'after_import': after_import, 'last': gc.get_freeze_count(),\n"
+        "                  'young': len(gc.get_objects())}))\n")
+    assert seen["without_imports"] == seen["first"]  # task data alone is never frozen
+    assert seen["again"] is False
+    assert isinstance(seen["after_import"], int) and isinstance(seen["first"], int)
+    assert seen["after_import"] > seen["first"] + 500  # the new modules' objects and what was alive with them
+    assert seen["last"] == seen["after_import"]
+    young = seen["young"]
+    assert isinstance(young, int) and 500 <= young < 5_000  # what came after: the last lists, not the imports
+
+
 def test_a_frozen_object_is_still_freed_when_its_last_reference_goes() -> None:
     seen = _in_fresh_interpreter(
         "import gc, json, weakref\n"
