@@ -142,11 +142,19 @@ class AbstractIndex:
         return True
 
     def trim_to_valid_size(self) -> None:
-        """The capacity, and the file, cut to the valid entries: done on roll, commit and close."""
+        """The capacity, and the file, cut to the valid entries: done on roll and close."""
         if self.writable:
             self.write_pending()
             self.resize(self.size_in_bytes)
             self._cut_file(self.size_in_bytes)
+
+    def cut_file_to_entries(self) -> None:
+        """The file holding the valid entries, its capacity kept (a commit of the active segment)."""
+        if self.writable:
+            if self._written < len(self._data):
+                self.write_pending()
+            if self._file_size > self._entries * self.entry_size:
+                self._cut_file(self._entries * self.entry_size)
 
     def _cut_file(self, size: int) -> None:
         if self._fd is not None and self._file_size > size:

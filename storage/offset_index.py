@@ -56,6 +56,13 @@ class OffsetIndex(AbstractIndex):
         return self.entry(self._entries - 1)
 
     @property
+    def last_position(self) -> int:
+        """The last entry's position, 0 when there is none (`last_entry.position`, read without making it)."""
+        if self._entries == 0:
+            return 0
+        return _OFFSET_ENTRY.unpack_from(self._data, self._entries * 8 - 8)[1]
+
+    @property
     def last_offset(self) -> int:
         return self.last_entry.offset
 

@@ -317,13 +317,13 @@ class PartitionLog:
         return states
 
     def commit(self, batch_id: int) -> CommitHead:
-        """Make everything appended durable, then record it (atomic). The active segment stays active:
-        its indexes are trimmed to their valid entries, so Kafka's tools read the committed files as
-        they are, but it gets no final time-index entry — Kafka writes that only when a segment rolls or
+        """Make everything appended durable, then record it (atomic). The active segment stays active: its
+        index files hold their valid entries (`LogSegment.cut_index_files`), so Kafka's tools read the committed
+        files as they are, but it gets no final time-index entry — Kafka writes that only when a segment rolls or
         the log is closed (Kafka's `OffsetIndex`, `TimeIndex`; `LogSegment.shouldRoll`; `close_cleanly`)."""
         self.make_record_durable()
         if self.active is not None:
-            self.active.trim_indexes()
+            self.active.cut_index_files()
             self.active.write_pending(writeback=False)
             crash_point("data-written")
             self.active.flush(indexes=False)  # the indexes are rebuilt from the log if lost (module docstring)
@@ -398,7 +398,7 @@ class PartitionLog:
         nothing synced."""
         if self.active is not None:
             self.active.write_pending(writeback=False, into=writes)
-            self.active.trim_indexes()  # after: a cut of a longer file goes first, the entries' writes are below it
+            self.active.cut_index_files()  # after: a cut of a longer file goes first, the entries' writes are below it
         close_all(self._txn_indexes, sync=False)
         crash_point("data-written")
         commit = self._next_commit(batch_id, sync=False)
@@ -484,8 +484,6 @@ class PartitionLog:
                 or self.log_end_offset != head.log_end_offset or self._marked
                 or self._txn_indexes or self._obsolete_list or self._inactive_changed):
             return False
-        if self.active is not None:
-            self.active.trim_indexes()  # the files as the commit left them (a no-op after a commit)
         self._suspended_record = self._record_json if self._record_json is not None else head.to_json().encode()
         self._lock.release()  # the object kept for `resume_with`
         return True
@@ -527,7 +525,7 @@ class PartitionLog:
                                    None if self.active is None else log_size)
 
     def _resume_locked(self, config: SegmentConfig, record: bytes | None, marked: bool, log_size: int | None) -> bool:
-        if (record != self._suspended_record or config != self.config or marked
+        if (record != self._suspended_record or (config is not self.config and config != self.config) or marked
                 or (self.active is not None and log_size != self.active.size)):
             assert self._lock is not None
             self._lock.release()
@@ -559,9 +557,20 @@ def _state_of(segment: LogSegment) -> SegmentState:
                         segment.append_time_index.checksum())
 
 
+_last_segment_config: tuple[TopicConfig, SegmentConfig] | None = None
+
+
 def segment_config_of(config: TopicConfig | SegmentConfig | None) -> SegmentConfig:
+    """A topic's segment settings; the last topic's kept, one object for the many partitions a task takes up in
+    a row."""
+    global _last_segment_config
     if config is None:
         return SegmentConfig()
     if isinstance(config, SegmentConfig):
         return config
-    return SegmentConfig.from_topic(config)
+    last = _last_segment_config
+    if last is not None and last[0] is config:
+        return last[1]
+    segment_config = SegmentConfig.from_topic(config)
+    _last_segment_config = (config, segment_config)
+    return segment_config

@@ -168,9 +168,7 @@ class LogSegment:
     def bytes_since_last_index_entry(self) -> int:
         """Derived from the files, so it survives a reopen: what a broker that never restarted would hold.
         (Kafka keeps it in memory only; its `recover` rebuilds with the same arithmetic.)"""
-        if self.offset_index.entries == 0:
-            return self._size
-        return self._size - self.offset_index.last_entry.position
+        return self._size - self.offset_index.last_position
 
     def largest_timestamp(self) -> int:
         """`largestTimestamp()`: max record timestamp if any, else the `.log` file's mtime."""
@@ -418,6 +416,14 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
         self.append_time_index.trim_to_valid_size()
         self._full_capacity = False
+
+    def cut_index_files(self) -> None:
+        """A commit of the active segment: its index files hold their valid entries, so Kafka's tools read the
+        committed files as they are; the indexes keep their capacity, as Kafka's active segment does until a
+        roll or a close."""
+        self.offset_index.cut_file_to_entries()
+        self.time_index.cut_file_to_entries()
+        self.append_time_index.trim_to_valid_size()
 
     def _append_final_time_index_entry(self) -> None:
         if not self.writable:
