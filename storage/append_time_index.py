@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from storage.index import CorruptIndexError, InvalidOffsetError
+from storage.index import INDEX_TAIL_LIMIT, CorruptIndexError, InvalidOffsetError
 
 if TYPE_CHECKING:
     from storage.file_records import Write
@@ -53,51 +53,60 @@ class AppendTimeIndex:
     """Dense, append-only; entries are kept packed, as in the file (16 bytes per batch, no object each).
 
     A writer reopening the committed active segment with the commit record's CRC of the valid bytes
-    (`committed_crc`) does not read them: the file is fsynced with the log at every commit, so its committed
-    prefix is the one that CRC describes, and readers check it (`segment_reader`). Appending needs only the
+    (`committed_crc`) does not read them: the file is made durable with the log at every commit, so its committed
+    prefix and the record's tail (the entries a group commit has not written yet) are what that CRC describes,
+    and readers check it (`segment_reader`). Appending needs only the
     count and the last offset; lookups and truncation below the prefix read it when first asked. Without
     this a micro-batch's open cost grows with the active segment (one entry per batch, up to a segment of
     1 GiB)."""
 
     def __init__(
         self, path: Path, writable: bool = True, valid_size: int | None = None,
-        entries: Iterable[AppendTimeEntry] | None = None, committed_crc: int | None = None,
+        entries: Iterable[AppendTimeEntry] | None = None, committed_crc: int | None = None, tail: bytes = b"",
     ) -> None:
         """`entries`: an index held in memory only, never written (a reader's rebuilt view of a damaged
-        file)."""
+        file). `tail`: the last of the `valid_size` bytes, which the commit record carries and the file does not
+        hold yet (`SegmentState.append_time_index_tail`)."""
         self.path = Path(path)
         self._fd: int | None = None
         self._head = 0  # entries at the front that are in the file only (`_load` reads them)
         self._file_size = 0  # a writer's file length, kept so that a commit's trim asks nothing of the file
         raw = b""
+        in_file = None if valid_size is None else valid_size - len(tail)  # the committed bytes the file holds
+        whole = False  # the file holds all of them: the record's tail follows
         if entries is not None:
             raw = b"".join(_ENTRY.pack(e.append_time, e.last_offset) for e in entries)
         elif writable:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             length = self._file_size = os.fstat(self._fd).st_size
-            if (committed_crc is not None and valid_size is not None and valid_size % ENTRY_SIZE == 0
-                    and length >= valid_size):
-                self._head = valid_size // ENTRY_SIZE
+            whole = in_file is not None and length >= in_file
+            if committed_crc is not None and in_file is not None and in_file % ENTRY_SIZE == 0 and whole:
+                self._head = in_file // ENTRY_SIZE
             else:
-                raw = os.pread(self._fd, length if valid_size is None else min(length, valid_size), 0)
+                raw = os.pread(self._fd, length if in_file is None else min(length, in_file), 0)
         elif self.path.exists():
-            if valid_size is not None and valid_size % ENTRY_SIZE == 0 and self.path.stat().st_size >= valid_size:
-                self._head = valid_size // ENTRY_SIZE  # a reader's committed entries: read when first asked
+            whole = in_file is not None and self.path.stat().st_size >= in_file
+            if in_file is not None and in_file % ENTRY_SIZE == 0 and whole:
+                self._head = in_file // ENTRY_SIZE  # a reader's committed entries: read when first asked
             else:
                 with open(self.path, "rb") as f:
-                    raw = f.read() if valid_size is None else f.read(valid_size)
-        self._length = self._head * ENTRY_SIZE + len(raw)
+                    raw = f.read() if in_file is None else f.read(in_file)
         usable = len(raw) - len(raw) % ENTRY_SIZE
         self._buf = bytearray(raw[:usable])
         self._written = self.entries  # entries already in the file (the rest: `write_pending`)
-        # CRC-32 of the entries written so far (the commit record keeps it); None: not computed yet
+        if tail and whole:
+            self._buf += tail
+        self._length = self._head * ENTRY_SIZE + len(raw) + (len(tail) if tail and whole else 0)
+        # CRC-32 of the first `_crc_entries` entries (the commit record keeps all valid ones'); None: not computed
         self._crc: int | None = None
+        self._crc_entries = 0
         self._last_offset: int | None = None  # what `append` continues (a writer's only)
         if self._head and self._fd is not None:
-            self._crc = committed_crc
-            self._last_offset = _ENTRY.unpack(os.pread(self._fd, ENTRY_SIZE, (self._head - 1) * ENTRY_SIZE))[1]
+            self._crc, self._crc_entries = committed_crc, self.entries
+            self._last_offset = (self._offset_at(self.entries - 1) if self._buf else
+                                 _ENTRY.unpack(os.pread(self._fd, ENTRY_SIZE, (self._head - 1) * ENTRY_SIZE))[1])
         elif not self._head:
-            self._crc = zlib.crc32(self._buf)
+            self._crc, self._crc_entries = zlib.crc32(self._buf), self.entries
             self._last_offset = self._offset_at(self.entries - 1) if self._buf else None
 
     def _load(self) -> None:
@@ -165,16 +174,17 @@ class AppendTimeIndex:
 
     def truncate_to_entries(self, entries: int) -> None:
         if entries < self.entries:
-            if entries < self._written:
+            if entries < self._head:
                 self._load()
             del self._buf[(entries - self._head) * ENTRY_SIZE:]
-            if entries < self._written:
-                self._written = entries
-                self._crc = zlib.crc32(self._buf)
+            self._written = min(self._written, entries)
+            if self._crc is not None and self._crc_entries > entries:
+                self._load()
+                self._crc, self._crc_entries = zlib.crc32(self._buf), entries
             self._last_offset = self._offset_at(entries - 1) if entries else None
-        if self._fd is not None:
-            os.ftruncate(self._fd, self.size_in_bytes)
-            self._file_size = self.size_in_bytes
+        if self._fd is not None and self._file_size > self._written * ENTRY_SIZE:
+            os.ftruncate(self._fd, self._written * ENTRY_SIZE)
+            self._file_size = self._written * ENTRY_SIZE
 
     def write_pending(self, into: list[Write] | None = None) -> None:
         """Write the entries appended since the last call to the file, in one `pwrite` (no fsync); `into`: the
@@ -187,16 +197,32 @@ class AppendTimeIndex:
                 os.pwrite(self._fd, data, self._written * ENTRY_SIZE)
             self._written = self.entries
             self._file_size = max(self._file_size, self._written * ENTRY_SIZE)
-            assert self._crc is not None  # a writer's is known from the start
-            self._crc = zlib.crc32(data, self._crc)
+
+    @property
+    def tail(self) -> bytes:
+        """The valid entries not in the file yet (what a group commit's record carries)."""
+        return bytes(self._buf[(self._written - self._head) * ENTRY_SIZE:])
+
+    def write_due(self, into: list[Write]) -> None:
+        """A group commit's `write_pending`: only once the entries not in the file fill `INDEX_TAIL_LIMIT` bytes."""
+        if (self.entries - self._written) * ENTRY_SIZE >= INDEX_TAIL_LIMIT:
+            self.write_pending(into)
+
+    def cut_file_to_entries(self) -> None:
+        """The file cut to the entries written to it (a commit of the active segment)."""
+        if self._fd is not None and self._file_size > self._written * ENTRY_SIZE:
+            os.ftruncate(self._fd, self._written * ENTRY_SIZE)
+            self._file_size = self._written * ENTRY_SIZE
 
     def checksum(self) -> int:
-        """CRC-32 of the valid entries (after `write_pending`, as a commit calls it)."""
-        if self._written < self.entries:
-            self.write_pending()
+        """CRC-32 of the valid entries, those not in the file yet included. Incremental: only entries added since
+        the last call are hashed."""
         if self._crc is None:
             self._load()
-            self._crc = zlib.crc32(self._buf)
+            self._crc, self._crc_entries = zlib.crc32(self._buf), self.entries
+        elif self._crc_entries < self.entries:
+            self._crc = zlib.crc32(self._buf[(self._crc_entries - self._head) * ENTRY_SIZE:], self._crc)
+            self._crc_entries = self.entries
         return self._crc
 
     def trim_to_valid_size(self) -> None:

@@ -57,10 +57,22 @@ class SegmentState:
     max_timestamp: int | None = None
     max_timestamp_offset: int | None = None
     append_time_index_crc: int | None = None  # CRC-32 of the valid `.appendtimeindex` bytes (readers check it)
+    # The last valid entries of each index that are not in its file yet, as the file would hold them: a group
+    # commit writes an active segment's index entries once they fill `INDEX_TAIL_LIMIT` bytes, and the record
+    # carries them until then (docs/design.md, "Index entries in the record"). The sizes and CRCs above count
+    # them; a file holds `size - len(tail)` bytes of its own.
+    index_tail: bytes = b""
+    time_index_tail: bytes = b""
+    append_time_index_tail: bytes = b""
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
         return (self.log_size, self.index_size, self.time_index_size, self.append_time_index_size)
+
+    @property
+    def tails(self) -> tuple[bytes, bytes, bytes]:
+        """The `.index`, `.timeindex` and `.appendtimeindex` entries the record carries for their files."""
+        return (self.index_tail, self.time_index_tail, self.append_time_index_tail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +148,7 @@ class CommitHead:
         doc = json.loads(without_crc(text))
         version = doc.get("version")
         if version == _INLINE_SEGMENTS_VERSION:
-            segments = tuple(SegmentState(**s) for s in doc["segments"])
+            segments = tuple(segment_state(s) for s in doc["segments"])
             return CommitRecord(doc["batch_id"], doc["log_end_offset"], doc.get("log_start_offset", 0), segments,
                                 segment_list=0).head()
         if version != COMMIT_FORMAT_VERSION:
@@ -144,7 +156,7 @@ class CommitHead:
         active = doc["active"]
         unstable = doc.get("first_unstable_offset")
         return CommitHead(int(doc["batch_id"]), int(doc["log_end_offset"]), int(doc["log_start_offset"]),
-                          None if active is None else SegmentState(**active), int(doc["segment_list"]),
+                          None if active is None else segment_state(active), int(doc["segment_list"]),
                           int(doc["inactive_count"]), () if int(doc["inactive_count"]) == 0 else None,
                           None if unstable is None else int(unstable))
 
@@ -155,7 +167,7 @@ class CommitHead:
         try:
             doc = json.loads(without_crc(path.read_text()))
             listed = doc if isinstance(doc, list) else doc["segments"]  # a bare list: an earlier release's
-            segments = tuple(SegmentState(**s) for s in listed)
+            segments = tuple(segment_state(s) for s in listed)
         except FileNotFoundError:
             raise KafkaStorageError(f"{path}: the segment list of the commit record is missing") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -197,20 +209,40 @@ def segment_list_name(generation: int) -> str:
     return f"{SEGMENT_LIST_PREFIX}{generation}.json"
 
 
+_TAIL_FIELDS = ("index_tail", "time_index_tail", "append_time_index_tail")
 _SEGMENT_FIELDS = tuple(f.name for f in fields(SegmentState))
-_SEGMENT_KEYS = tuple(sorted(_SEGMENT_FIELDS))
-_SEGMENT_JSON = "{" + ", ".join(f'"{name}": %s' for name in _SEGMENT_KEYS) + "}"
+_NUMBER_KEYS = tuple(sorted(name for name in _SEGMENT_FIELDS if name not in _TAIL_FIELDS))
+_SEGMENT_JSON = "{" + ", ".join(f'"{name}": %s' for name in _NUMBER_KEYS) + "}"
 
 
 def _segment_json(state: SegmentState) -> str:
-    """`json.dumps(_segment_doc(state), sort_keys=True)`: every field an integer or null."""
-    return _SEGMENT_JSON % tuple("null" if (v := getattr(state, name)) is None else f"{v:d}" for name in _SEGMENT_KEYS)
+    """`json.dumps(_segment_doc(state), sort_keys=True)`: every field an integer or null, the tails hex strings
+    (only those not empty)."""
+    if not (state.index_tail or state.time_index_tail or state.append_time_index_tail):
+        return _SEGMENT_JSON % tuple("null" if (v := getattr(state, name)) is None else f"{v:d}"
+                                     for name in _NUMBER_KEYS)
+    pairs = [(name, "null" if (v := getattr(state, name)) is None else f"{v:d}") for name in _NUMBER_KEYS]
+    pairs.extend((name, f'"{tail.hex()}"') for name in _TAIL_FIELDS if (tail := getattr(state, name)))
+    pairs.sort()
+    return "{" + ", ".join(f'"{name}": {value}' for name, value in pairs) + "}"
 
 
 @lru_cache(maxsize=65_536)
 def _segment_doc(state: SegmentState) -> dict[str, Any]:
-    """A segment's JSON object (its state is immutable: built once per state, not at every commit)."""
-    return {name: getattr(state, name) for name in _SEGMENT_FIELDS}
+    """A segment's JSON object (its state is immutable: built once per state, not at every commit); a tail only
+    when not empty, as hex."""
+    doc: dict[str, Any] = {name: getattr(state, name) for name in _NUMBER_KEYS}
+    for name in _TAIL_FIELDS:
+        tail = getattr(state, name)
+        if tail:
+            doc[name] = tail.hex()
+    return doc
+
+
+def segment_state(doc: dict[str, Any]) -> SegmentState:
+    """A segment's state from its JSON object (`_segment_doc`)."""
+    tails = {name: bytes.fromhex(doc.pop(name)) for name in _TAIL_FIELDS if name in doc}
+    return SegmentState(**doc, **tails)
 
 
 def read_commit(directory: Path) -> CommitRecord | None:

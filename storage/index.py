@@ -42,6 +42,11 @@ class IndexOffsetOverflowError(ValueError):
     """Kafka's `IndexOffsetOverflowException`: offset - base does not fit an int32."""
 
 
+# A group commit writes an active segment's new index entries to the file once they fill this many bytes; until
+# then its commit record carries them (`SegmentState.*_tail`, docs/design.md, "Index entries in the record").
+INDEX_TAIL_LIMIT = 256
+
+
 def round_down_to_exact_multiple(number: int, factor: int) -> int:
     return factor * (number // factor)
 
@@ -60,9 +65,11 @@ class AbstractIndex:
         writable: bool = True,
         valid_size: int | None = None,
         in_memory: bool = False,
+        tail: bytes = b"",
     ) -> None:
         """`in_memory`: an empty index that never touches its file (a reader's rebuilt view of a damaged
-        index, `segment_recovery.rebuild_indexes_in_memory`)."""
+        index, `segment_recovery.rebuild_indexes_in_memory`). `tail`: the last of the `valid_size` bytes, which the
+        commit record carries and the file does not hold yet (`SegmentState.index_tail`)."""
         self.path = Path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
@@ -86,8 +93,9 @@ class AbstractIndex:
         else:
             length = self.path.stat().st_size if self.path.exists() else 0
         self._file_size = length  # the file's own length: the capacity (`_length`) is not allocated
-        if valid_size is not None:
-            length = min(length, valid_size)
+        in_file = None if valid_size is None else valid_size - len(tail)  # the committed bytes the file holds
+        if in_file is not None:
+            length = min(length, in_file)
         self._length = length if not newly_created else round_down_to_exact_multiple(max_index_size, self.entry_size)
         # A new index starts empty; a pre-existing one is assumed valid up to its (rounded) length.
         valid = 0 if newly_created else round_down_to_exact_multiple(length, self.entry_size)
@@ -101,8 +109,11 @@ class AbstractIndex:
             del self._data[valid:]
         else:
             self._data = bytearray()
-        self._entries = valid // self.entry_size
         self._written = len(self._data)  # bytes of `_data` already in the file
+        if tail and self._written == in_file:  # the file holds the committed prefix: the record's tail follows it
+            self._data += tail
+            self._length = max(self._length, len(self._data))
+        self._entries = len(self._data) // self.entry_size
         self._dirty = False  # written since the last flush
 
     # ------------------------------------------------------------------ size
@@ -149,12 +160,19 @@ class AbstractIndex:
             self._cut_file(self.size_in_bytes)
 
     def cut_file_to_entries(self) -> None:
-        """The file holding the valid entries, its capacity kept (a commit of the active segment)."""
-        if self.writable:
-            if self._written < len(self._data):
-                self.write_pending()
-            if self._file_size > self._entries * self.entry_size:
-                self._cut_file(self._entries * self.entry_size)
+        """The file cut to the entries written to it, its capacity kept (a commit of the active segment)."""
+        if self.writable and self._file_size > self._written:
+            self._cut_file(self._written)
+
+    @property
+    def tail(self) -> bytes:
+        """The valid entries not in the file yet (what a group commit's record carries)."""
+        return bytes(self._data[self._written:])
+
+    def write_due(self, into: list[Write]) -> None:
+        """A group commit's `write_pending`: only once the entries not in the file fill `INDEX_TAIL_LIMIT` bytes."""
+        if len(self._data) - self._written >= INDEX_TAIL_LIMIT:
+            self.write_pending(into)
 
     def _cut_file(self, size: int) -> None:
         if self._fd is not None and self._file_size > size:

@@ -145,7 +145,7 @@ class PartitionLog:
             segment = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc,
+                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc, tails=last.tails,
             )
             try:
                 if not segment.indexes_match(last.index_crc, last.time_index_crc):
@@ -440,7 +440,7 @@ class PartitionLog:
             self.active = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc,
+                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc, tails=last.tails,
             )
         self.inactive = keep
         segment_recovery.truncate_to(self.active, offset)
@@ -554,7 +554,7 @@ def _state_of(segment: LogSegment) -> SegmentState:
     max_ts = segment.max_timestamp_and_offset_so_far
     return SegmentState(segment.base_offset, log_size, index_size, time_size, append_size, segment.created_ms,
                         index_crc, time_index_crc, max_ts.timestamp, max_ts.offset,
-                        segment.append_time_index.checksum())
+                        segment.append_time_index.checksum(), *segment.tails)
 
 
 _last_segment_config: tuple[TopicConfig, SegmentConfig] | None = None

@@ -209,7 +209,9 @@ def _restore_segment(
     index_sizes = [_size(os.path.join(folder, segment_file_name(state.base_offset, suffix)))
                    for suffix in SEGMENT_FILE_SUFFIXES[1:]]
     committed_index_sizes = [state.index_size, state.time_index_size, state.append_time_index_size]
-    needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
+    # the entries the record carries as tails are not in the files yet (`SegmentState.tails`)
+    in_files = [c - len(t) for c, t in zip(committed_index_sizes, state.tails, strict=True)]
+    needs_rebuild = any(c < 0 or s < c for s, c in zip(index_sizes, in_files, strict=True))
     longer = log_size > state.log_size or any(s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
     if not (needs_rebuild or longer):
         return state, 0, False, None
@@ -220,7 +222,8 @@ def _restore_segment(
             segment = _reopen(segment, directory, state.base_offset, config, state.created_ms)
             segment_recovery.recover(segment)
             sizes = segment.sizes()
-            state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3])
+            state = replace(state, index_size=sizes[1], time_index_size=sizes[2], append_time_index_size=sizes[3],
+                            index_tail=b"", time_index_tail=b"", append_time_index_tail=b"")
             return state, 0, True, f"rebuilt the indexes of {log_path.name} (an index file was missing or short)"
         cut = segment_recovery.truncate_files_to(segment, *state.sizes)
         return state, cut, False, f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)"

@@ -88,10 +88,12 @@ class LogSegment:
         full_capacity: bool = True,
         valid_sizes: tuple[int, int, int, int] | None = None,
         append_time_crc: int | None = None,
+        tails: tuple[bytes, bytes, bytes] = (b"", b"", b""),
     ) -> None:
         """`valid_sizes` (log, index, timeindex, appendtimeindex) limits a read-only view to the committed
         prefix of each file, so readers never see an append in progress. `append_time_crc`: the commit
-        record's CRC of the valid `.appendtimeindex` bytes, which a writer then need not read (`AppendTimeIndex`)."""
+        record's CRC of the valid `.appendtimeindex` bytes, which a writer then need not read (`AppendTimeIndex`).
+        `tails`: the index entries the commit record carries beyond what the files hold (`SegmentState.tails`)."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.config = config
@@ -111,15 +113,15 @@ class LogSegment:
         index_kwargs = {"writable": writable, "max_index_size": max(max_index, config.segment_index_bytes)}
         self.offset_index = OffsetIndex(
             self.directory / segment_file_name(base_offset, INDEX_FILE_SUFFIX), base_offset,
-            valid_size=index_size, **index_kwargs,
+            valid_size=index_size, tail=tails[0], **index_kwargs,
         )
         self.time_index = TimeIndex(
             self.directory / segment_file_name(base_offset, TIME_INDEX_FILE_SUFFIX), base_offset,
-            valid_size=time_size, **index_kwargs,
+            valid_size=time_size, tail=tails[1], **index_kwargs,
         )
         self.append_time_index = AppendTimeIndex(
             self.directory / segment_file_name(base_offset, APPEND_TIME_INDEX_SUFFIX), writable=writable,
-            valid_size=append_size, committed_crc=append_time_crc if writable else None,
+            valid_size=append_size, committed_crc=append_time_crc if writable else None, tail=tails[2],
         )
         self._full_capacity = False
         if writable and full_capacity:
@@ -332,7 +334,8 @@ class LogSegment:
         """Write the appended bytes not yet in the files (log and indexes), without fsync. `writeback`: ask the
         kernel to start writing them to disk (`start_writeback`); not for a commit, whose sync follows at once.
         `into`: the writes added to it instead, for the caller to make (a group commit's, `storage.batched_calls`);
-        the segment counts them as made."""
+        the segment counts them as made. A group commit writes the index entries only once they fill
+        `INDEX_TAIL_LIMIT` bytes; its record carries the others (`tails`)."""
         if self._pending:
             if self.before_first_write is not None:
                 hook, self.before_first_write = self.before_first_write, None
@@ -345,10 +348,21 @@ class LogSegment:
                     start_writeback(self._fd, self._pending_at, self._pending_bytes)
             self._pending.clear()
             self._pending_bytes = 0
-        if self.writable:
-            self.offset_index.write_pending(into)
-            self.time_index.write_pending(into)
-            self.append_time_index.write_pending(into)
+        if not self.writable:
+            return
+        if into is None:
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
+            self.append_time_index.write_pending()
+        else:  # a group commit's: the index entries once due, its record carrying the others (`tails`)
+            self.offset_index.write_due(into)
+            self.time_index.write_due(into)
+            self.append_time_index.write_due(into)
+
+    @property
+    def tails(self) -> tuple[bytes, bytes, bytes]:
+        """The index entries not in the files yet (`SegmentState.tails`)."""
+        return self.offset_index.tail, self.time_index.tail, self.append_time_index.tail
 
     def ensure_offset_in_range(self, offset: int) -> None:
         if not self.can_convert_to_relative_offset(offset):
@@ -423,7 +437,7 @@ class LogSegment:
         roll or a close."""
         self.offset_index.cut_file_to_entries()
         self.time_index.cut_file_to_entries()
-        self.append_time_index.trim_to_valid_size()
+        self.append_time_index.cut_file_to_entries()
 
     def _append_final_time_index_entry(self) -> None:
         if not self.writable:

@@ -49,7 +49,8 @@ def open_for_reading(
     unchecked (its entries must then not be used). A missing `.log` raises FileNotFoundError (retention may have
     deleted it since the commit record was read: readers treat that as data loss)."""
     sizes = state.sizes if state is not None else None
-    segment = LogSegment(directory, base_offset, SegmentConfig(), writable=False, valid_sizes=sizes)
+    segment = LogSegment(directory, base_offset, SegmentConfig(), writable=False, valid_sizes=sizes,
+                         tails=state.tails if state is not None else (b"", b"", b""))
     try:
         problems = _check(segment, state, append_times)
     except BaseException:
@@ -76,11 +77,11 @@ def _check(segment: LogSegment, state: SegmentState | None, append_times: bool) 
             )
     index_problems = []
     checksums = dict(zip(("index", "timeindex"), segment.index_checksums(), strict=True))
-    for kind, index, size_field, crc_field in (
+    for kind, index, size_field, crc_field, tail in (
         ("index", segment.offset_index, *_committed(state, "index")),
         ("timeindex", segment.time_index, *_committed(state, "time_index")),
     ):
-        problem = _index_problem(index.path, size_field, crc_field, checksums[kind], index.sanity_check)
+        problem = _index_problem(index.path, size_field, crc_field, tail, checksums[kind], index.sanity_check)
         if problem:
             index_problems.append(problem)
     append_index = segment.append_time_index
@@ -99,24 +100,27 @@ def _check(segment: LogSegment, state: SegmentState | None, append_times: bool) 
     return tuple(problems)
 
 
-def _committed(state: SegmentState | None, kind: str) -> tuple[int | None, int | None]:
-    """(committed size, committed CRC) of an index kind: `index`, `time_index` or `append_time_index`."""
+def _committed(state: SegmentState | None, kind: str) -> tuple[int | None, int | None, int]:
+    """(committed size, committed CRC, bytes of them the record carries as its tail) of an index kind: `index`,
+    `time_index` or `append_time_index`."""
     if state is None:
-        return None, None
-    return getattr(state, f"{kind}_size"), getattr(state, f"{kind}_crc")
+        return None, None, 0
+    return getattr(state, f"{kind}_size"), getattr(state, f"{kind}_crc"), len(getattr(state, f"{kind}_tail"))
 
 
 def _index_problem(
-    path: Path, committed: int | None, expected_crc: int | None, actual_crc: int,
+    path: Path, committed: int | None, expected_crc: int | None, tail: int, actual_crc: int,
     sanity_check: Callable[[bool], None],
 ) -> str | None:
-    """What is wrong with one index file (committed size and checksum from the commit record, when known).
-    Entries that match the committed checksum are the ones the writer made in order: only Kafka's own sanity
-    check runs on them, not one over every entry (a reader opens the active segment at every Fetch)."""
-    if committed is not None and committed > 0:
+    """What is wrong with one index file (committed size and checksum from the commit record, when known; `tail`
+    of those bytes in the record, not in the file yet). Entries that match the committed checksum are the ones
+    the writer made in order: only Kafka's own sanity check runs on them, not one over every entry (a reader
+    opens the active segment at every Fetch)."""
+    if committed is not None and committed - tail > 0:
         actual = _file_size(path)
-        if actual < committed:
-            what = "missing" if actual < 0 else f"{actual} bytes, shorter than the {committed} bytes committed"
+        if actual < committed - tail:
+            what = ("missing" if actual < 0 else
+                    f"{actual} bytes, shorter than the {committed - tail} bytes committed to it")
             return f"{path}: {what}"
     if expected_crc is not None and committed is not None and committed >= 0 and expected_crc != actual_crc:
         return f"{path}: its {committed} committed bytes do not match the commit record's checksum"

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from storage.commit_record import SegmentState
 from storage.errors import KafkaStorageError
 from storage.file_names import segment_bases
 from storage.file_records import BatchInfo
@@ -87,14 +88,15 @@ def verify_partition(
             if view.state is not None:
                 disk = tuple(_size(p) for p in (seg.log_path, seg.offset_index.path, seg.time_index.path,
                                                  seg.append_time_index.path))
-                if disk != view.state.sizes:
+                if not _sizes_match(disk, view.state):
                     problems.append(f"{seg.log_path.name}: file sizes {disk} differ from the commit record "
                                     f"{view.state.sizes}")
             scan = _scan_log(seg, expected_next, problems)
             expected_next = scan.next_offset
             # the index files as they are on disk (the reader's view may be rebuilt in memory)
             raw = LogSegment(reader.directory, seg.base_offset, SegmentConfig(), writable=False,
-                             valid_sizes=view.state.sizes if view.state else None)
+                             valid_sizes=view.state.sizes if view.state else None,
+                             tails=view.state.tails if view.state else (b"", b"", b""))
             try:
                 index_entries = _check_offset_index(raw, scan, index_interval_bytes, problems)
                 _check_time_index(raw, scan, following is None, problems)
@@ -152,6 +154,15 @@ def _scan_log(seg: LogSegment, expected_next: int, problems: list[str]) -> _LogS
     if position_end != seg.size:
         problems.append(f"{name}: {seg.size - position_end} trailing bytes after the last valid batch")
     return scan
+
+
+def _sizes_match(disk: tuple[int, ...], state: SegmentState) -> bool:
+    """The files' sizes as the commit record has them: each index file holding its committed bytes, or all but
+    the tail the record carries for it (`SegmentState.tails`: entries a group commit has not written yet)."""
+    if disk[0] != state.log_size:
+        return False
+    return all(size in (committed - len(tail), committed)
+               for size, committed, tail in zip(disk[1:], state.sizes[1:], state.tails, strict=True))
 
 
 def _check_offset_index(raw: LogSegment, scan: _LogScan, index_interval_bytes: int | None, problems: list[str]) -> int:

@@ -4,6 +4,7 @@ segments a partition retains (`commit_record`: the record names its segment list
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from storage import recovery
-from storage.commit_record import COMMIT_FILE, RECOVERY_MARKER, SEGMENT_LIST_PREFIX, read_commit
+from storage.commit_record import (
+    COMMIT_FILE,
+    COMMIT_TMP_FILE,
+    RECOVERY_MARKER,
+    SEGMENT_LIST_PREFIX,
+    read_commit,
+)
 from storage.crash_point import CRASH_ENV
 from storage.file_names import partition_dir
 from storage.partition_lock import LOCK_FILE
@@ -128,7 +135,8 @@ def test_a_commit_reads_and_writes_the_same_however_many_segments_are_retained(
 
 def test_a_group_commit_only_where_syncfs_makes_everything_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The filesystem's type decides (`/proc/self/mounts`); elsewhere (NFS, FUSE, ...) the task's partitions
-    commit one by one, to the same bytes."""
+    commit one by one, to the same committed bytes (the group commit's record carrying the index entries it has
+    not written to their files yet)."""
     import time
 
     from sinks import partition_task
@@ -149,9 +157,27 @@ def test_a_group_commit_only_where_syncfs_makes_everything_durable(tmp_path: Pat
     partition_task.run_task(_config(tmp_path / "alone"), 1, REGISTRY, decided, time.perf_counter)
     assert len(calls) <= 1
     for p in range(3):
-        a, b = partition_dir(tmp_path / "grouped", "orders", p), partition_dir(tmp_path / "alone", "orders", p)
-        assert {f.name: f.read_bytes() for f in a.iterdir() if f.name != LOCK_FILE} == \
-            {f.name: f.read_bytes() for f in b.iterdir() if f.name != LOCK_FILE}
+        grouped = _committed_files(partition_dir(tmp_path / "grouped", "orders", p))
+        assert grouped == _committed_files(partition_dir(tmp_path / "alone", "orders", p))
+    tails = read_commit(partition_dir(tmp_path / "grouped", "orders", 0)).segments[-1].tails  # type: ignore[union-attr]
+    assert bool(tails[2]) == group_commit.group_commit_available(tmp_path)  # below INDEX_TAIL_LIMIT: in the record
+
+
+def _committed_files(directory: Path) -> dict[str, object]:
+    """A partition's files as readers take them: each index file's committed prefix and the tail its commit record
+    carries, the record's state without the tails (the record's tmp file, the previous record, left out)."""
+    record = read_commit(directory)
+    assert record is not None
+    state = record.segments[-1]
+    files: dict[str, object] = {f.name: f.read_bytes() for f in directory.iterdir()
+                                if f.name not in (LOCK_FILE, COMMIT_FILE, COMMIT_TMP_FILE)}
+    for suffix, size, tail in zip((".index", ".timeindex", ".appendtimeindex"), state.sizes[1:], state.tails,
+                                  strict=True):
+        name = f"{state.base_offset:020d}{suffix}"
+        files[name] = files[name][:size - len(tail)] + tail  # type: ignore[index]
+    no_tails = dataclasses.replace(state, index_tail=b"", time_index_tail=b"", append_time_index_tail=b"")
+    files[COMMIT_FILE] = dataclasses.replace(record, segments=(*record.segments[:-1], no_tails))
+    return files
 
 
 def _durability_events(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -272,3 +298,64 @@ def test_a_rolled_segment_is_made_durable_by_the_commit_that_lists_it_not_by_the
     for p in range(PARTITIONS):
         record = read_commit(partition_dir(tmp_path, "t", p))
         assert record is not None and [s.base_offset for s in record.segments] == [0, 1]
+
+
+def _group_committed(root: Path, logs: object, micro_batch: int, offset: int, config: object) -> int:
+    """One group commit of one 3-record batch to each of two partitions of topic `t` (the second one a
+    partner: a group commit is for many partitions); returns the next offset."""
+    from storage.batch_appender import BatchAppender
+    from storage.group_commit import group_commit
+    from tests.unit.test_segment import T0, make_batch
+
+    appenders = [BatchAppender(root, "t", p, micro_batch, config, logs) for p in (0, 1)]  # type: ignore[arg-type]
+    for appender in appenders:
+        appender.add([(offset, offset + 2, make_batch(offset, [T0 + offset + k for k in range(3)]),
+                       T0 + 1_000 + micro_batch)])
+    group_commit(root, appenders)
+    for appender in appenders:
+        appender.close()
+    return offset + 3
+
+
+def test_index_entries_a_group_commit_has_not_written_travel_in_its_record(tmp_path: Path) -> None:
+    """Below `INDEX_TAIL_LIMIT` bytes an active segment's new index entries stay out of their files and in the
+    commit record; readers, `verify` and a writer that reopens the partition (its kept log lost, as in a crash)
+    take the record's tail; past the limit they are written. The committed bytes are those of commits made
+    one by one."""
+    from storage.batch_appender import append_batches
+    from storage.index import INDEX_TAIL_LIMIT
+    from storage.log_config import SegmentConfig
+    from storage.log_reader import PartitionReader
+    from storage.open_logs import OpenLogs
+    from storage.verify import verify_partition
+    from tests.unit.test_segment import T0, make_batch
+
+    config = SegmentConfig(index_interval_bytes=0)  # an offset and a time index entry for every batch
+    root, logs = tmp_path / "grouped", OpenLogs()
+    directory = partition_dir(root, "t", 0)
+    offset = _group_committed(root, logs, 1, _group_committed(root, logs, 0, 0, config), config)
+    state = read_commit(directory).segments[-1]  # type: ignore[union-attr]
+    assert state.index_tail and state.time_index_tail and state.append_time_index_tail
+    assert all((directory / f"{0:020d}{suffix}").stat().st_size == size - len(tail)
+               for suffix, size, tail in zip((".index", ".timeindex", ".appendtimeindex"), state.sizes[1:],
+                                             state.tails, strict=True))
+    assert verify_partition(root, "t", 0, index_interval_bytes=0).ok
+    with PartitionReader(root, "t", 0) as reader:
+        assert [r.log_append_time for r in reader.read(0)] == [T0 + 1_000] * 3 + [T0 + 1_001] * 3
+    for kept, _size in logs._kept.values():  # the writer's kept logs lost, as in a crash: nothing written
+        kept.discard()
+    logs = OpenLogs()  # a new writer opens the partitions from their files and records
+    micro_batch = 2
+    while read_commit(directory).segments[-1].append_time_index_tail or micro_batch == 2:  # type: ignore[union-attr]
+        offset = _group_committed(root, logs, micro_batch, offset, config)
+        micro_batch += 1
+    assert micro_batch - 1 >= INDEX_TAIL_LIMIT // 16  # the append-time index written once its tail filled the limit
+    assert verify_partition(root, "t", 0, index_interval_bytes=0).ok
+    # the same batches committed one partition at a time (no group commit), then both closed: the same files
+    alone = tmp_path / "alone"
+    for mb, at in enumerate(range(0, offset, 3)):
+        append_batches(alone, "t", 0, mb, [(at, at + 2, make_batch(at, [T0 + at + k for k in range(3)]),
+                                            T0 + 1_000 + mb)], config)
+    for p in (0, 1):  # the kept logs closed: their entries written to their files
+        logs.open(root, "t", p, config).close()
+    assert _committed_files(directory) == _committed_files(partition_dir(alone, "t", 0))
