@@ -9,7 +9,7 @@ client stack.
 from __future__ import annotations
 
 from streaming.logs import configure_logging
-from streaming.python_heap import settle_heap
+from streaming.python_heap import keep_between_tasks, settle_heap
 from streaming.worker_memory import keep_worker_memory
 
 
@@ -19,3 +19,10 @@ def prepare_worker() -> None:
     configure_logging()
     keep_worker_memory()
     settle_heap()
+
+
+def prepare_sink_worker() -> None:
+    """`prepare_worker`, then what the sink's worker keeps between tasks (its open partition logs) frozen for the
+    collection PySpark runs after each task (`python_heap.keep_between_tasks`)."""
+    prepare_worker()
+    keep_between_tasks()

@@ -29,7 +29,7 @@ from sinks.partition_task import SinkConfig
 from sinks.registry_watcher import RegistryWatcher
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
-from streaming.python_worker import prepare_worker
+from streaming.python_worker import prepare_sink_worker
 from streaming.registry_sync import EXECUTOR_REGISTRY_FILE, RegistrySync, open_registry_store
 from streaming.retention_schedule import RetentionSchedule
 from streaming.sink_listener import SinkListener
@@ -72,7 +72,7 @@ def start_gateway(
         raise
     registry = RegistryWatcher(sync.executor_file)  # what the tasks decide and append with (`RegistrySync`)
     limits = config.ingress_limits(store.current())
-    sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_worker,
+    sink = GatewaySink(sink_config(config, limits), registry, observers, prepare_sink_worker,
                        before_write=sync.before_micro_batch, on_close=sync.close)
     # Kafka's scheduled retention (`UnifiedLog.deleteRetentionMsBreachedSegments`): started with the query, stopped when it terminates
     retention = RetentionSchedule(sink.config.segments_root, store.current, config.retention_check_interval_ms,

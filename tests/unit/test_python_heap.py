@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from streaming.python_heap import THRESHOLDS
+from streaming.python_heap import FULL_PASS_INTERVAL_S, THRESHOLDS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,3 +83,26 @@ def test_a_python_worker_settles_on_its_first_preparation() -> None:
         "print(json.dumps({'frozen': gc.get_freeze_count(), 'thresholds': gc.get_threshold()}))\n")
     assert isinstance(seen["frozen"], int) and seen["frozen"] > 0
     assert seen["thresholds"] == list(THRESHOLDS)
+
+
+def test_a_sink_worker_freezes_what_it_keeps_between_tasks_and_unfreezes_once_an_interval() -> None:
+    seen = _in_fresh_interpreter(
+        "import gc, json\n"
+        "from streaming.python_heap import keep_between_tasks, settle_heap\n"
+        "settle_heap()\n"
+        "settled = gc.get_freeze_count()\n"
+        "kept = [[i] for i in range(1_000)]\n"
+        "first = keep_between_tasks(now=0.0)\n"
+        "frozen = gc.get_freeze_count()\n"
+        "young = len(gc.get_objects())\n"
+        f"full = keep_between_tasks(now={FULL_PASS_INTERVAL_S} + 1.0)\n"
+        "after = gc.get_freeze_count()\n"
+        f"again = keep_between_tasks(now={FULL_PASS_INTERVAL_S} + 2.0)\n"
+        "print(json.dumps({'settled': settled, 'first': first, 'frozen': frozen, 'young': young, 'full': full,\n"
+        "                  'after': after, 'again': again, 'refrozen': gc.get_freeze_count()}))\n")
+    settled, frozen, refrozen = seen["settled"], seen["frozen"], seen["refrozen"]
+    assert isinstance(settled, int) and isinstance(frozen, int) and isinstance(refrozen, int)
+    assert seen["first"] is False and frozen >= settled + 1_000  # the kept lists among what was frozen
+    assert isinstance(seen["young"], int) and seen["young"] < 100  # nothing left for a collection to visit
+    assert seen["full"] is True and seen["after"] == 0  # the interval's full pass: everything visible again
+    assert seen["again"] is False and refrozen >= frozen
