@@ -168,7 +168,8 @@ class LogSegment:
 
     @property
     def bytes_since_last_index_entry(self) -> int:
-        """Derived from the files, so it survives a reopen: what a broker that never restarted would hold.
+        """Derived from the index entries (the file's and the commit record's tail), so it survives a reopen: what a
+        broker that never restarted would hold.
         (Kafka keeps it in memory only; its `recover` rebuilds with the same arithmetic.)"""
         return self._size - self.offset_index.last_position
 
