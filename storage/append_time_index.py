@@ -55,10 +55,9 @@ class AppendTimeIndex:
     A writer reopening the committed active segment with the commit record's CRC of the valid bytes
     (`committed_crc`) does not read them: the file is made durable with the log at every commit, so its committed
     prefix and the record's tail (the entries a group commit has not written yet) are what that CRC describes,
-    and readers check it (`segment_reader`). Appending needs only the
-    count and the last offset; lookups and truncation below the prefix read it when first asked. Without
-    this a micro-batch's open cost grows with the active segment (one entry per batch, up to a segment of
-    1 GiB)."""
+    and readers check it (`segment_reader`). Appending needs only the count and the last offset; lookups and
+    truncation below the prefix read it when first asked. Without this a micro-batch's open cost grows with the
+    active segment (one entry per batch, up to a segment of 1 GiB)."""
 
     def __init__(
         self, path: Path, writable: bool = True, valid_size: int | None = None,
@@ -182,9 +181,7 @@ class AppendTimeIndex:
                 self._load()
                 self._crc, self._crc_entries = zlib.crc32(self._buf), entries
             self._last_offset = self._offset_at(entries - 1) if entries else None
-        if self._fd is not None and self._file_size > self._written * ENTRY_SIZE:
-            os.ftruncate(self._fd, self._written * ENTRY_SIZE)
-            self._file_size = self._written * ENTRY_SIZE
+        self.cut_file_to_entries()
 
     def write_pending(self, into: list[Write] | None = None) -> None:
         """Write the entries appended since the last call to the file, in one `pwrite` (no fsync); `into`: the
