@@ -215,6 +215,8 @@ def _restore_segment(
     longer = log_size > state.log_size or any(s > c for s, c in zip(index_sizes, committed_index_sizes, strict=True))
     if not (needs_rebuild or longer):
         return state, 0, False, None
+    if needs_rebuild:  # the rebuild keeps the `.appendtimeindex` it finds: the record's tail belongs in it
+        _put_tails_in_files(directory, state, index_sizes)
     segment = LogSegment(directory, state.base_offset, config, created_ms=state.created_ms, full_capacity=False)
     try:
         if needs_rebuild:
@@ -229,6 +231,19 @@ def _restore_segment(
         return state, cut, False, f"truncated {log_path.name} and its indexes to the commit ({cut} log bytes)"
     finally:
         segment.close(finalize=False)
+
+
+def _put_tails_in_files(directory: Path, state: SegmentState, sizes: list[int]) -> None:
+    """The index entries the record carries (`SegmentState.tails`) written into their files, where a file holds
+    the bytes before them (`sizes`: the files' lengths now)."""
+    for suffix, committed, tail, size in zip(SEGMENT_FILE_SUFFIXES[1:], state.sizes[1:], state.tails, sizes,
+                                             strict=True):
+        if tail and size >= committed - len(tail):
+            fd = os.open(directory / segment_file_name(state.base_offset, suffix), os.O_WRONLY)
+            try:
+                os.pwrite(fd, tail, committed - len(tail))
+            finally:
+                os.close(fd)
 
 
 def _reopen(segment: LogSegment, directory: Path, base: int, config: SegmentConfig, created_ms: int) -> LogSegment:

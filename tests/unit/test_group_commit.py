@@ -359,3 +359,29 @@ def test_index_entries_a_group_commit_has_not_written_travel_in_its_record(tmp_p
     for p in (0, 1):  # the kept logs closed: their entries written to their files
         logs.open(root, "t", p, config).close()
     assert _committed_files(directory) == _committed_files(partition_dir(alone, "t", 0))
+
+
+def test_a_rebuild_of_damaged_indexes_keeps_the_append_times_the_record_carries(tmp_path: Path) -> None:
+    """A writer opening a partition whose `.index` is gone rebuilds the offset and time indexes from the log and
+    keeps the `.appendtimeindex` as it finds it: the append times the commit record carried go into it first."""
+    from storage.log_reader import PartitionReader
+    from storage.open_logs import OpenLogs
+    from storage.log_config import SegmentConfig
+    from storage.partition_log import PartitionLog
+    from storage.verify import verify_partition
+    from tests.unit.test_segment import T0
+
+    config = SegmentConfig(index_interval_bytes=0)
+    logs = OpenLogs()
+    _group_committed(tmp_path, logs, 1, _group_committed(tmp_path, logs, 0, 0, config), config)
+    for kept, _size in logs._kept.values():  # the writer's kept logs lost, as in a crash: nothing written
+        kept.discard()
+    directory = partition_dir(tmp_path, "t", 0)
+    assert read_commit(directory).segments[-1].append_time_index_tail  # type: ignore[union-attr]
+    (directory / f"{0:020d}.index").unlink()
+    with PartitionLog.open(tmp_path, "t", 0, config):
+        pass
+    assert (directory / f"{0:020d}.index").exists()  # rebuilt from the log
+    assert verify_partition(tmp_path, "t", 0, index_interval_bytes=0).ok
+    with PartitionReader(tmp_path, "t", 0) as reader:
+        assert [r.log_append_time for r in reader.read(0)] == [T0 + 1_000] * 3 + [T0 + 1_001] * 3
