@@ -364,9 +364,9 @@ def test_index_entries_a_group_commit_has_not_written_travel_in_its_record(tmp_p
 def test_a_rebuild_of_damaged_indexes_keeps_the_append_times_the_record_carries(tmp_path: Path) -> None:
     """A writer opening a partition whose `.index` is gone rebuilds the offset and time indexes from the log and
     keeps the `.appendtimeindex` as it finds it: the append times the commit record carried go into it first."""
+    from storage.log_config import SegmentConfig
     from storage.log_reader import PartitionReader
     from storage.open_logs import OpenLogs
-    from storage.log_config import SegmentConfig
     from storage.partition_log import PartitionLog
     from storage.verify import verify_partition
     from tests.unit.test_segment import T0
