@@ -145,7 +145,7 @@ class PartitionLog:
             segment = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc, tails=last.tails,
+                committed=last,
             )
             try:
                 if not segment.indexes_match(last.index_crc, last.time_index_crc):
@@ -440,7 +440,7 @@ class PartitionLog:
             self.active = LogSegment(
                 self.directory, last.base_offset, self.config, created_ms=last.created_ms,
                 roll_jitter_ms=roll_jitter_ms(self.topic, self.partition, last.base_offset, self.config),
-                valid_sizes=last.sizes, append_time_crc=last.append_time_index_crc, tails=last.tails,
+                committed=last,
             )
         self.inactive = keep
         segment_recovery.truncate_to(self.active, offset)

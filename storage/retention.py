@@ -81,8 +81,7 @@ class RetentionReport:
 def _segment_max_event_time(directory: Path, state: SegmentState) -> int:
     """Largest CreateTime of the segment's records: header maxTimestamp for CreateTime batches; for
     LogAppendTime batches `baseTimestamp + max(timestampDelta)` from the records (decompressed)."""
-    segment = LogSegment(directory, state.base_offset, SegmentConfig(), writable=False, valid_sizes=state.sizes,
-                         tails=state.tails)
+    segment = LogSegment(directory, state.base_offset, SegmentConfig(), writable=False, committed=state)
     try:
         best = -1
         for batch in segment.batches_from(0):
@@ -207,8 +206,7 @@ def _breached_max_eventtime(directory: Path, segments: list[SegmentState], max_e
 
 
 def _largest_timestamp(directory: Path, state: SegmentState) -> int:
-    segment = LogSegment(directory, state.base_offset, SegmentConfig(), writable=False, valid_sizes=state.sizes,
-                         tails=state.tails)
+    segment = LogSegment(directory, state.base_offset, SegmentConfig(), writable=False, committed=state)
     try:
         return segment.largest_timestamp()
     finally:

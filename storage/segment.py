@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from storage.append_time_index import AppendTimeIndex
+from storage.commit_record import SegmentState
 from storage.crash_point import crash_point
 from storage.file_names import (
     APPEND_TIME_INDEX_SUFFIX,
@@ -86,21 +87,21 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         writable: bool = True,
         full_capacity: bool = True,
-        valid_sizes: tuple[int, int, int, int] | None = None,
-        append_time_crc: int | None = None,
-        tails: tuple[bytes, bytes, bytes] = (b"", b"", b""),
+        committed: SegmentState | None = None,
     ) -> None:
-        """`valid_sizes` (log, index, timeindex, appendtimeindex) limits a read-only view to the committed
-        prefix of each file, so readers never see an append in progress. `append_time_crc`: the commit
-        record's CRC of the valid `.appendtimeindex` bytes, which a writer then need not read (`AppendTimeIndex`).
-        `tails`: the index entries the commit record carries beyond what the files hold (`SegmentState.tails`)."""
+        """`committed`: the segment's state in its commit record. Its sizes limit each file to the committed
+        prefix, so readers never see an append in progress; its tails are the index entries the record carries
+        beyond what the files hold; a writer takes its CRC of the valid `.appendtimeindex` bytes instead of
+        reading them (`AppendTimeIndex`)."""
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.config = config
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
         self.writable = writable
-        log_size, index_size, time_size, append_size = valid_sizes or (None, None, None, None)
+        log_size, index_size, time_size, append_size = committed.sizes if committed else (None, None, None, None)
+        tails = committed.tails if committed else (b"", b"", b"")
+        append_time_crc = committed.append_time_index_crc if committed and writable else None
         self.log_path = self.directory / segment_file_name(base_offset, LOG_FILE_SUFFIX)
         max_index = config.segment_index_bytes if (writable and full_capacity) else -1
         if writable:
@@ -121,7 +122,7 @@ class LogSegment:
         )
         self.append_time_index = AppendTimeIndex(
             self.directory / segment_file_name(base_offset, APPEND_TIME_INDEX_SUFFIX), writable=writable,
-            valid_size=append_size, committed_crc=append_time_crc if writable else None, tail=tails[2],
+            valid_size=append_size, committed_crc=append_time_crc, tail=tails[2],
         )
         self._full_capacity = False
         if writable and full_capacity:

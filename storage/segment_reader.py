@@ -48,9 +48,7 @@ def open_for_reading(
     with damaged indexes rebuilt in memory; `append_times=False` leaves the `.appendtimeindex` unread and
     unchecked (its entries must then not be used). A missing `.log` raises FileNotFoundError (retention may have
     deleted it since the commit record was read: readers treat that as data loss)."""
-    sizes = state.sizes if state is not None else None
-    segment = LogSegment(directory, base_offset, SegmentConfig(), writable=False, valid_sizes=sizes,
-                         tails=state.tails if state is not None else (b"", b"", b""))
+    segment = LogSegment(directory, base_offset, SegmentConfig(), writable=False, committed=state)
     try:
         problems = _check(segment, state, append_times)
     except BaseException:

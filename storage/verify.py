@@ -95,8 +95,7 @@ def verify_partition(
             expected_next = scan.next_offset
             # the index files as they are on disk (the reader's view may be rebuilt in memory)
             raw = LogSegment(reader.directory, seg.base_offset, SegmentConfig(), writable=False,
-                             valid_sizes=view.state.sizes if view.state else None,
-                             tails=view.state.tails if view.state else (b"", b"", b""))
+                             committed=view.state)
             try:
                 index_entries = _check_offset_index(raw, scan, index_interval_bytes, problems)
                 _check_time_index(raw, scan, following is None, problems)
