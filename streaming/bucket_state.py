@@ -17,11 +17,15 @@ import json
 from typing import Any
 
 from validators.append_result import PartitionState
-from validators.producer_state import producers_from_state, producers_to_state
+from validators.producer_state import ProducerTable, producers_from_state, producers_to_state
 from validators.topic_config import seed_topic_id
 
 # The target partitions' buckets. Fixed: the state of a checkpoint is keyed by it (docs/deployment.md sizing).
 STAGE_BUCKETS = 16
+# Producer tables this worker encoded or decoded, by their state text: a partition's next micro-batch finds the
+# text its last one wrote and takes the table as it is (immutable) instead of decoding it again. Emptied when full.
+DECODED_PRODUCERS_LIMIT = 65_536
+_decoded_producers: dict[str, ProducerTable] = {}
 
 Target = tuple[str, int]
 
@@ -58,13 +62,31 @@ class BucketState:
             return PartitionState()
         log_start, log_end, last_append, producers = entry[2:6]
         return PartitionState(log_start_offset=int(log_start), log_end_offset=int(log_end),
-                              last_append_time_ms=int(last_append), producers=producers_from_state(producers))
+                              last_append_time_ms=int(last_append), producers=_producers_of(producers))
 
     def put(self, topic: str, partition: int, state: PartitionState, topic_id: str | None = None) -> None:
-        entry = [topic, partition, state.log_start_offset, state.log_end_offset, state.last_append_time_ms,
-                 producers_to_state(state.producers)]
+        text = producers_to_state(state.producers)
+        _remember(text, state.producers)
+        entry = [topic, partition, state.log_start_offset, state.log_end_offset, state.last_append_time_ms, text]
         self._entries[(topic, partition)] = [*entry, topic_id] if topic_id is not None else entry
         self.changed = True
+
+
+def _producers_of(text: Any) -> ProducerTable:
+    """The table of a state entry's producers text: the one this worker last encoded or decoded from it, else
+    decoded (`producers_from_state`; raises ValueError)."""
+    table = _decoded_producers.get(text) if type(text) is str else None
+    if table is None:
+        table = producers_from_state(text)
+        if type(text) is str:
+            _remember(text, table)
+    return table
+
+
+def _remember(text: str, table: ProducerTable) -> None:
+    if len(_decoded_producers) >= DECODED_PRODUCERS_LIMIT:
+        _decoded_producers.clear()
+    _decoded_producers[text] = table
 
 
 def _entry_id(entry: list[Any]) -> str:

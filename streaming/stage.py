@@ -44,7 +44,7 @@ from validators.errors import Errors
 from validators.log_validator import AppendOrigin
 from validators.partition_lane import PartitionLane, decide_in_lane, partition_lane
 from validators.timestamps import FUTURE_TIMESTAMP_WARN_MS
-from validators.topic_config import TopicRegistry
+from validators.topic_config import TopicConfig, TopicRegistry
 
 log = logging.getLogger("gateway.stage")
 # KIP-937: Kafka warns about accepted records far ahead of its clock. Per batch, a producer with a
@@ -93,11 +93,26 @@ def target_lane(topic: str | None, partition: int | None, registry: TopicRegistr
             Errors.INVALID_TOPIC_EXCEPTION, f"Missing required header {HEADER_TOPIC} (the target topic)"))
     if partition is None:
         return TargetLane(None)
+    config = registry.get(topic)
+    known = _lanes.get((topic, partition))
+    if known is not None and known[0] is config:
+        return known[1]
     try:
-        return TargetLane(partition_lane(topic, partition, registry.get(topic)))
+        lane = TargetLane(partition_lane(topic, partition, config))
     except Exception as e:  # noqa: BLE001 — a hostile key fails its own batches, not the query
         log.exception("validator failed on %s-%s", topic, partition)
         return TargetLane(None, Rejected(Errors.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"))
+    if len(_lanes) >= LANES_LIMIT:
+        _lanes.clear()
+    _lanes[(topic, partition)] = (config, lane)
+    return lane
+
+
+# The lanes this worker settled, by target partition, with the topic config each was settled with: a lane is a
+# function of the partition and its config, so the next micro-batch's takes it as it is while the registry gives
+# the same config object (a reload gives new ones). Emptied when full.
+LANES_LIMIT = 65_536
+_lanes: dict[tuple[str, int], tuple[TopicConfig | None, TargetLane]] = {}
 
 
 def decide_target(target: TargetLane, item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:

@@ -24,10 +24,11 @@ from sinks.decisions import DECISION_SCHEMA, arrow_decisions
 from sinks.partition_task import SinkConfig, run_task
 from sinks.registry_watcher import RegistryWatcher
 from storage.log_reader import read
-from streaming import stage
+from streaming import bucket_state, stage
 from streaming.bucket_state import BucketState
 from streaming.stage import (
     STATE_SCHEMA,
+    IngressBatch,
     _ingress_batches,
     decide_group,
     decide_target,
@@ -36,6 +37,7 @@ from streaming.stage import (
 )
 from validators.append_result import Accepted, PartitionState
 from validators.codec.record_batch import build_record_batch
+from validators.topic_config import TopicRegistry, topic_config
 
 NOW = 1_700_000_000_000
 
@@ -169,6 +171,7 @@ def test_a_decision_that_raises_rejects_its_own_batches_only(tmp_path: Path, mon
         raise KeyError(topic)
 
     monkeypatch.setattr(stage, "partition_lane", fails_at_setup)
+    stage._lanes.clear()  # a worker that has not settled this partition's lane yet
     rows, state = decide_group("orders", 0, items, registry, PartitionState(), NOW)
     assert [r.error_name for r in rows] == ["UNKNOWN_SERVER_ERROR"] * 3 and state == PartitionState()
 
@@ -196,3 +199,49 @@ def test_the_stage_frame_carries_every_row_through_arrow_as_it_was(tmp_path: Pat
         assert batch.schema.types == to_arrow_schema(DECISION_SCHEMA).types
         assert list(arrow_decisions([batch])) == rows
     assert stage.decision_frame([]).columns.tolist() == list(DecisionRow._fields)
+
+
+def test_a_partitions_producer_table_is_taken_from_the_worker_as_it_last_wrote_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bucket's state read back in the next micro-batch gives each partition the producer table this worker
+    encoded into it, without decoding the text again; a text it never saw is decoded; the worker keeps at most
+    `DECODED_PRODUCERS_LIMIT` tables."""
+    registry = TopicRegistry({"orders": topic_config("orders", 2, {}, {})})
+    idempotent = build_record_batch([(NOW - 10, b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0)
+    item = IngressBatch(0, 0, NOW, idempotent, "r0", None, 1, "0")
+    _rows, decided = decide_group("orders", 0, [item], registry, PartitionState(), NOW)
+    assert len(decided.producers) == 1
+    bucket = BucketState()
+    bucket.put("orders", 0, decided)
+    text = bucket.to_json()
+
+    def no_decoding(text: object) -> None:
+        raise AssertionError(f"decoded again: {text!r}")
+
+    monkeypatch.setattr(bucket_state, "producers_from_state", no_decoding)
+    assert BucketState.from_json(text).get("orders", 0).producers is decided.producers
+    monkeypatch.undo()
+    bucket_state._decoded_producers.clear()  # another worker: decodes it, to an equal table
+    fresh = BucketState.from_json(text).get("orders", 0)
+    assert fresh.producers is not decided.producers and fresh == decided
+    monkeypatch.setattr(bucket_state, "DECODED_PRODUCERS_LIMIT", 2)
+    for p in range(3):
+        bucket.put("orders", p, decide_group("orders", 0, [item._replace(request_id=f"r{p}")], registry,
+                                             PartitionState(log_end_offset=p), NOW)[1])
+    assert 0 < len(bucket_state._decoded_producers) <= 2
+
+
+def test_a_partitions_lane_is_settled_again_when_the_registry_gives_another_config() -> None:
+    """The lane a worker settled for a partition is taken as it is while the registry gives the same topic config,
+    and settled again from a reloaded registry's: a changed `max.message.bytes` applies from that batch on."""
+    before = TopicRegistry({"orders": topic_config("orders", 2, {}, {})})
+    lane = target_lane("orders", 1, before)
+    assert target_lane("orders", 1, before) is lane
+    after = TopicRegistry({"orders": topic_config("orders", 2, {"max.message.bytes": 100}, {})})
+    changed = target_lane("orders", 1, after)
+    assert changed is not lane and changed.lane is not None and changed.lane.max_message_bytes == 100
+    assert lane.lane is not None and lane.lane.max_message_bytes != 100
+    big = IngressBatch(0, 0, NOW, build_record_batch([(NOW, b"k", b"v" * 200)]), "r0", None, 1, "1")
+    assert decide_target(changed, big, PartitionState(), NOW).error.name == "MESSAGE_TOO_LARGE"  # type: ignore[union-attr]
+    assert type(decide_target(lane, big, PartitionState(), NOW)) is Accepted
