@@ -14,9 +14,10 @@ decisions but not their durability. What reaches the driver is one small `TaskSu
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import suppress
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -254,31 +255,46 @@ def _outcomes(result: AppendOutcome | list[AppendOutcome] | None) -> list[Append
 
 
 class _Committer:
-    """Runs the partitions' commits: on up to `COMMIT_THREADS` threads of a pool made for the task (a Spark
-    Python worker is forked, so none is kept between tasks) when `threaded`, else inline (one small partition:
-    a thread costs more than it saves). Each commit is mostly fdatasync and fsync calls, which release the GIL,
-    so the disk sees them together and the filesystem's journal groups them. Leaving waits for every commit
-    (a file descriptor stays open until its call has returned)."""
+    """Runs the partitions' commits: on the worker's commit threads when `threaded` (`_commit_pool`), else inline
+    (one small partition: a thread costs more than it saves). Each commit is mostly fdatasync and fsync calls,
+    which release the GIL, so the disk sees them together and the filesystem's journal groups them. Leaving waits
+    for every commit it ran (a file descriptor stays open until its call has returned)."""
 
-    def __init__(self, threaded: bool, partitions: int) -> None:
-        self._pool = ThreadPoolExecutor(min(COMMIT_THREADS, partitions), "gateway-commit") if threaded else None
+    def __init__(self, threaded: bool) -> None:
+        self._pool = _commit_pool() if threaded else None
+        self._futures: list[Future[_Committed]] = []
 
     def submit(self, fn: Callable[[], _Committed]) -> Future[_Committed]:
         if self._pool is not None:
-            return self._pool.submit(fn)
-        future: Future[_Committed] = Future()
+            future = self._pool.submit(fn)
+            self._futures.append(future)
+            return future
+        inline: Future[_Committed] = Future()
         try:
-            future.set_result(fn())
+            inline.set_result(fn())
         except BaseException as e:  # handed to the caller's result(), raised there
-            future.set_exception(e)
-        return future
+            inline.set_exception(e)
+        return inline
 
     def __enter__(self) -> _Committer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
+        wait(self._futures)
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None  # the process that made it, and the pool
+
+
+def _commit_pool() -> ThreadPoolExecutor:
+    """The worker's `COMMIT_THREADS` commit threads, made at its first threaded commit and kept for its later tasks
+    (a Spark Python worker runs one task after another). A thread made for a commit cost its task up to the
+    interpreter's switch interval (5 ms) while another thread held the GIL, three times a task over 1 000
+    partitions. A process forked from one that has them makes its own: threads do not survive a fork."""
+    global _pool
+    if _pool is None or _pool[0] != os.getpid():
+        _pool = (os.getpid(), ThreadPoolExecutor(COMMIT_THREADS, "gateway-commit"))
+    return _pool[1]
 
 
 _Key = tuple[str | None, int | None]  # a target partition, as the decision rows name it
@@ -304,7 +320,7 @@ class _EarlyCommits:
         """`appends` committed on a thread; the commit in flight before it settled first."""
         self.settle()
         self.committed.update(appends)
-        committer = _Committer(True, len(appends))
+        committer = _Committer(True)
         self._flight = (committer, _commit(committer, self.root, appends.values()), list(appends.values()))
 
     def settle(self, wait: bool = True) -> None:
@@ -374,7 +390,7 @@ def run_task(
         for append in appends.values():
             log_starts.update(append.log_starts)
         threaded = len(appends) > 1 or len(rows) >= THREADED_COMMIT_ROWS
-        with _Committer(threaded, len(appends)) as committer:
+        with _Committer(threaded) as committer:
             # the commits in flight on the committer's threads (one group commit, or every partition's
             # fdatasyncs and commit record at once), beside the early commit still in flight (other partitions:
             # its syncs are mostly the filesystem's wait), while this one builds the responses, dead letters and

@@ -7,6 +7,7 @@ commit record as the commit alone, and its failure fails the task before anythin
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
@@ -276,3 +277,33 @@ def test_a_tasks_last_partitions_are_committed_beside_its_early_commit_in_flight
     assert (summary.partitions, summary.appended_batches) == (4, 8)
     assert all(read_commit(partition_dir(tmp_path, "orders", p)).batch_id == 5  # type: ignore[union-attr]
                for p in range(4))
+
+
+def test_a_workers_commit_threads_are_kept_for_its_next_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threads that run a task's commits are the worker's, kept for its next tasks (a thread made per commit
+    cost the task its start); a process forked from the worker makes its own."""
+    registry = TopicRegistry({"orders": topic_config("orders", 4, {}, {})})
+    names: list[str] = []
+    real_commit = partition_task.PartitionAppend.commit
+
+    def commit(self: partition_task.PartitionAppend) -> object:
+        names.append(threading.current_thread().name)
+        return real_commit(self)
+
+    monkeypatch.setattr(partition_task.PartitionAppend, "commit", commit)
+    states = [PartitionState()] * 4
+    for batch_id in (1, 2):
+        rows: list[DecisionRow] = []
+        for p in range(4):
+            item = IngressBatch(0, batch_id * 10 + p, NOW, build_record_batch([(NOW - 10, b"k", b"v")]),
+                                f"r{batch_id}-{p}", None, 0, str(p))
+            decided, states[p] = decide_group("orders", p, [item], registry, states[p], NOW)
+            rows += decided
+        assert run_task(_config(tmp_path), batch_id, registry, [rows], time.perf_counter).appended_batches == 4
+    assert len(names) == 8 and all(n.startswith("gateway-commit") for n in names)
+    pool = partition_task._commit_pool()
+    assert partition_task._commit_pool() is pool
+    assert len({t for t in threading.enumerate() if t.name.startswith("gateway-commit")}) <= partition_task.COMMIT_THREADS
+    real_pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: real_pid + 1)  # as in a forked child
+    assert partition_task._commit_pool() is not pool
