@@ -24,7 +24,7 @@ from kafka_cluster.security import KafkaCluster
 from sinks import responses
 from sinks.batch_metrics import aggregate_decisions
 from sinks.partition_task import SinkConfig, append_partition, outgoing_messages
-from streaming.stage import _ingress_batches, decide_group
+from streaming.stage import PACKED_COLUMN, _ingress_batches, decide_group, pack_fields
 from streaming.worker_memory import keep_worker_memory
 from validators.append_result import PartitionState
 from validators.codec import native_inflate, native_walk
@@ -49,11 +49,10 @@ def native(enabled: bool) -> Iterator[None]:
 def _ingress_frame(batches: int, now_ms: int) -> pd.DataFrame:
     batch = build_record_batch([(now_ms - 1000 + i, b"key-%d" % i, b"v" * 100) for i in range(100)])
     return pd.DataFrame({
-        "ingress_partition": [0] * batches, "ingress_offset": list(range(batches)),
-        "ingress_timestamp_ms": [now_ms - 50] * batches, "batch": [batch] * batches,
-        "request_id": [f"req-{i}" for i in range(batches)], "client_id": ["bench"] * batches,
-        "acks": [-1] * batches, "partition_header": ["0"] * batches, "replay_of": [None] * batches, "principal": [None] * batches,
-        "transactional_id": [None] * batches, "origin": [None] * batches, "transaction_version": [0] * batches,
+        "topic": ["t"] * batches, "partition": [0] * batches, "batch": [batch] * batches,
+        "request_id": [f"req-{i}" for i in range(batches)],
+        PACKED_COLUMN: [pack_fields([0, i, now_ms - 50, "bench", -1, "0", None, None, None, None, 0])
+                        for i in range(batches)],
     })
 
 

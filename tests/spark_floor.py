@@ -1,7 +1,7 @@
 """Spark's floor for `make bench`: the gateway's plan shape with none of the gateway's work.
 
 The same Kafka source and header decoding (`streaming.ingress.read_ingress`), the same grouping by
-bucket of target (topic, partition)s (`streaming.stage.with_bucket`) into the same stateful operator (`applyInPandasWithState`) with a function
+bucket of target (topic, partition)s, with the same columns (`streaming.stage.stage_input`), into the same stateful operator (`applyInPandasWithState`) with a function
 that passes its rows through and keeps one trivial state value, and the gateway's sink shape with
 nothing in it: a foreachBatch running one job over the stage's rows, a `mapInArrow` in their own partitions
 that counts them and hands back one row per task, its function bound into Spark once as the sink's is
@@ -24,7 +24,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from sinks.arrow_map import ArrowMap
 from streaming.config import GatewayConfig
 from streaming.ingress import read_ingress
-from streaming.stage import BUCKET_COLUMN, with_bucket
+from streaming.stage import BUCKET_COLUMN, stage_input
 
 COUNT_SCHEMA = StructType([StructField("rows", LongType(), False)])
 STATE_SCHEMA = StructType([StructField("batches", LongType(), False)])
@@ -44,10 +44,12 @@ def count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def start_floor(spark: SparkSession, config: GatewayConfig, available_now: bool = False) -> StreamingQuery:
     ingress = read_ingress(spark, config)
-    decided = with_bucket(ingress).groupBy(BUCKET_COLUMN).applyInPandasWithState(
-        pass_through, ingress.schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
+    staged = stage_input(ingress)
+    passed = staged.drop(BUCKET_COLUMN)
+    decided = staged.groupBy(BUCKET_COLUMN).applyInPandasWithState(
+        pass_through, passed.schema, STATE_SCHEMA, "append", GroupStateTimeout.NoTimeout
     )
-    job = ArrowMap(count_rows, COUNT_SCHEMA, ingress.columns)
+    job = ArrowMap(count_rows, COUNT_SCHEMA, passed.columns)
 
     def pass_through_sink(rows: DataFrame, _batch_id: int) -> None:
         job(rows).collect()

@@ -27,11 +27,13 @@ from storage.log_reader import read
 from streaming import bucket_state, stage
 from streaming.bucket_state import BucketState
 from streaming.stage import (
+    PACKED_COLUMN,
     STATE_SCHEMA,
     IngressBatch,
     _ingress_batches,
     decide_group,
     decide_target,
+    pack_fields,
     stage_function,
     target_lane,
 )
@@ -43,15 +45,16 @@ NOW = 1_700_000_000_000
 
 
 def _frame(offsets: list[int]) -> pd.DataFrame:
+    """A group's frame as the stage reads it (`stage_input`'s columns)."""
     n = len(offsets)
     return pd.DataFrame({
-        "ingress_partition": [0] * n, "ingress_offset": offsets, "ingress_timestamp_ms": [NOW] * n,
-        "batch": [build_record_batch([(NOW - 10, b"k", b"v" * (o % 7))] * 2) for o in offsets],
-        # acks=0 and every batch accepted: no response or dead letter, so no broker is needed
-        "request_id": [f"r{o}" for o in offsets], "client_id": [None] * n, "acks": [0] * n,
-        "partition_header": ["0"] * n, "replay_of": [None] * n, "principal": [None] * n,
-        "transactional_id": [None] * n, "origin": [None] * n, "transaction_version": [0] * n,
         "topic": ["orders"] * n, "partition": [0] * n,
+        "batch": [build_record_batch([(NOW - 10, b"k", b"v" * (o % 7))] * 2) for o in offsets],
+        "request_id": [f"r{o}" for o in offsets],
+        # ingress partition, offset and timestamp, client id, acks (0: every batch accepted, no response or dead
+        # letter, so no broker is needed), partition header, replay of, principal, transactional id, origin,
+        # transaction version
+        PACKED_COLUMN: [pack_fields([0, o, NOW, None, 0, "0", None, None, None, None, 0]) for o in offsets],
     })
 
 
