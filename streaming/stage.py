@@ -232,7 +232,7 @@ def _targeted_batches(frame: pd.DataFrame, with_target: bool = True) -> Iterator
             topics, partitions, frame["batch"].tolist(), frame["request_id"].tolist(), frame[PACKED_COLUMN].tolist(),
             strict=True):
         (ingress_partition, ingress_offset, ts, client_id, acks, header, replay_of, principal, transactional_id, origin,
-         txn_version) = loads(packed)
+         txn_version) = loads(packed)  # PACKED_FIELDS, in their order
         target = (_opt_str(topic), None if partition is None or pd.isna(partition) else int(partition))
         yield target, IngressBatch(int(ingress_partition), int(ingress_offset), int(ts), bytes(batch), str(request_id),
                                    client_id, int(acks), header, replay_of, principal, transactional_id, origin,
