@@ -17,7 +17,8 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_all
 from contextlib import suppress
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -280,7 +281,7 @@ class _Committer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wait(self._futures)
+        wait_for_all(self._futures)
 
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None  # the process that made it, and the pool

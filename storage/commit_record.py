@@ -240,9 +240,9 @@ def _segment_doc(state: SegmentState) -> dict[str, Any]:
 
 
 def segment_state(doc: dict[str, Any]) -> SegmentState:
-    """A segment's state from its JSON object (`_segment_doc`)."""
-    tails = {name: bytes.fromhex(doc.pop(name)) for name in _TAIL_FIELDS if name in doc}
-    return SegmentState(**doc, **tails)
+    """A segment's state from its JSON object (`_segment_doc`; `doc` is left as it is)."""
+    return SegmentState(**{name: bytes.fromhex(value) if name in _TAIL_FIELDS else value
+                           for name, value in doc.items()})
 
 
 def read_commit(directory: Path) -> CommitRecord | None:

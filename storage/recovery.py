@@ -46,6 +46,7 @@ from storage.file_names import (
     segment_bases,
     segment_file_name,
 )
+from storage.file_records import write_at
 from storage.index import CorruptIndexError
 from storage.log_config import SegmentConfig
 from storage.segment import LogSegment
@@ -241,7 +242,7 @@ def _put_tails_in_files(directory: Path, state: SegmentState, sizes: list[int]) 
         if tail and size >= committed - len(tail):
             fd = os.open(directory / segment_file_name(state.base_offset, suffix), os.O_WRONLY)
             try:
-                os.pwrite(fd, tail, committed - len(tail))
+                write_at(fd, [tail], committed - len(tail))
             finally:
                 os.close(fd)
 
