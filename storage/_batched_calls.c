@@ -21,9 +21,11 @@
  *            marker and its active segment's `.log` descriptor (-1: none);
  *   each     the lock file opened (made when missing, 0644) and locked exclusively, waiting (an open file
  *            description's lock, F_OFD_SETLKW; flock where there is none): its descriptor, or -1; then the
- *            record's bytes (None when missing), whether the marker exists, and the `.log`'s length (-1
- *            without one). `error`: the errno of the first step that failed (0: none), the steps after it
- *            not made; a lock taken before it stays held, for the caller to release.
+ *            record's bytes (None when missing; read with O_NOATIME where the file is ours, as a record
+ *            rewritten every commit would otherwise have its inode dirtied by each read), whether the
+ *            marker exists, and the `.log`'s length (-1 without one). `error`: the errno of the first step
+ *            that failed (0: none), the steps after it not made; a lock taken before it stays held, for the
+ *            caller to release.
  */
 
 #define _GNU_SOURCE
@@ -421,7 +423,9 @@ static char *
 read_file(const char *path, Py_ssize_t *len, int *error)
 {
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME);
+    if (fd < 0 && errno == EPERM)
+        fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         *error = errno == ENOENT ? 0 : errno;
         return NULL;

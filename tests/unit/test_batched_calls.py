@@ -127,6 +127,20 @@ def test_kept_logs_are_taken_up_alike(tmp_path: Path, resume_all: Callable) -> N
     again.release()
 
 
+@RESUME_TWINS
+def test_taking_up_a_kept_log_leaves_its_records_access_time(tmp_path: Path, resume_all: Callable) -> None:
+    # relatime updates an access time older than the file's last change at the next read: a commit rewrites the
+    # record, so a read without O_NOATIME would dirty its inode every micro-batch
+    record = tmp_path / "record"
+    record.write_bytes(b'{"r":1}')
+    changed = record.stat().st_mtime_ns
+    os.utime(record, ns=(changed - 10**12, changed))
+    results = resume_all([(str(tmp_path / "lock"), str(record), str(tmp_path / "marker"), -1)])
+    os.close(results[0][0])
+    assert results[0][2] == b'{"r":1}'
+    assert record.stat().st_atime_ns == changed - 10**12
+
+
 @TWINS
 def test_a_malformed_argument_raises_before_any_call(tmp_path: Path, write_all: Callable, exchange_all: Callable) -> None:
     with pytest.raises((TypeError, ValueError)):
