@@ -3,7 +3,8 @@
 A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition
 i % N (linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another
 process sends one record at a time to a 4-partition topic and waits for each delivery report. The same against
-the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway, in one run. Then
+the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway (after a short run of
+each layout, not counted: the gateway's first minute is not its steady state), in one run, the door's pairs twice. Then
 Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
 `batch.size` cut so that `buffer.memory` holds every partition's batches) and `RoundRobinPartitioner`, 4 and
 1 000 partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's. Last,
@@ -11,8 +12,8 @@ a librdkafka consumer waiting at the end of the 1 000 partitions: the cores the 
 and Kafka's broker use to serve it, beside the same with no consumer.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
-record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99. Printed,
-never asserted.
+record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99; the lone p99
+ratio also over both pairs' round trips pooled. Printed, never asserted.
 """
 
 from __future__ import annotations
@@ -87,12 +88,16 @@ def _run_pair(work: Path, bootstrap: str, load_topic: str, partitions: int, lone
     return results["load"], results["lone"]
 
 
+def _lone_rtts(lone: Deliveries) -> list[float]:
+    return [1000 * (lone.delivered[i] - lone.sent[i]) for i in lone.ok()]
+
+
 def _row(where: str, partitions: int, load: Deliveries, lone: Deliveries) -> dict[str, float]:
     sent = [t for t in load.sent if t > 0.0]
     last_sent = max(sent) if sent else 0.0
     during = sum(1 for i in load.ok() if load.delivered[i] <= last_sent)
     latencies = [1000 * (load.delivered[i] - load.sent[i]) for i in load.ok()]
-    rtt = [1000 * (lone.delivered[i] - lone.sent[i]) for i in lone.ok()]
+    rtt = _lone_rtts(lone)
     row = {"during": during / max(len(load.sent), 1), "load_p50": statistics.median(latencies) if latencies else -1.0,
            "lone_p50": statistics.median(rtt) if rtt else -1.0, "lone_p99": quantile(rtt, 0.99) or -1.0}
     print(f"{where:>14} {partitions:>6} {100 * row['during']:>9.1f} % {row['load_p50']:>10.1f} "
@@ -147,6 +152,7 @@ def idle_cpu(stack: Stack, seconds: float) -> tuple[float, float]:
 
 def bench_spread(work: Path, quick: bool) -> None:
     seconds = 20.0 if quick else 60.0
+    warm_up = 5.0 if quick else 20.0
     print(f"\n== spread load: {RATE:.0f} records/s round-robin over every partition, beside one produce at a time; "
           f"local[2], {KAFKA_VERSION} broker on loopback ==")
     print(f"{'':>14} {'parts':>6} {'delivered while running':>11} {'load p50 ms':>10} {'lone p50':>9} "
@@ -155,6 +161,7 @@ def bench_spread(work: Path, quick: bool) -> None:
     java: dict[tuple[str, int], float] = {}
     kafka_rows: dict[int, dict[str, float]] = {}
     door_rows: dict[int, list[dict[str, float]]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}
+    door_rtts: dict[int, list[float]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}  # both pairs' lone round trips
     with Stack(work) as stack:
         kafka = stack.broker.bootstrap_servers
         for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
@@ -164,10 +171,17 @@ def bench_spread(work: Path, quick: bool) -> None:
             java[("kafka", partitions)] = _java_rate(work / f"java-kafka-{partitions}", kafka, topic, partitions,
                                                      java_records)
         with gateway_with_front_door(stack) as (door, _query):
+            # the gateway's first minute (its JVM's compilation, its workers' imports, the first opens of 1 000
+            # partitions) is not the steady state the pairs compare: a short run of each layout first, not counted
+            for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
+                load, lone = _run_pair(work / f"door-warm-{partitions}", door, topic, partitions, CLIENT_TOPIC,
+                                       warm_up)
+                _row("(warm-up)", partitions, load, lone)
             for i, (partitions, topic) in enumerate(((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC),
                                                      (CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC))):
                 load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
                 door_rows[partitions].append(_row("front door", partitions, load, lone))
+                door_rtts[partitions] += _lone_rtts(lone)
             for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
                 java[("door", partitions)] = _java_rate(work / f"java-door-{partitions}", door, topic, partitions,
                                                         java_records)
@@ -180,9 +194,12 @@ def bench_spread(work: Path, quick: bool) -> None:
     print("\nratios and targets (spread):")
     shares = ", ".join(f"{100 * r['during']:.1f} %" for r in many)
     print(f"  front door, delivered while running at {BENCH_PARTITIONS} partitions: {shares}  (target >= 95 %)")
-    for a, b in zip(few, many, strict=True):
-        print(f"  front door, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}: "
-              f"{b['lone_p99'] / a['lone_p99']:.2f}  (target <= 1.5)")
+    # a p99 of one pair's 200-400 round trips is its 2nd-4th slowest: both pairs' pooled are the steadier figure
+    pooled = {n: quantile(rtts, 0.99) or -1.0 for n, rtts in door_rtts.items()}
+    print(f"  front door, lone p99 at {BENCH_PARTITIONS} / at {CLIENT_PARTITIONS}, both pairs' round trips pooled: "
+          f"{pooled[BENCH_PARTITIONS]:.1f} / {pooled[CLIENT_PARTITIONS]:.1f} ms = "
+          f"{pooled[BENCH_PARTITIONS] / pooled[CLIENT_PARTITIONS]:.2f}  (target <= 1.5); each pair: "
+          + ", ".join(f"{b['lone_p99'] / a['lone_p99']:.2f}" for a, b in zip(few, many, strict=True)))
     kafka_ratio = java[("kafka", BENCH_PARTITIONS)] / java[("kafka", CLIENT_PARTITIONS)]
     door_ratio = java[("door", BENCH_PARTITIONS)] / max(java[("door", CLIENT_PARTITIONS)], 1e-9)
     print(f"  Java RoundRobinPartitioner, {BENCH_PARTITIONS} / {CLIENT_PARTITIONS} partitions: front door "
