@@ -40,6 +40,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#ifndef O_NOATIME /* Linux's: elsewhere a read leaves the access time as the mount says */
+#define O_NOATIME 0
+#endif
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif

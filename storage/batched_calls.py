@@ -81,7 +81,7 @@ def _read_without_atime(path: str) -> bytes:
     rewritten at every commit, so `relatime` would otherwise dirty its inode at every read, and the next group
     commit's `syncfs` would write it."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOATIME)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOATIME", 0))  # Linux's
     except PermissionError:  # not the file's owner
         fd = os.open(path, os.O_RDONLY)
     with open(fd, "rb", buffering=0) as f:
