@@ -89,6 +89,13 @@ class TargetLane(NamedTuple):
     rejected: Rejected | None = None
 
 
+# The lanes this worker settled, by target partition, with the topic config each was settled with: a lane is a
+# function of the partition and its config, so the next micro-batch's takes it as it is while the registry gives
+# the same config object (a reload gives new ones). Emptied when full.
+LANES_LIMIT = 65_536
+_lanes: dict[tuple[str, int], tuple[TopicConfig | None, TargetLane]] = {}
+
+
 def target_lane(topic: str | None, partition: int | None, registry: TopicRegistry) -> TargetLane:
     """The lane of one target partition for `decide_target`: header problems first (the gateway's own contract,
     docs/design.md: ingress topic), then Kafka's (`validators.partition_lane.partition_lane`). An unexpected
@@ -111,13 +118,6 @@ def target_lane(topic: str | None, partition: int | None, registry: TopicRegistr
         _lanes.clear()
     _lanes[(topic, partition)] = (config, lane)
     return lane
-
-
-# The lanes this worker settled, by target partition, with the topic config each was settled with: a lane is a
-# function of the partition and its config, so the next micro-batch's takes it as it is while the registry gives
-# the same config object (a reload gives new ones). Emptied when full.
-LANES_LIMIT = 65_536
-_lanes: dict[tuple[str, int], tuple[TopicConfig | None, TargetLane]] = {}
 
 
 def decide_target(target: TargetLane, item: IngressBatch, state: PartitionState, now_ms: int) -> AppendResult:
