@@ -6,8 +6,8 @@ decides, appends and publishes). It appends each target partition's accepted bat
 (`PartitionAppend`), then makes them durable and commits them exactly once per micro-batch id, the `batch_id`
 foreachBatch gives (`batch_appender.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
 `storage.group_commit`; from `EARLY_COMMIT_PARTITIONS` partitions whose rows are all in, a commit of them while the
-task reads the rest), and only then sends the produce responses and dead letters (a response never goes out
-before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
+task reads the rest, their responses and dead letters sent as soon as it is done), and only then sends the produce
+responses and dead letters (a response never goes out before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
 one encodes the responses and folds the rows into metric deltas (`batch_metrics`), work that needs the
 decisions but not their durability. What reaches the driver is one small `TaskSummary` per task.
 """
@@ -301,13 +301,44 @@ def _commit_pool() -> ThreadPoolExecutor:
 _Key = tuple[str | None, int | None]  # a target partition, as the decision rows name it
 
 
+class _TaskPublication:
+    """A task's produce responses and dead letters, sent in parts as their partitions are committed (an early
+    commit's from its commit thread, the rest at the task's end; never two parts at once), then one wait for every
+    delivery (`finish`). The producer is taken at the first message."""
+
+    def __init__(self, config: SinkConfig, topics: frozenset[str]) -> None:
+        self.config, self.topics = config, topics
+        self.responses = self.dead_letters = 0
+        self._publication: Publication | None = None
+
+    def messages(
+        self, rows: Iterable[DecisionRow], log_starts: Mapping[tuple[str, int], int]
+    ) -> tuple[list[OutgoingMessage], list[OutgoingMessage]]:
+        return outgoing_messages(rows, self.config, self.topics, log_starts)
+
+    def send(self, responses: Sequence[OutgoingMessage], letters: Sequence[OutgoingMessage]) -> None:
+        if not (responses or letters):
+            return
+        if self._publication is None:
+            c = self.config
+            self._publication = Publication(c.cluster, c.max_message_bytes, c.publish_timeout_ms)
+        self.responses += self._publication.send(self.config.response_topic, responses)
+        self.dead_letters += self._publication.send(self.config.dlq_topic, letters)
+
+    def finish(self) -> None:
+        if self._publication is not None:
+            self._publication.finish()
+
+
 class _EarlyCommits:
     """A task's partitions committed before its last rows are in (`run_task`): one commit in flight at a time, on
-    a committer of its own, while the task reads and appends the rows that follow. `committed`: every partition
-    handed to it (rows of one of them after that fail the task: they would be taken for a replay)."""
+    a committer of its own, while the task reads and appends the rows that follow; their responses and dead letters
+    sent as soon as it is done (a lone producer's answer does not wait for the task's other partitions).
+    `committed`: every partition handed to it (rows of one of them after that fail the task: they would be taken
+    for a replay)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, publication: _TaskPublication) -> None:
+        self.root, self.publication = root, publication
         self.committed: dict[_Key, PartitionAppend] = {}
         self.outcomes: list[AppendOutcome] = []
         self._flight: tuple[_Committer, list[Future[_Committed]], list[PartitionAppend]] | None = None
@@ -317,12 +348,23 @@ class _EarlyCommits:
         """Partitions of the commit in flight (each holds its descriptors until it is settled)."""
         return 0 if self._flight is None else len(self._flight[2])
 
-    def start(self, appends: Mapping[_Key, PartitionAppend]) -> None:
-        """`appends` committed on a thread; the commit in flight before it settled first."""
+    def start(self, appends: Mapping[_Key, PartitionAppend], rows: Sequence[DecisionRow],
+              log_starts: Mapping[tuple[str, int], int]) -> None:
+        """`appends` committed on a thread, then `rows`' responses and dead letters sent; the commit in flight
+        before it settled first."""
         self.settle()
         self.committed.update(appends)
         committer = _Committer(True)
-        self._flight = (committer, _commit(committer, self.root, appends.values()), list(appends.values()))
+        commits = _commit(committer, self.root, appends.values())
+        # queued behind the commits on the worker's threads, so it never holds a thread one of them waits for
+        sent = committer.submit(partial(self._send_when_committed, commits, rows, log_starts))
+        self._flight = (committer, [*commits, sent], list(appends.values()))
+
+    def _send_when_committed(self, commits: Sequence[Future[_Committed]], rows: Sequence[DecisionRow],
+                             log_starts: Mapping[tuple[str, int], int]) -> None:
+        for commit in commits:
+            commit.result()  # a failed commit sends nothing; its error is raised where the flight is settled
+        self.publication.send(*self.publication.messages(rows, log_starts))
 
     def settle(self, wait: bool = True) -> None:
         """The commit in flight waited for (`wait`, else only when it is done): its outcomes taken, its partitions
@@ -353,27 +395,31 @@ def run_task(
     """Everything the sink does for one task's decisions (its target partitions' rows, each partition's in
     ingress order, in chunks as Arrow hands them over), in the order the guarantees need: each partition's
     accepted batches appended as they arrive; many partitions whose rows are all in committed while the next
-    rows come (`_EarlyCommits`); every other partition's fdatasync started at once and the responses,
-    dead letters and metric deltas built meanwhile; each partition committed; then all of the task's responses
-    and dead letters sent in one publication, and one wait for their delivery. Durability is grouped across
-    the task's partitions; no response leaves before its own partition's commit."""
+    rows come, and their responses and dead letters sent once that commit is done (`_EarlyCommits`); every
+    other partition's fdatasync started at once and the responses, dead letters and metric deltas built
+    meanwhile; each partition committed; then the rest of the task's responses and dead letters sent, and one
+    wait for the delivery of all. Durability is grouped across the task's partitions; no response leaves before
+    its own partition's commit."""
     opened, kept = OPEN_LOGS.opened, OPEN_LOGS.reused  # this task's own: a worker runs one task at a time
     appends: dict[_Key, PartitionAppend] = {}
-    early = _EarlyCommits(config.segments_root)
+    publication = _TaskPublication(config, frozenset(registry.topics))
+    early = _EarlyCommits(config.segments_root, publication)
     rows: list[DecisionRow] = []
+    unsent: list[DecisionRow] = []  # the rows of `appends`' partitions: their responses not yet sent
     log_starts: dict[tuple[str, int], int] = {}
     outcomes: list[AppendOutcome] = []
     try:
         for chunk in chunks:
             _add_by_partition(chunk, appends, early.committed, config.segments_root, batch_id, registry, clock)
             rows.extend(chunk)
+            unsent.extend(chunk)
             if not chunk:
                 continue
             early.settle(wait=False)
             # The partitions before the chunk's last (whose rows may go on in the next chunk) have all their rows:
             # committed now when they are many (their commit overlaps the rows still to come), or when the task
-            # would hold too many open (bounded descriptors: then waited for). Their responses still leave only
-            # after every partition's commit.
+            # would hold too many open (bounded descriptors: then waited for); their responses and dead letters
+            # sent once that commit is done, while the task goes on.
             last = _partition_of(chunk[-1])
             complete = len(appends) - (last in appends)
             bounded = len(appends) + early.in_flight > MAX_OPEN_PARTITIONS
@@ -381,8 +427,11 @@ def run_task(
                 done = {k: a for k, a in appends.items() if k != last}
                 for append in done.values():
                     log_starts.update(append.log_starts)
-                early.start(done)
+                # a partition's rows are together (`streaming.stage`), so the last partition's are the tail
+                cut = next((i for i in range(len(unsent) - 1, -1, -1) if _partition_of(unsent[i]) != last), -1) + 1
+                early.start(done, unsent[:cut], dict(log_starts))
                 appends = {last: appends[last]} if last in appends else {}
+                unsent = unsent[cut:]
                 if bounded:
                     early.settle()
         if not rows:
@@ -397,7 +446,7 @@ def run_task(
             # its syncs are mostly the filesystem's wait), while this one builds the responses, dead letters and
             # metric deltas
             committing = _commit(committer, config.segments_root, appends.values())
-            responses, letters = outgoing_messages(rows, config, frozenset(registry.topics), log_starts)
+            messages = publication.messages(unsent, log_starts)
             metrics = DecisionAggregates({name: int(cfg.partitions) for name, cfg in registry.topics.items()})
             metrics.add(rows)
             early.settle()
@@ -409,13 +458,9 @@ def run_task(
             append.close()
         OPEN_LOGS.release_ready()  # none, unless the task failed between taking logs up and opening them
     every = [*early.committed.values(), *appends.values()]
-    n_resp = n_dlq = 0
     started = clock()
-    if responses or letters:
-        publication = Publication(config.cluster, config.max_message_bytes, config.publish_timeout_ms)
-        n_resp = publication.send(config.response_topic, responses)
-        n_dlq = publication.send(config.dlq_topic, letters)
-        publication.finish()
+    publication.send(*messages)
+    publication.finish()
     published = clock()
     return TaskSummary(
         appended_batches=sum(o.batches for o in outcomes),
@@ -427,8 +472,8 @@ def run_task(
         logs_kept=OPEN_LOGS.reused - kept,
         segments_rolled=sum(o.segments_rolled for o in outcomes),
         recovered_bytes=sum(o.recovered_bytes for o in outcomes),
-        responses=n_resp,
-        dead_letters=n_dlq,
+        responses=publication.responses,
+        dead_letters=publication.dead_letters,
         append_seconds=sum(a.seconds for a in every),
         publish_seconds=published - started,
         metric_rows=metrics.rows(),

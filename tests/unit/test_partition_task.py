@@ -217,9 +217,9 @@ def test_partitions_whose_rows_are_in_are_committed_while_the_task_reads_on(
 
     real_start = partition_task._EarlyCommits.start
 
-    def start(self: partition_task._EarlyCommits, appends: dict) -> None:
+    def start(self: partition_task._EarlyCommits, appends: dict, *rest: object) -> None:
         events.append("commit " + ",".join(str(p) for _t, p in appends))
-        real_start(self, appends)
+        real_start(self, appends, *rest)  # type: ignore[arg-type]
         assert self._flight is not None
         flights.append(self._flight[1])
 
