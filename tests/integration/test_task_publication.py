@@ -1,7 +1,7 @@
 """A task's produce responses go out as its partitions are committed (`sinks.partition_task.run_task`), against the
 real broker: the partitions committed early (their rows all in, while the task reads on) are answered before the
 task reads its last rows, their commit records already naming the micro-batch; the others at the task's end, after
-theirs; every request answered once."""
+theirs; every request answered once. A failed early commit sends nothing."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from contract.decision_row import DecisionRow
 from contract.responses import decode_response
 from embedded.local_kafka import LocalKafka
 from kafka_cluster.admin import create_topics
+from kafka_cluster.publisher import producer
 from sinks.partition_task import SinkConfig, run_task
 from storage.commit_record import read_commit
 from storage.file_names import partition_dir
@@ -91,3 +92,41 @@ def test_early_committed_partitions_are_answered_while_the_task_reads_on(
     assert at_end == {"r2-0": 0, "r2-1": 1, "r3-0": 0, "r3-1": 1}
     assert (summary.responses, summary.dead_letters, summary.appended_batches) == (8, 0, 8)
     assert all(_committed(root, p) for p in range(4))
+
+
+def test_an_early_commit_that_fails_sends_nothing(
+    kafka: LocalKafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early commit's partitions fail to commit: the task fails, and none of their responses was sent (read up
+    to a marker the task's own producer sends after it, on a response topic of one partition: the producer keeps
+    its order)."""
+    responses, letters = f"responses-{uuid.uuid4().hex[:8]}", f"dlq-{uuid.uuid4().hex[:8]}"
+    create_topics(kafka.cluster, [(responses, 1, {}), (letters, 1, {})])
+    real_commit = partition_task.PartitionAppend.commit
+
+    def commit(self: partition_task.PartitionAppend) -> object:
+        if self.appender is not None and self.appender.partition in (0, 1):
+            raise OSError(5, "Input/output error")
+        return real_commit(self)
+
+    monkeypatch.setattr(partition_task.PartitionAppend, "commit", commit)
+    monkeypatch.setattr(partition_task, "EARLY_COMMIT_PARTITIONS", 2)
+    decided = [_decided(p, 2) for p in range(4)]
+    config = SinkConfig(kafka.cluster, tmp_path / "segments", "ingress", responses, letters, 1 << 20)
+    with pytest.raises(OSError, match="Input/output error"):
+        run_task(config, BATCH_ID, REGISTRY, [decided[0] + decided[1] + decided[2][:1], decided[2][1:] + decided[3]],
+                 time.perf_counter)
+    same = producer(kafka.cluster, config.max_message_bytes, config.publish_timeout_ms)
+    same.produce(responses, key=b"marker", value=b"")
+    assert same.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"test-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(responses, 0, 0)])
+    keys: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while b"marker" not in keys and time.monotonic() < deadline:
+            keys += [m.key() for m in consumer.consume(100, timeout=0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    assert keys == [b"marker"]
