@@ -7,9 +7,10 @@ decides, appends and publishes). It appends each target partition's accepted bat
 foreachBatch gives (`batch_appender.BatchAppender`; from `GROUP_COMMIT_PARTITIONS` partitions one group commit,
 `storage.group_commit`; from `EARLY_COMMIT_PARTITIONS` partitions whose rows are all in, a commit of them while the
 task reads the rest, their responses and dead letters sent as soon as it is done), and only then sends the produce
-responses and dead letters (a response never goes out before its batch is durable) and waits for their delivery. The commits run on threads of their own while this
-one encodes the responses and folds the rows into metric deltas (`batch_metrics`), work that needs the
-decisions but not their durability. What reaches the driver is one small `TaskSummary` per task.
+responses and dead letters (a response never goes out before its batch is durable) and waits for their delivery.
+The commits run on threads of their own while this one encodes the responses and folds the rows into metric deltas
+(`batch_metrics`), work that needs the decisions but not their durability. What reaches the driver is one small
+`TaskSummary` per task.
 """
 from __future__ import annotations
 
