@@ -407,7 +407,6 @@ def run_task(
     early = _EarlyCommits(config.segments_root, publication)
     rows: list[DecisionRow] = []
     unsent: list[DecisionRow] = []  # the rows of `appends`' partitions: their responses not yet sent
-    log_starts: dict[tuple[str, int], int] = {}
     outcomes: list[AppendOutcome] = []
     try:
         for chunk in chunks:
@@ -426,11 +425,9 @@ def run_task(
             bounded = len(appends) + early.in_flight > MAX_OPEN_PARTITIONS
             if bounded or (complete >= EARLY_COMMIT_PARTITIONS and not early.in_flight):
                 done = {k: a for k, a in appends.items() if k != last}
-                for append in done.values():
-                    log_starts.update(append.log_starts)
                 # a partition's rows are together (`streaming.stage`), so the last partition's are the tail
                 cut = next((i for i in range(len(unsent) - 1, -1, -1) if _partition_of(unsent[i]) != last), -1) + 1
-                early.start(done, unsent[:cut], dict(log_starts))
+                early.start(done, unsent[:cut], _log_starts(done.values()))
                 appends = {last: appends[last]} if last in appends else {}
                 unsent = unsent[cut:]
                 if bounded:
@@ -438,8 +435,7 @@ def run_task(
         if not rows:
             early.settle()
             return TaskSummary()
-        for append in appends.values():
-            log_starts.update(append.log_starts)
+        log_starts = _log_starts(appends.values())  # read before the commit, which lets the logs go
         threaded = len(appends) > 1 or len(rows) >= THREADED_COMMIT_ROWS
         with _Committer(threaded) as committer:
             # the commits in flight on the committer's threads (one group commit, or every partition's
@@ -505,3 +501,7 @@ def _add_by_partition(
 
 
 _partition_of = attrgetter("topic", "partition")
+
+
+def _log_starts(appends: Iterable[PartitionAppend]) -> dict[tuple[str, int], int]:
+    return {key: start for append in appends for key, start in append.log_starts.items()}
