@@ -3,9 +3,9 @@
 A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition
 i % N (linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another
 process sends one record at a time to a 4-partition topic and waits for each delivery report. The same against
-the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway (after a short run of
-each layout, not counted: the gateway's first minute is not its steady state), in one run, the door's pairs twice. Then
-Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
+the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway (after a short run
+of each layout, not counted: the gateway's first minute is not its steady state), in one run, the door's pairs
+twice. Then Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
 `batch.size` cut so that `buffer.memory` holds every partition's batches) and `RoundRobinPartitioner`, 4 and
 1 000 partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's. Last,
 a librdkafka consumer waiting at the end of the 1 000 partitions: the cores the door's process (with the driver)
