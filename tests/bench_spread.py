@@ -1,15 +1,15 @@
 """`make bench --only spread`: a load spread over every partition of a topic, beside a lone producer.
 
-A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition
-i % N (linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another
-process sends one record at a time to a 4-partition topic and waits for each delivery report. The same against
-the bench's Apache Kafka broker (the anchor) and through the front door of a running gateway (after a short run
-of each layout, not counted: the gateway's first minute is not its steady state), in one run, the door's pairs
-twice. Then Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
-`batch.size` cut so that `buffer.memory` holds every partition's batches) and `RoundRobinPartitioner`, 4 and
-1 000 partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's. Last,
-a librdkafka consumer waiting at the end of the 1 000 partitions: the cores the door's process (with the driver)
-and Kafka's broker use to serve it, beside the same with no consumer.
+A librdkafka producer in a process of its own sends 100 B records at 2 000 records/s, record i to partition i % N
+(linger 5 ms, acks=all), for a minute, over a topic of 4 and of 1 000 partitions; beside it, another process sends
+one record at a time to a 4-partition topic and waits for each delivery report. The same against the bench's
+Apache Kafka broker (the anchor) and through the front door of a running gateway (after a short run of each
+layout, not counted: the gateway's first minute is not its steady state), in one run, the door's pairs twice. Then
+Kafka's Java `ProducerPerformance` with the documented settings for the partitions it writes to (docs/clients.md:
+`batch.size` cut so that `buffer.memory` holds every partition's batches) and `RoundRobinPartitioner`, 4 and 1 000
+partitions, against Kafka and through the door: its rate at 1 000 over its rate at 4, beside Kafka's. Last, a
+librdkafka consumer waiting at the end of the 1 000 partitions: the cores the door's process (with the driver) and
+Kafka's broker use to serve it, beside the same with no consumer.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
 record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99; the lone p99
