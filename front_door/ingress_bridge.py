@@ -46,6 +46,10 @@ from kafka_cluster.security import KafkaCluster
 log = logging.getLogger("gateway.front_door")
 
 RESPONSES_AT_ONCE = 1000  # the most the response reader hands the door's loop in one call
+# the most answers the door's loop releases in one turn: a micro-batch answers hundreds of requests at once, and
+# the connections' reads (a client's next request, a Fetch, a heartbeat) wait for the turn to end
+# (docs/performance.md, "Scale")
+ANSWERS_PER_TURN = 32
 
 
 def failed(request_id: str, topic: str, partition: int, message: str,
@@ -58,11 +62,44 @@ def failed(request_id: str, topic: str, partition: int, message: str,
             "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
 
 
-@dataclass
+class Answers:
+    """The gateway's answers to one request's partition batches, by request id, awaited together: one future for
+    the request however many batches it hands on (a future per batch gathered by `asyncio.wait` cost the door's
+    loop as much as the rest of a one-partition produce). Answered on the door's loop."""
+
+    __slots__ = ("_done", "_expected", "responses")
+
+    def __init__(self) -> None:
+        self._done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._expected = 0
+        self.responses: dict[str, dict[str, Any]] = {}
+
+    def expect(self) -> None:
+        """One more batch handed on for this request."""
+        self._expected += 1
+
+    def answer(self, request_id: str, response: dict[str, Any]) -> None:
+        self.responses[request_id] = response
+        if len(self.responses) >= self._expected and not self._done.done():
+            self._done.set_result(None)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until every batch handed on is answered, or `timeout_s` has passed (the missing ones are not in
+        `responses`: `IngressBridge.forget` them)."""
+        if len(self.responses) >= self._expected:
+            return
+        timer = self._done.get_loop().call_later(timeout_s, _expire, self._done)
+        try:
+            await self._done
+        finally:
+            timer.cancel()
+
+
+@dataclass(slots=True)
 class _Pending:
     """A batch waiting for its response, with the wall-clock times of its hops (ProducePhases)."""
 
-    waiter: asyncio.Future[dict[str, Any]]
+    answers: Answers
     handed: float
     acked: float | None = None
 
@@ -77,7 +114,8 @@ class IngressBridge:
         self.ingress_topic = ingress_topic
         self.response_topic = response_topic
         self.instance = uuid.uuid4().hex[:12]
-        self._prefix = f"fd-{self.instance}-".encode()
+        self._prefix = f"fd-{self.instance}-"
+        self._key_prefix = self._prefix.encode()
         self._ids = itertools.count()
         self._publish_timeout_ms = publish_timeout_ms
         self._max_message_bytes = max_message_bytes
@@ -157,22 +195,21 @@ class IngressBridge:
         return failed("", topic, partition, message, ErrorCode.message_too_large)
 
     def next_request_id(self) -> str:
-        return f"{self._prefix.decode()}{next(self._ids)}"
+        return f"{self._prefix}{next(self._ids)}"
 
     def send(
-        self, topic: str, partition: int, records: bytes, *, client_id: str | None, acks: int, principal: str,
-        transactional_id: str | None = None, origin: str | None = None, transaction_version: int | None = None,
-    ) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
-        """Hand one partition batch to the ingress topic: its request id and a future of the gateway's
-        response (None for acks=0). Call on the loop's thread. `transactional_id`: authorized for the batch;
+        self, topic: str, partition: int, records: bytes, answers: Answers | None, *, client_id: str | None, acks: int,
+        principal: str, transactional_id: str | None = None, origin: str | None = None,
+        transaction_version: int | None = None,
+    ) -> str:
+        """Hand one partition batch to the ingress topic: its request id; the gateway's response goes to `answers`
+        (None for acks=0: nobody waits). Call on the loop's thread. `transactional_id`: authorized for the batch;
         `origin`, `transaction_version`: the transaction coordinator's marker (`contract.ingress`)."""
-        assert self._loop is not None, "start() first"
         request_id = self.next_request_id()
-        waiter: asyncio.Future[dict[str, Any]] | None = None
-        if acks != 0:
-            waiter = self._loop.create_future()
+        if answers is not None:
+            answers.expect()
             with self._lock:
-                self._waiters[request_id] = _Pending(waiter, time.time())
+                self._waiters[request_id] = _Pending(answers, time.time())
 
         def delivered(err: Any, _msg: Any) -> None:
             if err is None:
@@ -195,7 +232,7 @@ class IngressBridge:
             self._complete(request_id, self._not_taken(request_id, topic, partition, e.args[0]))
         except (BufferError, ValueError) as e:  # queue full / a value librdkafka does not take
             self._complete(request_id, failed(request_id, topic, partition, f"ingress topic: {e}"))
-        return request_id, waiter
+        return request_id
 
     def _not_taken(self, request_id: str, topic: str, partition: int, err: KafkaError) -> dict[str, Any]:
         """A size the ingress hop refused (librdkafka's message.max.bytes, the topic's max.message.bytes,
@@ -211,14 +248,16 @@ class IngressBridge:
             self._waiters.pop(request_id, None)
 
     def _complete(self, request_id: str, response: dict[str, Any]) -> None:
-        """Resolve the request's waiter (from any thread)."""
+        """Answer the request (from any thread)."""
         if (answer := self._take(request_id, response)) is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(_resolve, *answer)
+            to, _, response = answer
+            self._loop.call_soon_threadsafe(to.answer, request_id, response)
 
     def _take(self, request_id: str, response: dict[str, Any], published_ms: int | None = None,
-              ) -> tuple[asyncio.Future[dict[str, Any]], dict[str, Any]] | None:
-        """The waiter of `request_id` and its response, the waiter forgotten; None when nobody waits (another
-        door's request, or one timed out). `published_ms` (the response message's timestamp) times its hops."""
+              ) -> tuple[Answers, str, dict[str, Any]] | None:
+        """The answers `request_id` goes to, with it and its response, the waiter forgotten; None when nobody
+        waits (another door's request, or one timed out). `published_ms` (the response message's timestamp) times
+        its hops."""
         received = time.time()
         with self._lock:
             pending = self._waiters.pop(request_id, None)
@@ -229,7 +268,7 @@ class IngressBridge:
             published = published_ms / 1000
             self._on_phases(ProducePhases(ingress_append=pending.acked - pending.handed,
                                           gateway=published - pending.acked, response_delivery=received - published))
-        return pending.waiter, response
+        return pending.answers, request_id, response
 
     def _deliveries(self) -> None:
         while not self._stop.is_set():
@@ -251,7 +290,7 @@ class IngressBridge:
                     continue
                 read = True
                 key = msg.key()
-                if key is None or not key.startswith(self._prefix):  # another front door's or producer's
+                if key is None or not key.startswith(self._key_prefix):  # another front door's or producer's
                     continue
                 try:
                     response = decode_response(msg.value())
@@ -293,14 +332,21 @@ class IngressBridge:
             self._consumer = None
 
 
-def _resolve(waiter: asyncio.Future[dict[str, Any]], response: dict[str, Any]) -> None:
-    if not waiter.done():
-        waiter.set_result(response)
+def _expire(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
-def _answer(on_response: Callable[[], None],
-            answers: list[tuple[asyncio.Future[dict[str, Any]], dict[str, Any]]]) -> None:
+def _answer(on_response: Callable[[], None], answers: list[tuple[Answers, str, dict[str, Any]]]) -> None:
     """On the door's loop: responses were read (Fetch's long polls look again), and these requests answered."""
     on_response()
-    for waiter, response in answers:
-        _resolve(waiter, response)
+    _answer_from(answers, 0)
+
+
+def _answer_from(answers: list[tuple[Answers, str, dict[str, Any]]], start: int) -> None:
+    """`ANSWERS_PER_TURN` of `answers` from `start`, the rest in the loop's next turn."""
+    end = start + ANSWERS_PER_TURN
+    for to, request_id, response in answers[start:end]:
+        to.answer(request_id, response)
+    if end < len(answers):
+        asyncio.get_running_loop().call_soon(_answer_from, answers, end)

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -115,14 +113,6 @@ class FrontDoorMetrics:
 
     def committed(self, group: str, partitions: int) -> None:
         self.group_commits.labels(group).inc(partitions)
-
-    @contextmanager
-    def in_flight(self) -> Iterator[None]:
-        self.produce_waiting.inc()
-        try:
-            yield
-        finally:
-            self.produce_waiting.dec()
 
     def produce_latency(self, seconds: float) -> None:
         self.produce_seconds.observe(seconds)

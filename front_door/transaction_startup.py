@@ -16,7 +16,7 @@ from contract.group_records import TxnEnd
 from contract.ingress import ORIGIN_COORDINATOR
 from contract.transaction_version import TransactionVersion
 from front_door.context import Context
-from front_door.ingress_bridge import IngressBridge
+from front_door.ingress_bridge import Answers, IngressBridge
 from front_door.network.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 from front_door.transactions.coordinator import TransactionCoordinator
 from front_door.transactions.placement import transaction_coordinator
@@ -49,13 +49,11 @@ async def start_transactions(settings: FrontDoorSettings, ctx: Context,
     timeout_s = settings.publish_timeout_ms / 1000
 
     async def send_marker(topic: str, partition: int, batch: bytes, version: TransactionVersion) -> int:
-        request_id, waiter = bridge.send(topic, partition, batch, client_id=MARKER_CLIENT_ID, acks=-1,
-                                         principal=MARKER_PRINCIPAL, origin=ORIGIN_COORDINATOR,
-                                         transaction_version=int(version))
-        assert waiter is not None
-        try:
-            response = await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
+        answers = Answers()
+        request_id = bridge.send(topic, partition, batch, answers, client_id=MARKER_CLIENT_ID, acks=-1,
+                                 principal=MARKER_PRINCIPAL, origin=ORIGIN_COORDINATOR, transaction_version=int(version))
+        await answers.wait(timeout_s)
+        if (response := answers.responses.get(request_id)) is None:
             bridge.forget(request_id)
             return int(ErrorCode.request_timed_out)
         return int(response["error_code"])

@@ -41,7 +41,6 @@ gateway's response in Kafka's ProduceResponse fields (Kafka's `ProduceRequest.js
 
 from __future__ import annotations
 
-import asyncio
 import struct
 import time
 from collections.abc import Mapping
@@ -54,6 +53,7 @@ from front_door.api_keys import ApiKey
 from front_door.apis.leader_hints import current_leader, node_endpoints
 from front_door.apis.registry import Acl, Api, register
 from front_door.context import Context
+from front_door.ingress_bridge import Answers
 from front_door.network.add_partitions_to_txn_manager import leader_answer
 from front_door.network.ingress_order import Turn
 from front_door.network.messages import NO_THROTTLE, build, error_code, millis, response_module, timestamp
@@ -138,7 +138,7 @@ async def _produce(ctx: Context, request: Request, turn: Turn | None) -> Any:
         refusal = _refused(ErrorCode.invalid_required_acks)
     # (topic as the request named it, partition) -> the answer
     answers: dict[tuple[Any, int], Any] = {}
-    pending: dict[asyncio.Future[dict[str, Any]], tuple[str, tuple[Any, int]]] = {}
+    handed: dict[str, tuple[Any, int]] = {}  # request id -> (key, partition), answered into `gateway`
     sendable: dict[tuple[Any, int], tuple[str, bytes]] = {}  # (key, partition) -> (topic, batch) for the gateway
     topic_ids = ctx.topic_ids() if version >= 13 else {}
     registry = ctx.registry()
@@ -172,28 +172,30 @@ async def _produce(ctx: Context, request: Request, turn: Turn | None) -> Any:
         answers.update(await _add_to_transaction(ctx, transactional_id, transactional))
     if turn is not None:
         await turn.wait()  # only after a produce read before this one that is still adding its partitions
+    gateway = Answers() if body.acks != 0 else None
     for (key, index), (name, records) in sendable.items():
         if (key, index) in answers:
             continue
-        request_id, waiter = ctx.bridge.send(name, index, records, client_id=request.client_id, acks=body.acks,
-                                             principal=str(request.principal), transactional_id=transactional_id)
-        if waiter is not None:
-            pending[waiter] = (request_id, (key, index))
+        request_id = ctx.bridge.send(name, index, records, gateway, client_id=request.client_id, acks=body.acks,
+                                     principal=str(request.principal), transactional_id=transactional_id)
+        handed[request_id] = (key, index)
     if turn is not None:
         turn.done()  # the next produce of the connection may hand its batches on while this one waits for answers
-    if body.acks == 0:
+    if gateway is None:
         return CloseConnection(f"error during produce request with correlation id {request.correlation_id} with "
                                "ack=0") if answers else None
-    if pending:
-        with ctx.metrics.in_flight():
-            done, late = await asyncio.wait(pending, timeout=millis(body.timeout) / 1000)
-        for waiter in done:
-            answers[pending[waiter][1]] = waiter.result()
-        for waiter in late:
-            request_id, where = pending[waiter]
-            ctx.bridge.forget(request_id)
-            waiter.cancel()
-            answers[where] = _refused(ErrorCode.request_timed_out)
+    if handed:
+        waiting = ctx.metrics.produce_waiting
+        waiting.inc()
+        try:
+            await gateway.wait(millis(body.timeout) / 1000)
+        finally:
+            waiting.dec()
+        for request_id, where in handed.items():
+            if (response := gateway.responses.get(request_id)) is None:
+                ctx.bridge.forget(request_id)
+                response = _refused(ErrorCode.request_timed_out)
+            answers[where] = response
     ctx.metrics.produce_latency(time.monotonic() - started)
     module = response_module(ApiKey.PRODUCE, version)
     leaders = [a["leader"] for a in answers.values() if a.get("leader") is not None]

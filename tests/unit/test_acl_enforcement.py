@@ -51,6 +51,7 @@ from front_door.cluster.topic_ids import topic_id
 from front_door.context import Context
 from front_door.groups.coordinator import GroupCoordinator
 from front_door.groups.coordinator_api import GroupSettings
+from front_door.ingress_bridge import Answers
 from front_door.metrics import FrontDoorMetrics
 from front_door.network.messages import build
 from front_door.network.principal import KafkaPrincipal, user
@@ -86,16 +87,15 @@ class FakeBridge:
     def too_large(self, topic: str, partition: int, size: int) -> dict[str, Any] | None:
         return None
 
-    def send(self, topic: str, partition: int, records: bytes, *, client_id: str | None,
-             acks: int, principal: str, transactional_id: str | None = None,
-             origin: str | None = None) -> tuple[str, asyncio.Future[dict[str, Any]] | None]:
+    def send(self, topic: str, partition: int, records: bytes, answers: Answers | None, *, client_id: str | None,
+             acks: int, principal: str, transactional_id: str | None = None, origin: str | None = None) -> str:
         self.sent.append((topic, partition))
-        if acks == 0:
-            return f"r{len(self.sent)}", None
-        answered: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        answered.set_result({"error_code": 0, "base_offset": 41, "log_append_time_ms": -1, "log_start_offset": 0,
-                             "record_errors": []})
-        return f"r{len(self.sent)}", answered
+        request_id = f"r{len(self.sent)}"
+        if answers is not None:
+            answers.expect()
+            answers.answer(request_id, {"error_code": 0, "base_offset": 41, "log_append_time_ms": -1,
+                                        "log_start_offset": 0, "record_errors": []})
+        return request_id
 
     def forget(self, request_id: str) -> None:
         pass
