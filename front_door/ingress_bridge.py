@@ -46,10 +46,6 @@ from kafka_cluster.security import KafkaCluster
 log = logging.getLogger("gateway.front_door")
 
 RESPONSES_AT_ONCE = 1000  # the most the response reader hands the door's loop in one call
-# the most answers the door's loop releases in one turn: a micro-batch answers hundreds of requests at once, and
-# the connections' reads (a client's next request, a Fetch, a heartbeat) wait for the turn to end
-# (docs/performance.md, "Scale")
-ANSWERS_PER_TURN = 32
 
 
 def failed(request_id: str, topic: str, partition: int, message: str,
@@ -340,13 +336,5 @@ def _expire(done: asyncio.Future[None]) -> None:
 def _answer(on_response: Callable[[], None], answers: list[tuple[Answers, str, dict[str, Any]]]) -> None:
     """On the door's loop: responses were read (Fetch's long polls look again), and these requests answered."""
     on_response()
-    _answer_from(answers, 0)
-
-
-def _answer_from(answers: list[tuple[Answers, str, dict[str, Any]]], start: int) -> None:
-    """`ANSWERS_PER_TURN` of `answers` from `start`, the rest in the loop's next turn."""
-    end = start + ANSWERS_PER_TURN
-    for to, request_id, response in answers[start:end]:
+    for to, request_id, response in answers:
         to.answer(request_id, response)
-    if end < len(answers):
-        asyncio.get_running_loop().call_soon(_answer_from, answers, end)

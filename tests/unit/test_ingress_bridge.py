@@ -1,13 +1,12 @@
 """The front door's answers from the gateway (`front_door/ingress_bridge.py`): one request's batches answered
-together, a micro-batch's answers released a few per turn of the door's loop."""
+together."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from front_door import ingress_bridge
-from front_door.ingress_bridge import ANSWERS_PER_TURN, Answers
+from front_door.ingress_bridge import Answers
 
 
 def _ok(offset: int) -> dict[str, Any]:
@@ -51,28 +50,5 @@ def test_a_timeout_ends_the_wait_with_the_missing_answers_absent_and_a_late_one_
         assert answers.responses == {"a": _ok(1)}  # "b" timed out: the handler forgets it
         answers.answer("b", _ok(2))  # a response that was already on its way
         assert answers.responses["b"] == _ok(2)
-
-    asyncio.run(scenario())
-
-
-def test_a_micro_batchs_answers_are_released_a_few_per_turn_of_the_loop() -> None:
-    """Between two turns the loop reads its connections: a client's next request waits for one turn's answers,
-    not for all of them."""
-    async def scenario() -> None:
-        count = 2 * ANSWERS_PER_TURN + 5
-        waiting = []
-        for _ in range(count):
-            answers = Answers()
-            answers.expect()
-            waiting.append(answers)
-        woken: list[int] = []
-        ingress_bridge._answer(lambda: woken.append(1), [(a, f"r{i}", _ok(i)) for i, a in enumerate(waiting)])
-        answered = [sum(1 for a in waiting if a.responses)]
-        for _ in range(2):
-            await asyncio.sleep(0)
-            answered.append(sum(1 for a in waiting if a.responses))
-        assert answered == [ANSWERS_PER_TURN, 2 * ANSWERS_PER_TURN, count]
-        assert woken == [1]  # Fetch's long polls are woken once for the lot
-        assert [a.responses for a in waiting] == [{f"r{i}": _ok(i)} for i in range(count)]
 
     asyncio.run(scenario())
