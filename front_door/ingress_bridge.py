@@ -60,8 +60,8 @@ def failed(request_id: str, topic: str, partition: int, message: str,
 
 class Answers:
     """The gateway's answers to one request's partition batches, by request id, awaited together: one future for
-    the request however many batches it hands on (a future per batch gathered by `asyncio.wait` cost the door's
-    loop as much as the rest of a one-partition produce). Answered on the door's loop."""
+    the request however many batches it hands on (a future per batch gathered by `asyncio.wait` took a third of a
+    one-partition produce's CPU on the door's loop; docs/performance.md, "Scale"). Answered on the door's loop."""
 
     __slots__ = ("_done", "_expected", "responses")
 
