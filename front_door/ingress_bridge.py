@@ -245,15 +245,12 @@ class IngressBridge:
 
     def _complete(self, request_id: str, response: dict[str, Any]) -> None:
         """Answer the request (from any thread)."""
-        if (answer := self._take(request_id, response)) is not None and self._loop is not None:
-            to, _, response = answer
+        if (to := self._take(request_id)) is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(to.answer, request_id, response)
 
-    def _take(self, request_id: str, response: dict[str, Any], published_ms: int | None = None,
-              ) -> tuple[Answers, str, dict[str, Any]] | None:
-        """The answers `request_id` goes to, with it and its response, the waiter forgotten; None when nobody
-        waits (another door's request, or one timed out). `published_ms` (the response message's timestamp) times
-        its hops."""
+    def _take(self, request_id: str, published_ms: int | None = None) -> Answers | None:
+        """The answers `request_id` goes to, its waiter forgotten; None when nobody waits (another door's request,
+        or one timed out). `published_ms` (the response message's timestamp) times its hops."""
         received = time.time()
         with self._lock:
             pending = self._waiters.pop(request_id, None)
@@ -264,7 +261,7 @@ class IngressBridge:
             published = published_ms / 1000
             self._on_phases(ProducePhases(ingress_append=pending.acked - pending.handed,
                                           gateway=published - pending.acked, response_delivery=received - published))
-        return pending.answers, request_id, response
+        return pending.answers
 
     def _deliveries(self) -> None:
         while not self._stop.is_set():
@@ -295,9 +292,10 @@ class IngressBridge:
                                 msg.offset(), e)
                     continue
                 kind, published_ms = msg.timestamp()
-                answer = self._take(key.decode(), response, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
-                if answer is not None:
-                    answers.append(answer)
+                request_id = key.decode()
+                to = self._take(request_id, published_ms if kind != TIMESTAMP_NOT_AVAILABLE else None)
+                if to is not None:
+                    answers.append((to, request_id, response))
             if read and self._loop is not None:
                 self._loop.call_soon_threadsafe(_answer, self._on_response, answers)
 
