@@ -10,8 +10,11 @@ KIP-870's `retention.max.eventtime.ms`. `RetentionSchedule` is that task for the
   trust them); then, every `interval_ms`, one `run_once(now)` = `retention.enforce_retention_all` with the
   host's wall clock (Kafka's `time.milliseconds()`: retention is the one place the gateway reads it);
 - safe against the concurrent append: every pass takes each partition's lock without waiting, so a
-  partition whose micro-batch is being appended is skipped (counted as busy) until the next pass, and a
-  retention pass never holds up an append for longer than its own work on that partition;
+  retention pass never holds up an append for longer than its own work on that partition. A partition whose
+  micro-batch is being appended is tried again within the same pass, every `BUSY_RETRY_WAIT_MS`, for up to
+  `busy_retry_ms` (an append holds the lock for one micro-batch at most; Kafka's retention waits for the log's
+  lock), and only one busy all that time is left (counted as busy) for the next pass. Without the retries a
+  partition appended in nearly every micro-batch, the one that grows fastest, would rarely get retention;
 - deletions are logged by partition and reason, counted here (`deleted_segments`, `deleted_bytes`, by
   (topic, reason)) and in the exporter's `gateway_retention_deleted_{segments,bytes}_total`
   (`GatewayMetrics.record_retention_deletion` of the metrics it is given);
@@ -44,7 +47,7 @@ from pyspark.sql.streaming.listener import (
 from sinks.metrics.gateway_metrics import GatewayMetrics
 from storage.file_names import partition_dir
 from storage.log_manager import repair_indexes
-from storage.retention import RetentionReport, enforce_retention_all
+from storage.retention import RetentionReport, enforce_retention, enforce_retention_all
 from streaming.listener_bridge import BridgedListener
 from validators.topic_config import TopicRegistry
 
@@ -52,6 +55,10 @@ log = logging.getLogger("gateway.retention")
 
 LOG_RETENTION_CHECK_INTERVAL_MS = 300000  # log.retention.check.interval.ms default (`UnifiedLog.deleteRetentionMsBreachedSegments`)
 LOG_INITIAL_TASK_DELAY_MS = 30000  # log.initial.task.delay.ms default
+# A pass's retries of the partitions an append held (module docstring): for up to this long, at most half the
+# interval, a round every BUSY_RETRY_WAIT_MS (each try is a lock file's open, non-blocking lock and close)
+BUSY_RETRY_MS = 30000
+BUSY_RETRY_WAIT_MS = 50
 
 RegistrySource = TopicRegistry | Callable[[], TopicRegistry]
 
@@ -71,8 +78,9 @@ class RetentionPass:
 
     now_ms: int
     reports: tuple[RetentionReport, ...]
-    busy: tuple[tuple[str, int], ...]  # partitions skipped because an append held their lock
+    busy: tuple[tuple[str, int], ...]  # partitions skipped because an append held their lock all the retries
     duration_s: float
+    retried: int = 0  # partitions an append held at first, done by a retry of the same pass
 
     @property
     def deleted_segments(self) -> int:
@@ -108,8 +116,10 @@ class RetentionSchedule:
         clock: Callable[[], int] = wall_clock_ms,
         name: str = "gateway-retention",
         metrics: GatewayMetrics | None = None,
+        busy_retry_ms: int = BUSY_RETRY_MS,
     ) -> None:
-        """`metrics`: the exporter's metrics that count deletions and log start offsets (None: not counted)."""
+        """`metrics`: the exporter's metrics that count deletions and log start offsets (None: not counted).
+        `busy_retry_ms`: how long a pass retries the partitions an append holds (module docstring)."""
         if interval_ms < 1:  # Kafka: log.retention.check.interval.ms is at least 1
             raise ValueError(f"Invalid value {interval_ms} for configuration log.retention.check.interval.ms: "
                              "Value must be at least 1")
@@ -120,6 +130,7 @@ class RetentionSchedule:
         self.clock = clock
         self.name = name
         self.metrics = metrics
+        self.busy_retry_ms = min(busy_retry_ms, interval_ms // 2)
         self.last_pass: RetentionPass | None = None
         self.last_error: str | None = None
         self._counts = _Counts()
@@ -167,22 +178,39 @@ class RetentionSchedule:
 
     def run_once(self, now_ms: int | None = None) -> RetentionPass:
         """One retention pass over every partition of the registry's topics at `now_ms` (default: the
-        clock). Partitions locked by an append are skipped and reported as busy."""
+        clock). Partitions locked by an append are tried again for up to `busy_retry_ms`, then reported as
+        busy."""
         with self._pass_lock:
             now = self.clock() if now_ms is None else now_ms
             started = time.monotonic()
             registry = self.registry()
             reports = enforce_retention_all(self.segments_root, registry, now)
             done = {(r.topic, r.partition) for r in reports}
-            busy = tuple(
-                (name, p)
-                for name in sorted(registry.topics)
-                for p in range(registry.topics[name].partitions)
-                if (name, p) not in done and partition_dir(self.segments_root, name, p).is_dir()
-            )
-            result = RetentionPass(now, tuple(reports), busy, time.monotonic() - started)
+            busy = [(name, p) for name in sorted(registry.topics) for p in range(registry.topics[name].partitions)
+                    if (name, p) not in done and partition_dir(self.segments_root, name, p).is_dir()]
+            first_busy = len(busy)
+            deadline = started + self.busy_retry_ms / 1000
+            while busy and time.monotonic() < deadline and not self._stop.wait(BUSY_RETRY_WAIT_MS / 1000):
+                busy = self._retry(busy, registry, now, reports)
+            result = RetentionPass(now, tuple(reports), tuple(busy), time.monotonic() - started,
+                                   first_busy - len(busy))
             self._record(result)
             return result
+
+    def _retry(self, busy: list[tuple[str, int]], registry: TopicRegistry, now: int,
+               reports: list[RetentionReport]) -> list[tuple[str, int]]:
+        """One round of retries over the partitions still busy (their reports added to `reports`): those still
+        busy, or gone from the registry."""
+        still: list[tuple[str, int]] = []
+        for name, partition in busy:
+            config = registry.get(name)
+            report = None if config is None else enforce_retention(self.segments_root, name, partition, config, now,
+                                                                  blocking=False)
+            if report is not None:
+                reports.append(report)
+            elif config is not None and partition_dir(self.segments_root, name, partition).is_dir():
+                still.append((name, partition))
+        return still
 
     def _record(self, result: RetentionPass) -> None:
         for report in result.reports:
@@ -196,8 +224,8 @@ class RetentionSchedule:
                     self.metrics.record_retention_deletion(report.topic, metric_reason(d.reason), 1, d.size)
                 self.metrics.record_log_start_offset(report.topic, report.partition, report.log_start_offset)
         if result.busy:
-            log.info("retention pass: %d partition(s) busy appending, left for the next pass: %s", len(result.busy),
-                     ", ".join(f"{t}-{p}" for t, p in result.busy))
+            log.info("retention pass: %d partition(s) busy appending for %.0f s, left for the next pass: %s",
+                     len(result.busy), self.busy_retry_ms / 1000, ", ".join(f"{t}-{p}" for t, p in result.busy))
         with self._changed:
             counts = self._counts
             counts.passes += 1
@@ -343,6 +371,7 @@ class _StopOnTermination(BridgedListener):
 
 
 __all__ = [
+    "BUSY_RETRY_MS",
     "LOG_INITIAL_TASK_DELAY_MS",
     "LOG_RETENTION_CHECK_INTERVAL_MS",
     "RetentionPass",

@@ -96,15 +96,52 @@ def test_ticks_delete_by_size_time_and_event_time(tmp_path, metrics):
 
 
 def test_busy_partition_is_left_for_the_next_tick(tmp_path):
+    """A partition an append holds for the whole of the pass's retries is left for the next pass."""
     cfg = topic("t", retention_bytes=0)
     fill(tmp_path, cfg, [T0] * 12)
-    schedule = RetentionSchedule(tmp_path, TopicRegistry({"t": cfg}))
+    schedule = RetentionSchedule(tmp_path, TopicRegistry({"t": cfg}), busy_retry_ms=0)
     with PartitionLog.open(tmp_path, "t", 0, cfg):  # an append holds the partition lock
         skipped = schedule.run_once(now_ms=T0)
-    assert skipped.busy == (("t", 0),) and skipped.deleted_segments == 0
+    assert skipped.busy == (("t", 0),) and skipped.deleted_segments == 0 and skipped.retried == 0
     assert schedule.run_once(now_ms=T0).deleted_segments == 2
     assert schedule.busy_skips == 1
     assert read_commit(partition_dir(tmp_path, "t", 0)).log_start_offset == 10
+
+
+def test_busy_partition_is_retried_within_the_pass(tmp_path, monkeypatch):
+    """A partition whose append lets go of its lock while the pass retries gets its retention in that pass: a
+    partition appended in nearly every micro-batch is not left pass after pass."""
+    from streaming import retention_schedule
+
+    cfg = topic("t", retention_bytes=0)
+    fill(tmp_path, cfg, [T0] * 12)
+    schedule = RetentionSchedule(tmp_path, TopicRegistry({"t": cfg}))
+    held = PartitionLog.open(tmp_path, "t", 0, cfg)  # an append holds the partition lock at the pass's sweep
+    real = retention_schedule.enforce_retention
+    retries: list[int] = []
+
+    def append_done_then_retry(*args, **kwargs):
+        retries.append(args[2])
+        held.close()  # the micro-batch's commit is done: its lock released
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retention_schedule, "enforce_retention", append_done_then_retry)
+    result = schedule.run_once(now_ms=T0)
+    assert retries == [0]
+    assert (result.busy, result.retried, result.deleted_segments) == ((), 1, 2)
+    assert schedule.busy_skips == 0
+    assert read_commit(partition_dir(tmp_path, "t", 0)).log_start_offset == 10
+
+
+def test_a_stopped_schedule_does_not_retry(tmp_path):
+    """`stop()` ends a pass's retries: the busy partition is left at once."""
+    cfg = topic("t", retention_bytes=0)
+    fill(tmp_path, cfg, [T0] * 12)
+    schedule = RetentionSchedule(tmp_path, TopicRegistry({"t": cfg}), busy_retry_ms=600_000)
+    schedule.stop()
+    with PartitionLog.open(tmp_path, "t", 0, cfg):
+        result = schedule.run_once(now_ms=T0)
+    assert result.busy == (("t", 0),) and result.retried == 0
 
 
 def test_registry_source_is_read_every_pass(tmp_path):
