@@ -13,7 +13,8 @@ Kafka's broker use to serve it, beside the same with no consumer.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
 record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99; the lone p99
-ratio also over both pairs' round trips pooled. Printed, never asserted.
+ratio also over both pairs' round trips pooled; for each of the door's pairs, the machine's CPU by role
+(`tests.cpu_ledger`) per record of the load delivered. Printed, never asserted.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tests.bench_stack import (
     Stack,
     quantile,
 )
+from tests.cpu_ledger import RowCpu, print_ledgers
 from tests.librdkafka_client import Deliveries, run_in_own_process
 from tests.producer_performance import run_producer_performance
 
@@ -162,6 +164,7 @@ def bench_spread(work: Path, quick: bool) -> None:
     kafka_rows: dict[int, dict[str, float]] = {}
     door_rows: dict[int, list[dict[str, float]]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}
     door_rtts: dict[int, list[float]] = {CLIENT_PARTITIONS: [], BENCH_PARTITIONS: []}  # both pairs' lone round trips
+    door_cpu: dict[str, RowCpu] = {}
     with Stack(work) as stack:
         kafka = stack.broker.bootstrap_servers
         for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
@@ -179,9 +182,11 @@ def bench_spread(work: Path, quick: bool) -> None:
                 _row("(warm-up)", partitions, load, lone)
             for i, (partitions, topic) in enumerate(((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC),
                                                      (CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC))):
-                load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
+                with stack.cpu_measured() as window:
+                    load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
                 door_rows[partitions].append(_row("front door", partitions, load, lone))
                 door_rtts[partitions] += _lone_rtts(lone)
+                door_cpu[f"front door, {partitions} partitions, pair {i // 2 + 1}"] = RowCpu(window, len(load.ok()))
             for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
                 java[("door", partitions)] = _java_rate(work / f"java-door-{partitions}", door, topic, partitions,
                                                         java_records)
@@ -191,6 +196,10 @@ def bench_spread(work: Path, quick: bool) -> None:
         kafka_idle = idle_cpu(stack, tail_seconds)
         kafka_tail = tail_consumer_cpu(stack, kafka, "kafka-anchor", BENCH_PARTITIONS, tail_seconds)
     few, many = door_rows[CLIENT_PARTITIONS], door_rows[BENCH_PARTITIONS]
+    # the micro-batches run back to back, so the cores are full at both layouts; what a record costs decides how
+    # long a micro-batch of the records that came during the one before takes (docs/performance.md)
+    print("\nCPU µs per record of the load delivered, by role, over each of the door's pairs:")
+    print_ledgers(door_cpu)
     print("\nratios and targets (spread):")
     shares = ", ".join(f"{100 * r['during']:.1f} %" for r in many)
     print(f"  front door, delivered while running at {BENCH_PARTITIONS} partitions: {shares}  (target >= 95 %)")
