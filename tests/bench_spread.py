@@ -13,8 +13,8 @@ Kafka's broker use to serve it, beside the same with no consumer.
 
 Reported per row: the share of the load's records delivered while it ran (a delivery report before its last
 record was sent), the load's delivery latency p50, and the lone producer's round trip p50 / p99; the lone p99
-ratio also over both pairs' round trips pooled; for each of the door's pairs, the machine's CPU by role
-(`tests.cpu_ledger`) per record of the load delivered. Printed, never asserted.
+ratio also over both pairs' round trips pooled; for each of the door's pairs, its micro-batches' p50 / p99 and
+the machine's CPU by role (`tests.cpu_ledger`) per record of the load delivered. Printed, never asserted.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.bench_clients import ACKS_ALL, RECORD_SIZE, java_documented_props
+from tests.bench_clients import ACKS_ALL, RECORD_SIZE, _last_batch, _progress_since, java_documented_props
 from tests.bench_front_door import gateway_with_front_door
 from tests.bench_stack import (
     BENCH_PARTITIONS,
@@ -173,7 +173,7 @@ def bench_spread(work: Path, quick: bool) -> None:
         for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_ANCHOR_TOPIC), (BENCH_PARTITIONS, "kafka-anchor")):
             java[("kafka", partitions)] = _java_rate(work / f"java-kafka-{partitions}", kafka, topic, partitions,
                                                      java_records)
-        with gateway_with_front_door(stack) as (door, _query):
+        with gateway_with_front_door(stack) as (door, query):
             # the gateway's first minute (its JVM's compilation, its workers' imports, the first opens of 1 000
             # partitions) is not the steady state the pairs compare: a short run of each layout first, not counted
             for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
@@ -182,9 +182,15 @@ def bench_spread(work: Path, quick: bool) -> None:
                 _row("(warm-up)", partitions, load, lone)
             for i, (partitions, topic) in enumerate(((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC),
                                                      (CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC))):
+                before = _last_batch(query)
                 with stack.cpu_measured() as window:
                     load, lone = _run_pair(work / f"door-{i}", door, topic, partitions, CLIENT_TOPIC, seconds)
                 door_rows[partitions].append(_row("front door", partitions, load, lone))
+                # a lone round trip is one micro-batch or two (docs/performance.md): the pair's own, beside it
+                batches = _progress_since(query, before)
+                if batches:
+                    print(f"{'':>14} micro-batches: p50 {statistics.median(batches):.3f} s, p99 "
+                          f"{quantile(batches, 0.99) or 0.0:.3f} s ({len(batches)}, at most Spark's last 100)", flush=True)
                 door_rtts[partitions] += _lone_rtts(lone)
                 door_cpu[f"front door, {partitions} partitions, pair {i // 2 + 1}"] = RowCpu(window, len(load.ok()))
             for partitions, topic in ((CLIENT_PARTITIONS, CLIENT_TOPIC), (BENCH_PARTITIONS, BENCH_TOPIC)):
