@@ -205,6 +205,7 @@ class GatewayMetrics:
             r.register(self.storage)
         self._lock = threading.Lock()
         self._offsets: dict[tuple[str, str, str], int] = {}
+        self._offset_series: dict[tuple[str, str, str], Any] = {}  # the gauges' series by the same key
         self._init_series(create_time_topics)
 
     def _init_series(self, create_time_topics: Iterable[str]) -> None:
@@ -258,31 +259,60 @@ class GatewayMetrics:
 
     def record_micro_batch(self, batch_id: int, groups: Iterable[BatchAggregate],
                            summary: MicroBatchSummary | None = None, clock_ms: int | None = None) -> None:
-        """Apply one micro-batch's aggregated decisions (and the sink's publish counts)."""
+        """Apply one micro-batch's aggregated decisions (and the sink's publish counts). The groups are per
+        partition, the counters and histograms per topic: folded by their labels first, so a micro-batch over
+        1 000 partitions updates each series once, not once a partition (~22 µs a partition, measured)."""
+        counts: dict[tuple[str, str, str], list[int]] = {}  # (topic, outcome, error): batches, records
+        per_topic: dict[str, list[int]] = {}  # appended bytes, future timestamps, clock holds
+        record_errors: dict[tuple[str, str], int] = {}
+        latency: dict[str, _Observations] = {}
+        skew: dict[str, _Observations] = {}
+        offsets: list[tuple[str, str, str, int]] = []
+        for g in groups:
+            topic = self.topic_label(g.topic)
+            c = counts.get(key := (topic, g.outcome, g.error))
+            if c is None:
+                c = counts[key] = [0, 0]
+            c[0] += g.batches
+            c[1] += max(0, g.records)
+            t = per_topic.get(topic)
+            if t is None:
+                t = per_topic[topic] = [0, 0, 0]
+            t[0] += g.appended_bytes
+            t[1] += g.future_timestamps
+            t[2] += g.clock_holds
+            if g.record_errors:
+                record_errors[(topic, g.error)] = record_errors.get((topic, g.error), 0) + g.record_errors
+            if g.latency_count:
+                _fold(latency, topic, g.latency_buckets, g.latency_count, g.latency_sum_s)
+            if g.skew_count:
+                _fold(skew, topic, g.skew_buckets, g.skew_count, g.skew_sum_s)
+            if self.partition_bounded(g.topic, g.partition):
+                p = str(g.partition)
+                # Offsets only move forward; a replayed micro-batch must not move a gauge back.
+                if g.log_end_offset is not None:
+                    offsets.append(("end", topic, p, g.log_end_offset))
+                if g.log_start_offset is not None and g.log_start_offset >= 0:
+                    offsets.append(("start", topic, p, g.log_start_offset))
         with self._lock:
-            for g in groups:
-                topic = self.topic_label(g.topic)
-                self.batches.labels(topic, g.outcome, g.error).inc(g.batches)
-                self.records.labels(topic, g.outcome, g.error).inc(max(0, g.records))
-                if g.appended_bytes:
-                    self.appended_bytes.labels(topic).inc(g.appended_bytes)
-                if g.record_errors:
-                    self.record_errors.labels(topic, g.error).inc(g.record_errors)
-                if g.future_timestamps:
-                    self.future_timestamps.labels(topic).inc(g.future_timestamps)
-                if g.clock_holds:
-                    self.clock_holds.labels(topic).inc(g.clock_holds)
-                if g.latency_count:
-                    self.append_latency.add([topic], g.latency_buckets, g.latency_count, g.latency_sum_s)
-                if g.skew_count:
-                    self.timestamp_skew.add([topic], g.skew_buckets, g.skew_count, g.skew_sum_s)
-                if self.partition_bounded(g.topic, g.partition):
-                    p = str(g.partition)
-                    # Offsets only move forward; a replayed micro-batch must not move a gauge back.
-                    if g.log_end_offset is not None:
-                        self._advance("end", self.log_end_offset, topic, p, g.log_end_offset)
-                    if g.log_start_offset is not None and g.log_start_offset >= 0:
-                        self._advance("start", self.log_start_offset, topic, p, g.log_start_offset)
+            for (topic, outcome, error), (batches, records) in counts.items():
+                self.batches.labels(topic, outcome, error).inc(batches)
+                self.records.labels(topic, outcome, error).inc(records)
+            for topic, (appended_bytes, future_timestamps, clock_holds) in per_topic.items():
+                if appended_bytes:
+                    self.appended_bytes.labels(topic).inc(appended_bytes)
+                if future_timestamps:
+                    self.future_timestamps.labels(topic).inc(future_timestamps)
+                if clock_holds:
+                    self.clock_holds.labels(topic).inc(clock_holds)
+            for (topic, error), n in record_errors.items():
+                self.record_errors.labels(topic, error).inc(n)
+            for topic, (cumulative, count, total) in latency.items():
+                self.append_latency.add([topic], cumulative, count, total)
+            for topic, (cumulative, count, total) in skew.items():
+                self.timestamp_skew.add([topic], cumulative, count, total)
+            for kind, topic, p, value in offsets:
+                self._advance(kind, topic, p, value)
             if summary is not None:
                 self.responses.inc(summary.responses)
                 self.dead_letters.inc(summary.dead_letters)
@@ -294,11 +324,17 @@ class GatewayMetrics:
             if clock_ms is not None and clock_ms > 0:
                 self.last_micro_batch_clock.set(clock_ms / 1000.0)
 
-    def _advance(self, kind: str, gauge: Gauge, topic: str, partition: str, value: int) -> None:
+    def _advance(self, kind: str, topic: str, partition: str, value: int) -> None:
+        """A partition's offset gauge (`kind`: "end" or "start") moved to `value` unless it is already past it.
+        Its series kept at hand: a label lookup costs more than the set."""
         key = (kind, topic, partition)
         if value >= self._offsets.get(key, -1):
             self._offsets[key] = value
-            gauge.labels(topic, partition).set(value)
+            series = self._offset_series.get(key)
+            if series is None:
+                gauge = self.log_end_offset if kind == "end" else self.log_start_offset
+                series = self._offset_series[key] = gauge.labels(topic, partition)
+            series.set(value)
 
     def record_progress(self, progress: Mapping[str, Any], ingress_topic: str | None = None) -> dict[str, Any]:
         """Apply one `StreamingQueryProgress` (its JSON as a dict). Returns the figures it derived
@@ -345,7 +381,8 @@ class GatewayMetrics:
     def record_log_start_offset(self, topic: str, partition: int, log_start_offset: int) -> None:
         """Retention moved a partition's log start offset (the stage's rows never learn it)."""
         if self.partition_bounded(topic, partition):
-            self._advance("start", self.log_start_offset, self.topic_label(topic), str(partition), log_start_offset)
+            with self._lock:
+                self._advance("start", self.topic_label(topic), str(partition), log_start_offset)
 
     def count_restart(self, cause: str) -> None:
         self.query_restarts.labels(cause if cause in RESTART_CAUSES else "other").inc()
@@ -427,3 +464,18 @@ def _progress_time_s(timestamp: Any) -> float | None:
         return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+_Observations = tuple[list[int], int, float]  # a histogram's cumulative bucket counts, count, sum
+
+
+def _fold(into: dict[str, _Observations], topic: str, cumulative: Sequence[int], count: int, total: float) -> None:
+    """`cumulative`, `count` and `total` added to `topic`'s observations in `into`."""
+    folded = into.get(topic)
+    if folded is None:
+        into[topic] = (list(cumulative), count, total)
+        return
+    buckets, n, s = folded
+    for i, c in enumerate(cumulative):
+        buckets[i] += c
+    into[topic] = (buckets, n + count, s + total)

@@ -105,6 +105,33 @@ def test_offset_gauges_never_go_back_on_a_replayed_micro_batch() -> None:
     assert value(m, "gateway_log_start_offset", topic="lat", partition="2") == 5
 
 
+def test_a_micro_batch_of_many_groups_exports_what_its_groups_one_by_one_do() -> None:
+    """The groups are folded by their labels before the series are touched: the same samples as recording each
+    group in a micro-batch of its own (partitions of one topic, other outcomes and errors, an unknown topic)."""
+    lat = [0] * 12
+    groups = [
+        aggregate("lat", 0, batches=2, records=6, appended_bytes=300, future_timestamps=1, log_end_offset=7,
+                  log_start_offset=0, latency_count=2, latency_sum_s=0.3, latency_buckets=[0, 1, *[2] * 10]),
+        aggregate("lat", 1, batches=1, records=3, appended_bytes=100, clock_holds=1, log_end_offset=3,
+                  log_start_offset=0, latency_count=1, latency_sum_s=0.2, latency_buckets=[0, 0, *[1] * 10]),
+        aggregate("lat", 2, outcome="rejected", error="CORRUPT_MESSAGE", batches=1, records=2, record_errors=2,
+                  latency_buckets=lat),
+        aggregate("ct", 1, batches=1, records=1, appended_bytes=50, log_end_offset=1, log_start_offset=0,
+                  skew_count=1, skew_sum_s=-2.0, skew_buckets=[0, 0, 0, 0, 1, *[1] * 9]),
+        aggregate("nope", -1, outcome="rejected", error="UNKNOWN_TOPIC_OR_PARTITION", batches=3, records=3),
+    ]
+    together, alone = fresh(), fresh()
+    together.record_micro_batch(5, groups)
+    for g in groups:
+        alone.record_micro_batch(5, [g])
+    def samples(m: GatewayMetrics) -> dict:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families(m).values() for s in f.samples
+                if f.name != "gateway_micro_batches" and not s.name.endswith("_created")}
+    assert samples(together) == pytest.approx(samples(alone))
+    assert value(together, "gateway_batches_total", topic="lat", outcome="appended", error="NONE") == 3
+    assert value(together, "gateway_log_end_offset", topic="lat", partition="1") == 3
+
+
 def test_aggregation_rows_fold_into_groups_with_cumulative_buckets() -> None:
     def row(li: int, si: int, n: int, **kw) -> dict:
         base = dict(t="ct", p=0, o="appended", e="NONE", li=li, si=si, batches=n, records=3 * n, appended_bytes=100 * n,
